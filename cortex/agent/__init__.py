@@ -1,0 +1,5 @@
+"""The node-local agent that runs assigned attempts and reports them."""
+
+from cortex.agent.runner import Agent
+
+__all__ = ["Agent"]

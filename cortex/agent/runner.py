@@ -1,0 +1,216 @@
+"""The node-local agent: runs the attempts the log assigns to this node,
+reports their outcome through Raft, and kills attempts the log took away."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cortex.errors import CortexError
+from cortex.executors import Execution, ExecutionResult, Executor
+from cortex.raft.proposer import Proposer
+from cortex.spec import TaskSpec
+from cortex.state import entries as e
+from cortex.state.queries import StateReader, TaskView
+from cortex.state.transitions import TaskChange
+
+log = logging.getLogger(__name__)
+
+RECONCILE_INTERVAL_S = 0.5
+
+
+@dataclass
+class RunningAttempt:
+    task_id: str
+    attempt: int
+    cancel: threading.Event
+    # Set when the log no longer wants this attempt: its outcome is not reported.
+    superseded: bool = False
+
+
+def attempt_idempotency_key(task: TaskView) -> str:
+    """Stable per (task, attempt, spec), so an executor can de-duplicate side effects."""
+    material = f"{task.id}|{task.attempt}|{json.dumps(task.spec, sort_keys=True)}"
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+class Agent:
+    def __init__(
+        self,
+        node_id: str,
+        proposer: Proposer,
+        reader: StateReader,
+        executors: dict[str, Executor],
+        data_dir: str,
+        is_ready: Callable[[], bool],
+        kill_grace_s: float = 5.0,
+    ) -> None:
+        self._node_id = node_id
+        self._proposer = proposer
+        self._reader = reader
+        self._executors = executors
+        self._data_dir = data_dir
+        self._is_ready = is_ready
+        self._kill_grace_s = kill_grace_s
+        self._running: dict[str, RunningAttempt] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._recovered = False
+        self._thread = threading.Thread(target=self._loop, name="agent", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        with self._lock:
+            for running in self._running.values():
+                running.superseded = True
+                running.cancel.set()
+
+    @property
+    def running_count(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    def on_change(self, index: int, changes: list[TaskChange]) -> None:
+        """State listener (Raft thread): wake on new work, cancel lost work."""
+        wake = False
+        with self._lock:
+            for change in changes:
+                if change.node == self._node_id and change.state == "assigned":
+                    wake = True
+                running = self._running.get(change.task_id)
+                if running is None:
+                    continue
+                still_ours = (
+                    change.node == self._node_id
+                    and change.attempt == running.attempt
+                    and change.state in ("assigned", "running")
+                )
+                if not still_ours:
+                    running.superseded = change.state not in ("completed", "failed", "dead_letter")
+                    running.cancel.set()
+        if wake or not changes:
+            self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(RECONCILE_INTERVAL_S)
+            self._wake.clear()
+            if self._stop.is_set() or not self._is_ready():
+                continue
+            try:
+                self._reconcile()
+            except Exception:
+                log.exception("agent reconcile failed")
+
+    def _reconcile(self) -> None:
+        mine = self._reader.tasks_on_node(self._node_id, ("assigned", "running"))
+        first_pass = not self._recovered
+        self._recovered = True
+        for task in mine:
+            with self._lock:
+                running = self._running.get(task.id)
+            if running is not None and running.attempt == task.attempt:
+                continue
+            if task.state == "assigned":
+                self._start(task)
+            elif first_pass:
+                # Running here before this process started: the attempt died with it.
+                threading.Thread(
+                    target=self._report_lost, args=(task,), name=f"lost-{task.id[:8]}", daemon=True
+                ).start()
+
+    def _start(self, task: TaskView) -> None:
+        running = RunningAttempt(task.id, task.attempt, threading.Event())
+        with self._lock:
+            previous = self._running.get(task.id)
+            if previous is not None:
+                previous.superseded = True
+                previous.cancel.set()
+            self._running[task.id] = running
+        threading.Thread(
+            target=self._execute, args=(task, running), name=f"task-{task.id[:8]}", daemon=True
+        ).start()
+
+    def _execute(self, task: TaskView, running: RunningAttempt) -> None:
+        try:
+            result = self._run_attempt(task, running)
+            if running.superseded:
+                log.info("task %s attempt %d was taken away; outcome not reported", task.id, task.attempt)
+                return
+            if result.succeeded:
+                payload: e.Payload = e.TaskComplete(task.id, task.attempt, self._node_id, result.to_dict())
+            else:
+                reason = result.error or ("cancelled" if result.cancelled else f"exit code {result.exit_code}")
+                payload = e.TaskFailed(task.id, task.attempt, self._node_id, reason, result.to_dict())
+            self._report(task, payload)
+        finally:
+            with self._lock:
+                if self._running.get(task.id) is running:
+                    del self._running[task.id]
+            self._wake.set()
+
+    def _run_attempt(self, task: TaskView, running: RunningAttempt) -> ExecutionResult:
+        try:
+            spec = TaskSpec.model_validate(task.spec)
+        except ValueError as err:
+            return ExecutionResult(exit_code=-1, error=f"invalid spec: {err}")
+        executor = self._executors.get(spec.type)
+        if executor is None:
+            return ExecutionResult(exit_code=-1, error=f"no {spec.type} executor on {self._node_id}")
+        work_dir = os.path.join(self._data_dir, "attempts", task.id, str(task.attempt))
+        os.makedirs(work_dir, exist_ok=True)
+        context_file = os.path.join(work_dir, "context.json")
+        with open(context_file, "w") as handle:
+            handle.write("{}")
+        execution = Execution(
+            task_id=task.id,
+            attempt=task.attempt,
+            spec=spec,
+            work_dir=work_dir,
+            env={
+                "CORTEX_TASK_ID": task.id,
+                "CORTEX_ATTEMPT": str(task.attempt),
+                "CORTEX_IDEMPOTENCY_KEY": attempt_idempotency_key(task),
+                "CORTEX_CONTEXT_FILE": context_file,
+                "CORTEX_NODE_ID": self._node_id,
+            },
+            kill_grace_s=self._kill_grace_s,
+        )
+        self._proposer.submit(
+            e.Entry.create(e.TaskStarted(task.id, task.attempt, self._node_id, os.getpid()), self._node_id)
+        )
+        log.debug("task %s attempt %d starting", task.id, task.attempt)
+        return executor.run(execution, running.cancel)
+
+    def _report_lost(self, task: TaskView) -> None:
+        log.warning("task %s attempt %d was running when this node stopped", task.id, task.attempt)
+        self._report(task, e.TaskFailed(task.id, task.attempt, self._node_id, "node restarted during the attempt"))
+
+    def _report(self, task: TaskView, payload: e.Payload) -> None:
+        """Retries until the log takes the report or the attempt is no longer
+        this node's (fencing would reject it anyway)."""
+        delay = 0.1
+        while not self._stop.is_set():
+            try:
+                self._proposer.propose_one(e.Entry.create(payload, self._node_id), timeout=10.0)
+                return
+            except CortexError as err:
+                log.warning("report for task %s not committed yet: %s", task.id, err)
+            current = self._reader.get_task(task.id)
+            if current is None or current.attempt != task.attempt or current.node != self._node_id:
+                return
+            if current.state not in ("assigned", "running"):
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)

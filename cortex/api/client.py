@@ -1,0 +1,84 @@
+"""A small Python client for a Cortex node. gRPC errors come back as the
+matching Cortex exception, with the server's message."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from cortex.errors import (
+    CortexError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+)
+from cortex.v1 import cortex_pb2 as pb
+from cortex.v1 import cortex_pb2_grpc as pb_grpc
+
+_ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
+}
+
+
+class CortexClient:
+    def __init__(self, address: str, timeout_s: float = 30.0) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._channel = grpc.insecure_channel(address)
+        self._stub = pb_grpc.CortexStub(self._channel)
+
+    def __enter__(self) -> CortexClient:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout_s or self.timeout_s)
+        except grpc.RpcError as err:
+            code = err.code()
+            kind = _ERROR_FOR_STATUS.get(code, CortexError)
+            detail = err.details() or str(code)
+            if code == grpc.StatusCode.UNAVAILABLE and "failed to connect" in detail.lower():
+                detail = f"cannot reach a Cortex node at {self.address} ({detail})"
+            raise kind(detail) from None
+
+    def submit_task(self, spec: pb.TaskSpec, idempotency_key: str = "") -> pb.SubmitTaskResponse:
+        return self._call("SubmitTask", pb.SubmitTaskRequest(spec=spec, idempotency_key=idempotency_key))
+
+    def get_task(self, task_id: str, include_events: bool = False) -> pb.Task:
+        return self._call("GetTask", pb.GetTaskRequest(task_id=task_id, include_events=include_events))
+
+    def get_task_result(self, task_id: str, wait: bool = False, timeout_ms: int = 0) -> pb.Task:
+        request = pb.GetTaskResultRequest(task_id=task_id, wait=wait, timeout_ms=timeout_ms)
+        return self._call("GetTaskResult", request, timeout_s=(timeout_ms or 30_000) / 1000 + 5)
+
+    def list_tasks(self, **filters: Any) -> pb.ListTasksResponse:
+        return self._call("ListTasks", pb.ListTasksRequest(**filters))
+
+    def cancel_task(self, task_id: str, reason: str = "") -> pb.Task:
+        return self._call("CancelTask", pb.CancelTaskRequest(task_id=task_id, reason=reason))
+
+    def cluster_status(self) -> pb.ClusterStatusResponse:
+        return self._call("ClusterStatus", pb.ClusterStatusRequest())
+
+    def join_cluster(self, node_id: str, raft_address: str, grpc_address: str, proof: str) -> list[str]:
+        request = pb.JoinClusterRequest(
+            node_id=node_id, raft_address=raft_address, grpc_address=grpc_address, proof=proof
+        )
+        return list(self._call("JoinCluster", request).raft_members)

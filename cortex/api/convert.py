@@ -1,0 +1,193 @@
+"""Translation between protobuf messages and Cortex's own types."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cortex.errors import InvalidArgument
+from cortex.service import ClusterView
+from cortex.state.queries import EventView, TaskView
+from cortex.v1 import cortex_pb2 as pb
+
+_CONSTRAINT_FIELDS = {
+    "requires_gpu": "requiresGpu",
+    "avoid_gaming": "avoidGaming",
+    "min_memory_mb": "minMemoryMb",
+    "min_disk_gb": "minDiskGb",
+    "node_labels": "nodeLabels",
+    "target_node": "targetNode",
+    "requires_capabilities": "requiresCapabilities",
+    "allowed_nodes": "allowedNodes",
+    "forbidden_nodes": "forbiddenNodes",
+    "max_parallel_per_node": "maxParallelPerNode",
+}
+_RETRY_FIELDS = {
+    "max_retries": "maxRetries",
+    "backoff_ms": "backoffMs",
+    "backoff_multiplier": "backoffMultiplier",
+    "retryable": "retryable",
+}
+
+
+def spec_from_proto(message: pb.TaskSpec) -> dict[str, Any]:
+    """A plain-data spec for `parse_task_spec`; only fields the caller set."""
+    spec: dict[str, Any] = {"type": message.type or "shell"}
+    if message.command and message.shell:
+        raise InvalidArgument("spec: give either command (argv) or shell (a string), not both")
+    if message.command:
+        spec["command"] = list(message.command)
+    elif message.shell:
+        spec["command"] = message.shell
+    elif spec["type"] == "shell":
+        raise InvalidArgument("spec.command: command is empty")
+    if message.env:
+        spec["env"] = dict(message.env)
+    if message.cwd:
+        spec["cwd"] = message.cwd
+    if message.HasField("timeout_ms"):
+        spec["timeoutMs"] = message.timeout_ms
+    if message.HasField("priority"):
+        spec["priority"] = message.priority
+    if message.labels:
+        spec["labels"] = dict(message.labels)
+    if message.HasField("constraints"):
+        constraints: dict[str, Any] = {}
+        for name, alias in _CONSTRAINT_FIELDS.items():
+            value = getattr(message.constraints, name)
+            if name == "requires_capabilities" or name.endswith("nodes") or name == "node_labels":
+                value = dict(value) if name == "requires_capabilities" else list(value)
+            if value:
+                constraints[alias] = value
+        spec["constraints"] = constraints
+    if message.HasField("retry_policy"):
+        spec["retryPolicy"] = {
+            alias: getattr(message.retry_policy, name)
+            for name, alias in _RETRY_FIELDS.items()
+            if message.retry_policy.HasField(name)
+        }
+    if message.options_json:
+        try:
+            options = json.loads(message.options_json)
+        except ValueError as err:
+            raise InvalidArgument(f"spec.options_json is not valid JSON: {err}") from None
+        if not isinstance(options, dict):
+            raise InvalidArgument("spec.options_json must be a JSON object")
+        spec["options"] = options
+    return spec
+
+
+def spec_to_proto(spec: dict[str, Any]) -> pb.TaskSpec:
+    message = pb.TaskSpec(type=spec.get("type", "shell"))
+    command = spec.get("command")
+    if isinstance(command, str):
+        message.shell = command
+    elif command:
+        message.command.extend(command)
+    message.env.update(spec.get("env") or {})
+    message.cwd = spec.get("cwd") or ""
+    if spec.get("timeout_ms") is not None:
+        message.timeout_ms = spec["timeout_ms"]
+    message.priority = spec.get("priority", 5)
+    message.labels.update(spec.get("labels") or {})
+    constraints = spec.get("constraints") or {}
+    for name in _CONSTRAINT_FIELDS:
+        value = constraints.get(name)
+        if value in (None, [], {}, False, 0):
+            continue
+        field = getattr(message.constraints, name)
+        if isinstance(value, list):
+            field.extend(value)
+        elif isinstance(value, dict):
+            field.update(value)
+        else:
+            setattr(message.constraints, name, value)
+    for name, value in (spec.get("retry_policy") or {}).items():
+        if name in _RETRY_FIELDS:
+            setattr(message.retry_policy, name, value)
+    if spec.get("options"):
+        message.options_json = json.dumps(spec["options"], sort_keys=True)
+    return message
+
+
+def event_to_proto(event: EventView) -> pb.TaskEvent:
+    return pb.TaskEvent(
+        seq=event.seq,
+        event=event.event,
+        from_state=event.from_state or "",
+        to_state=event.to_state or "",
+        node=event.node or "",
+        attempt=event.attempt or 0,
+        detail_json=json.dumps(event.detail, sort_keys=True) if event.detail else "",
+        ts_ms=event.ts,
+        raft_index=event.raft_index,
+    )
+
+
+def task_to_proto(
+    task: TaskView, events: list[EventView] | None = None, reasons: list[str] | None = None
+) -> pb.Task:
+    message = pb.Task(
+        id=task.id,
+        state=task.state,
+        type=task.type,
+        attempt=task.attempt,
+        node=task.node or "",
+        priority=task.priority,
+        spec=spec_to_proto(task.spec),
+        idempotency_key=task.idempotency_key or "",
+        workflow_id=task.workflow_id or "",
+        workflow_key=task.workflow_key or "",
+        error=task.error or "",
+        created_at_ms=task.created_at,
+        updated_at_ms=task.updated_at,
+        scheduled_after_ms=task.scheduled_after,
+        pending_reasons=reasons or [],
+        events=[event_to_proto(ev) for ev in events or []],
+    )
+    if task.result is not None:
+        result = task.result
+        message.has_result = True
+        message.result.CopyFrom(
+            pb.TaskResult(
+                exit_code=int(result.get("exit_code") or 0),
+                stdout=str(result.get("stdout") or "").encode(),
+                stderr=str(result.get("stderr") or "").encode(),
+                stdout_truncated=bool(result.get("stdout_truncated")),
+                stderr_truncated=bool(result.get("stderr_truncated")),
+                error=str(result.get("error") or ""),
+                timed_out=bool(result.get("timed_out")),
+            )
+        )
+    return message
+
+
+def cluster_to_proto(view: ClusterView) -> pb.ClusterStatusResponse:
+    return pb.ClusterStatusResponse(
+        node_id=view.node_id,
+        leader=view.leader or "",
+        leader_node_id=view.leader_node_id or "",
+        term=view.term,
+        last_applied=view.last_applied,
+        commit_index=view.commit_index,
+        state_digest=view.state_digest,
+        has_quorum=view.has_quorum,
+        raft_state=view.raft_state,
+        nodes=[
+            pb.NodeInfo(
+                node_id=n.node.id,
+                raft_address=n.node.raft_address,
+                grpc_address=n.node.grpc_address,
+                status=n.node.status,
+                connected=n.connected,
+                is_leader=n.is_leader,
+                running_tasks=n.active_tasks,
+                labels=n.node.labels,
+                executors=n.node.executors,
+            )
+            for n in view.nodes
+        ],
+        task_counts=view.task_counts,
+        log_size=view.log_size,
+        applied_index=view.applied_index,
+    )

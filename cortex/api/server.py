@@ -1,0 +1,48 @@
+"""Starts a node's gRPC server with the Cortex service, health and reflection."""
+
+from __future__ import annotations
+
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from cortex.api.servicer import CortexServicer
+from cortex.errors import ConfigError
+from cortex.service import TaskService
+from cortex.v1 import cortex_pb2, cortex_pb2_grpc
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def serve(service: TaskService, address: str, max_workers: int = 64) -> grpc.Server:
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    cortex_pb2_grpc.add_CortexServicer_to_server(CortexServicer(service), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_servicer.set("cortex.v1.Cortex", health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection(
+        (
+            cortex_pb2.DESCRIPTOR.services_by_name["Cortex"].full_name,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as err:
+        raise ConfigError(f"config key grpc: cannot listen on {address}: {err}") from None
+    if port == 0:
+        raise ConfigError(f"config key grpc: cannot listen on {address} (in use?)")
+    server.start()
+    return server

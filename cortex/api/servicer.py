@@ -1,0 +1,117 @@
+"""gRPC servicer: unpacks requests, calls `TaskService`, packs replies, and
+maps Cortex errors to status codes in one place."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from cortex.api.convert import cluster_to_proto, spec_from_proto, task_to_proto
+from cortex.errors import (
+    CortexError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+)
+from cortex.service import TaskService
+from cortex.v1 import cortex_pb2 as pb
+from cortex.v1 import cortex_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+STATUS_FOR_ERROR: dict[type[CortexError], grpc.StatusCode] = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+}
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+MAX_WAIT_MS = 600_000
+
+
+def _maps_errors(method: Handler) -> Handler:
+    @functools.wraps(method)
+    def wrapper(self: CortexServicer, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return method(self, request, context)
+        except CortexError as err:
+            code = STATUS_FOR_ERROR.get(type(err), grpc.StatusCode.INTERNAL)
+            context.abort(code, str(err))
+        except Exception:
+            log.exception("%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}; see node log")
+
+    return wrapper  # type: ignore[return-value]
+
+
+class CortexServicer(pb_grpc.CortexServicer):
+    def __init__(self, service: TaskService) -> None:
+        self._service = service
+
+    @_maps_errors
+    def SubmitTask(self, request: pb.SubmitTaskRequest, context: grpc.ServicerContext) -> pb.SubmitTaskResponse:
+        if not request.HasField("spec"):
+            raise InvalidArgument("spec is missing")
+        outcome = self._service.submit_task(spec_from_proto(request.spec), request.idempotency_key or None)
+        return pb.SubmitTaskResponse(task_id=outcome.task_id, created=outcome.created, raft_index=outcome.raft_index)
+
+    @_maps_errors
+    def GetTask(self, request: pb.GetTaskRequest, context: grpc.ServicerContext) -> pb.Task:
+        task = self._service.get_task(request.task_id)
+        events = self._service.task_events(task.id) if request.include_events else None
+        return task_to_proto(task, events, self._service.pending_reasons(task))
+
+    @_maps_errors
+    def GetTaskResult(self, request: pb.GetTaskResultRequest, context: grpc.ServicerContext) -> pb.Task:
+        if request.timeout_ms < 0 or request.timeout_ms > MAX_WAIT_MS:
+            raise InvalidArgument(f"timeout_ms must be between 0 and {MAX_WAIT_MS}")
+        if request.wait:
+            timeout_s = (request.timeout_ms or 30_000) / 1000
+            remaining = context.time_remaining()
+            if remaining is not None:
+                timeout_s = min(timeout_s, max(remaining - 0.2, 0))
+            task = self._service.wait_for_task(request.task_id, timeout_s)
+        else:
+            task = self._service.get_task(request.task_id)
+        return task_to_proto(task, None, self._service.pending_reasons(task))
+
+    @_maps_errors
+    def ListTasks(self, request: pb.ListTasksRequest, context: grpc.ServicerContext) -> pb.ListTasksResponse:
+        page = self._service.list_tasks(
+            list(request.states),
+            request.type or None,
+            request.workflow_id or None,
+            request.node or None,
+            request.page_size,
+            request.page_token,
+        )
+        return pb.ListTasksResponse(
+            tasks=[task_to_proto(t) for t in page.tasks],
+            next_page_token=str(page.next_offset) if page.next_offset is not None else "",
+            total=page.total,
+        )
+
+    @_maps_errors
+    def CancelTask(self, request: pb.CancelTaskRequest, context: grpc.ServicerContext) -> pb.Task:
+        return task_to_proto(self._service.cancel_task(request.task_id, request.reason))
+
+    @_maps_errors
+    def ClusterStatus(
+        self, request: pb.ClusterStatusRequest, context: grpc.ServicerContext
+    ) -> pb.ClusterStatusResponse:
+        return cluster_to_proto(self._service.cluster_status())
+
+    @_maps_errors
+    def JoinCluster(self, request: pb.JoinClusterRequest, context: grpc.ServicerContext) -> pb.JoinClusterResponse:
+        if not request.node_id or not request.raft_address:
+            raise InvalidArgument("node_id and raft_address are required to join")
+        members = self._service.admit_node(request.node_id, request.raft_address, request.proof)
+        return pb.JoinClusterResponse(raft_members=members, leader=self._service.cluster_status().leader or "")

@@ -1,0 +1,223 @@
+"""`cortex dev`: a local N-node cluster of real `cortex node start`
+processes in the background; `cortex demo`: the same, plus example tasks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cortex.api.client import CortexClient
+from cortex.cli import render
+from cortex.errors import CortexError, Unavailable
+from cortex.v1 import cortex_pb2 as pb
+
+_STATE_FILE = "dev-cluster.json"
+
+
+@dataclass(frozen=True)
+class DevNode:
+    node_id: str
+    raft: str
+    grpc: str
+    data_dir: str
+    pid: int = 0
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def plan_nodes(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
+    return [
+        DevNode(
+            node_id=f"node-{i + 1}",
+            raft=f"127.0.0.1:{base_port + i}",
+            grpc=f"127.0.0.1:{base_port + 100 + i}",
+            data_dir=str(data_dir / f"node-{i + 1}"),
+        )
+        for i in range(count)
+    ]
+
+
+def start_cluster(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
+    if not 1 <= count <= 9:
+        raise CortexError("--nodes must be between 1 and 9")
+    state_file = data_dir / _STATE_FILE
+    if state_file.exists():
+        raise CortexError(f"a dev cluster already runs from {data_dir}; stop it with `cortex dev stop`")
+    nodes = plan_nodes(count, base_port, data_dir)
+    busy = [n.raft for n in nodes if not _port_free(int(n.raft.rsplit(":", 1)[1]))]
+    busy += [n.grpc for n in nodes if not _port_free(int(n.grpc.rsplit(":", 1)[1]))]
+    if busy:
+        raise CortexError(f"ports already in use: {', '.join(busy)} (try --base-port)")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(24)
+    peers = ",".join(n.raft for n in nodes)
+    started = []
+    for node in nodes:
+        Path(node.data_dir).mkdir(parents=True, exist_ok=True)
+        log_file = open(Path(node.data_dir) / "node.log", "ab")  # noqa: SIM115 - owned by the child
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "cortex.cli.main", "node", "start",
+                "--node-id", node.node_id, "--data-dir", node.data_dir,
+                "--raft", node.raft, "--grpc", node.grpc, "--peers", peers,
+            ],  # fmt: skip
+            env={**os.environ, "CORTEX_SECRET": secret},
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        log_file.close()
+        started.append(DevNode(node.node_id, node.raft, node.grpc, node.data_dir, process.pid))
+    state_file.write_text(json.dumps({"nodes": [n.__dict__ for n in started]}, indent=2))
+    return started
+
+
+def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
+    """Waits until every node knows a leader and sees every node registered."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(nodes)
+    while pending:
+        node = pending[0]
+        try:
+            with CortexClient(node.grpc, timeout_s=2) as client:
+                status = client.cluster_status()
+            if status.leader and len(status.nodes) >= len(nodes):
+                pending.pop(0)
+                continue
+        except CortexError:
+            pass
+        if time.monotonic() > deadline:
+            raise Unavailable(f"dev cluster not ready after {timeout_s:.0f}s; see {node.data_dir}/node.log")
+        time.sleep(0.2)
+
+
+def stop_cluster(data_dir: Path, timeout_s: float = 15.0) -> list[DevNode]:
+    state_file = data_dir / _STATE_FILE
+    if not state_file.exists():
+        raise CortexError(f"no dev cluster recorded in {data_dir}")
+    nodes = [DevNode(**n) for n in json.loads(state_file.read_text())["nodes"]]
+    for node in nodes:
+        try:
+            os.kill(node.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout_s
+    for node in nodes:
+        while time.monotonic() < deadline and _alive(node.pid):
+            time.sleep(0.1)
+        if _alive(node.pid):
+            os.kill(node.pid, signal.SIGKILL)
+    state_file.unlink()
+    return nodes
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir).resolve()
+    if args.action == "stop":
+        nodes = stop_cluster(data_dir)
+        print(f"stopped {len(nodes)} nodes ({', '.join(n.node_id for n in nodes)})")
+        return 0
+    nodes = start_cluster(args.nodes, args.base_port, data_dir)
+    try:
+        wait_ready(nodes)
+    except CortexError:
+        stop_cluster(data_dir)
+        raise
+    render.console.print(f"[green]local cluster of {len(nodes)} nodes is up[/] (data in {data_dir})")
+    for node in nodes:
+        render.console.print(f"  {node.node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}")
+    first = nodes[0].grpc
+    flag = "" if first == "127.0.0.1:7200" else f" --node {first}"
+    render.console.print(f"try:  cortex{flag} task submit --wait -- echo hello")
+    render.console.print(f"      cortex{flag} status")
+    render.console.print(f"stop: cortex dev stop --data-dir {args.data_dir}")
+    return 0
+
+
+DEMO_TASKS: list[tuple[str, list[str] | str]] = [
+    ("hello", ["echo", "hello from Cortex"]),
+    ("where", "echo \"ran on $CORTEX_NODE_ID as task $CORTEX_TASK_ID (attempt $CORTEX_ATTEMPT)\""),
+    ("python", [sys.executable, "-c", "import platform; print('python', platform.python_version())"]),
+    ("sum", "n=0; for i in $(seq 1 1000); do n=$((n + i)); done; echo \"sum of 1..1000 = $n\""),
+    ("fails", "echo 'this one exits 3' >&2; exit 3"),
+]
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-demo-")).resolve()
+    base_port = next(p for p in range(17100, 30000, 10) if all(
+        _port_free(p + i) and _port_free(p + 100 + i) for i in range(args.nodes)))  # fmt: skip
+    render.console.print(f"starting a local {args.nodes}-node cluster (data in {data_dir}) ...")
+    nodes = start_cluster(args.nodes, base_port, data_dir)
+    try:
+        wait_ready(nodes)
+        render.console.print("[green]cluster is up[/]; submitting example tasks round-robin to every node")
+        clients = [CortexClient(n.grpc) for n in nodes]
+        submitted = []
+        for i, (name, command) in enumerate(DEMO_TASKS):
+            spec = pb.TaskSpec()
+            if isinstance(command, str):
+                spec.shell = command
+            else:
+                spec.command.extend(command)
+            spec.retry_policy.max_retries = 0
+            reply = clients[i % len(clients)].submit_task(spec, idempotency_key=f"demo-{name}")
+            submitted.append((name, reply.task_id, nodes[i % len(nodes)].node_id))
+        table = render.Table("task", "submitted to", "ran on", "state", "exit", "output", box=None)
+        for name, task_id, via in submitted:
+            task = clients[0].get_task_result(task_id, wait=True, timeout_ms=60_000)
+            output = (task.result.stdout or task.result.stderr).decode(errors="replace").strip()
+            table.add_row(name, via, task.node, render.styled_state(task.state),
+                          str(task.result.exit_code) if task.has_result else "", output)  # fmt: skip
+        render.console.print(table)
+        status = clients[0].cluster_status()
+        render.console.print(
+            f"leader {status.leader_node_id}, term {status.term}; every node's state digest:"
+        )
+        for client, node in zip(clients, nodes, strict=True):
+            s = client.cluster_status()
+            render.console.print(f"  {node.node_id}: applied {s.last_applied}  digest {s.state_digest[:16]}")
+        for client in clients:
+            client.close()
+    finally:
+        if args.keep:
+            render.console.print(f"cluster left running; stop it with: cortex dev stop --data-dir {data_dir}")
+        else:
+            stop_cluster(data_dir)
+            if not args.data_dir:
+                shutil.rmtree(data_dir, ignore_errors=True)
+            render.console.print("cluster stopped")
+    return 0

@@ -1,0 +1,121 @@
+"""`cortex`: the command line. Parses arguments, calls the client or starts
+a node, prints results; every failure becomes one readable line and exit 1."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from cortex.config import DEFAULT_GRPC_ADDRESS
+from cortex.errors import CortexError
+
+
+def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    node = commands.add_parser("node", help="run or manage a node")
+    node_commands = node.add_subparsers(dest="node_command", required=True)
+    start = node_commands.add_parser("start", help="start a node in the foreground")
+    start.add_argument("--config", help="YAML config file")
+    start.add_argument("--node-id", help="this node's id (default: host name)")
+    start.add_argument("--data-dir", help="where state lives (default ./cortex-data)")
+    start.add_argument("--raft", help="Raft HOST:PORT (default 127.0.0.1:7100)")
+    start.add_argument("--grpc", help="gRPC HOST:PORT (default 127.0.0.1:7200)")
+    start.add_argument("--peers", help="comma-separated Raft addresses of a static group")
+    start.add_argument("--join", metavar="GRPC_ADDR", help="join the cluster served at this gRPC address")
+    start.add_argument("--secret", help="cluster secret (required with --peers or --join)")
+    start.add_argument("--label", action="append", default=[], metavar="K=V", help="node label")
+    start.add_argument("--max-tasks", type=int, help="most tasks this node runs at once")
+    start.add_argument("--compaction-min-entries", type=int, help="log entries before compaction")
+    start.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
+
+
+def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    task = commands.add_parser("task", help="submit and inspect tasks")
+    task_commands = task.add_subparsers(dest="task_command", required=True)
+    submit = task_commands.add_parser("submit", help="submit a task: cortex task submit -- CMD [ARG...]")
+    submit.add_argument("--json", action="store_true", help="print JSON")
+    submit.add_argument("--wait", action="store_true", help="wait for the task to end and show its result")
+    submit.add_argument("--idempotency-key", default="", help="submitting the same key again returns the same task")
+    submit.add_argument("--type", default="shell", help="executor type (shell, noop)")
+    submit.add_argument("--shell", action="store_true", help="run CMD as one string through /bin/sh -c")
+    submit.add_argument("--env", action="append", default=[], metavar="K=V")
+    submit.add_argument("--cwd")
+    submit.add_argument("--timeout-ms", type=int)
+    submit.add_argument("--priority", type=int, help="0-10, higher runs first")
+    submit.add_argument("--max-retries", type=int)
+    submit.add_argument("--wait-timeout", type=float, default=300.0, help="seconds --wait waits")
+    submit.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
+    get = task_commands.add_parser("get", help="show one task")
+    get.add_argument("task_id")
+    get.add_argument("--json", action="store_true")
+    get.add_argument("--events", action="store_true", help="include the task's event log")
+    listing = task_commands.add_parser("list", help="list tasks")
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--state", action="append", default=[])
+    listing.add_argument("--on-node", dest="on_node", default="")
+    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--page-token", default="")
+    cancel = task_commands.add_parser("cancel", help="cancel a task")
+    cancel.add_argument("task_id")
+    cancel.add_argument("--reason", default="")
+    cancel.add_argument("--json", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cortex", description="Cortex distributed task engine")
+    parser.add_argument(
+        "--node",
+        default=os.environ.get("CORTEX_NODE", DEFAULT_GRPC_ADDRESS),
+        help="gRPC address of the node to talk to (default $CORTEX_NODE or %(default)s)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_node_start(commands)
+    _add_task(commands)
+    status = commands.add_parser("status", help="cluster status as seen by --node")
+    status.add_argument("--json", action="store_true")
+    dev = commands.add_parser("dev", help="start a local N-node cluster in the background")
+    dev.add_argument("action", nargs="?", choices=["start", "stop"], default="start")
+    dev.add_argument("--nodes", type=int, default=3)
+    dev.add_argument("--data-dir", default="./cortex-dev")
+    dev.add_argument("--base-port", type=int, default=7100, help="Raft ports from here, gRPC from +100")
+    demo = commands.add_parser("demo", help="start a local 3-node cluster, run example tasks, show results")
+    demo.add_argument("--nodes", type=int, default=3)
+    demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    demo.add_argument("--data-dir", default=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "node":
+            from cortex.cli.node import run_node
+
+            return run_node(args)
+        if args.command == "task":
+            from cortex.cli import tasks
+
+            return tasks.run(args)
+        if args.command == "status":
+            from cortex.cli.tasks import show_status
+
+            return show_status(args)
+        if args.command == "dev":
+            from cortex.cli import dev
+
+            return dev.run(args)
+        if args.command == "demo":
+            from cortex.cli.dev import run_demo
+
+            return run_demo(args)
+    except CortexError as err:
+        print(f"cortex: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

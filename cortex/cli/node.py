@@ -1,0 +1,61 @@
+"""`cortex node start`: run a node in the foreground until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import Any
+
+from cortex.config import load_config
+from cortex.errors import ConfigError
+
+
+def parse_pairs(items: list[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {item!r} is not KEY=VALUE")
+        pairs[key] = value
+    return pairs
+
+
+def run_node(args: argparse.Namespace) -> int:
+    from cortex.node import Node
+
+    flags: dict[str, Any] = {
+        "node_id": args.node_id,
+        "data_dir": args.data_dir,
+        "raft": args.raft,
+        "grpc": args.grpc,
+        "peers": [p.strip() for p in args.peers.split(",") if p.strip()] if args.peers else None,
+        "join": args.join,
+        "secret": args.secret,
+        "labels": parse_pairs(args.label, "--label") or None,
+        "max_tasks": args.max_tasks,
+        "compaction_min_entries": args.compaction_min_entries,
+        "log_level": args.log_level,
+    }
+    config = load_config(args.config, flags)
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s [{config.node_id}] %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    node = Node(config)
+
+    def shutdown(signum: int, frame: Any) -> None:
+        node.stop()
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    node.start()
+    print(
+        f"cortex node {config.node_id} running: raft {config.raft}, grpc {config.grpc}, "
+        f"data {node.data_dir}",
+        flush=True,
+    )
+    node.wait()
+    return 0

@@ -1,0 +1,176 @@
+"""Turning API replies into JSON objects and rich tables for people."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from cortex.v1 import cortex_pb2 as pb
+
+STATE_STYLES = {
+    "pending": "dim",
+    "queued": "cyan",
+    "assigned": "blue",
+    "running": "bold blue",
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "yellow",
+    "skipped": "dim",
+    "dead_letter": "bold red",
+}
+
+console = Console(highlight=False)
+
+
+def _time(ms: int) -> str | None:
+    if not ms:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def task_json(task: pb.Task) -> dict[str, Any]:
+    spec = task.spec
+    command: Any = spec.shell or list(spec.command)
+    data: dict[str, Any] = {
+        "id": task.id,
+        "state": task.state,
+        "type": task.type,
+        "attempt": task.attempt,
+        "node": task.node or None,
+        "priority": task.priority,
+        "command": command,
+        "idempotency_key": task.idempotency_key or None,
+        "error": task.error or None,
+        "created_at": _time(task.created_at_ms),
+        "updated_at": _time(task.updated_at_ms),
+        "result": None,
+    }
+    if task.has_result:
+        data["result"] = {
+            "exit_code": task.result.exit_code,
+            "stdout": task.result.stdout.decode("utf-8", errors="replace"),
+            "stderr": task.result.stderr.decode("utf-8", errors="replace"),
+            "stdout_truncated": task.result.stdout_truncated,
+            "stderr_truncated": task.result.stderr_truncated,
+            "timed_out": task.result.timed_out,
+            "error": task.result.error or None,
+        }
+    if task.pending_reasons:
+        data["pending_reasons"] = list(task.pending_reasons)
+    if task.events:
+        data["events"] = [
+            {
+                "seq": ev.seq,
+                "event": ev.event,
+                "from": ev.from_state or None,
+                "to": ev.to_state or None,
+                "node": ev.node or None,
+                "attempt": ev.attempt,
+                "detail": json.loads(ev.detail_json) if ev.detail_json else None,
+                "at": _time(ev.ts_ms),
+            }
+            for ev in task.events
+        ]
+    return data
+
+
+def status_json(status: pb.ClusterStatusResponse) -> dict[str, Any]:
+    return {
+        "node_id": status.node_id,
+        "leader": status.leader_node_id or status.leader or None,
+        "leader_address": status.leader or None,
+        "term": status.term,
+        "raft_state": status.raft_state,
+        "has_quorum": status.has_quorum,
+        "last_applied": status.last_applied,
+        "applied_index": status.applied_index,
+        "commit_index": status.commit_index,
+        "log_size": status.log_size,
+        "state_digest": status.state_digest,
+        "task_counts": dict(status.task_counts),
+        "nodes": [
+            {
+                "node_id": n.node_id,
+                "raft_address": n.raft_address,
+                "grpc_address": n.grpc_address,
+                "status": n.status,
+                "connected": n.connected,
+                "leader": n.is_leader,
+                "active_tasks": n.running_tasks,
+                "labels": dict(n.labels),
+                "executors": list(n.executors),
+            }
+            for n in status.nodes
+        ],
+    }
+
+
+def styled_state(state: str) -> str:
+    return f"[{STATE_STYLES.get(state, 'white')}]{state}[/]"
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False))
+
+
+def print_task(task: pb.Task) -> None:
+    data = task_json(task)
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    for key in ("id", "state", "type", "attempt", "node", "priority", "command", "error", "created_at"):
+        value = data[key]
+        if value is None or value == "":
+            continue
+        table.add_row(key, styled_state(value) if key == "state" else str(value))
+    if data["result"]:
+        result = data["result"]
+        table.add_row("exit code", str(result["exit_code"]))
+        for stream in ("stdout", "stderr"):
+            if result[stream]:
+                suffix = " (tail)" if result[f"{stream}_truncated"] else ""
+                table.add_row(stream + suffix, result[stream].rstrip("\n"))
+    for reason in data.get("pending_reasons", []):
+        table.add_row("waiting", reason)
+    console.print(table)
+    if task.events:
+        events = Table("seq", "event", "from", "to", "node", "attempt", "detail", "at", box=None)
+        for ev in data["events"]:
+            events.add_row(
+                str(ev["seq"]), ev["event"], ev["from"] or "", ev["to"] or "", ev["node"] or "",
+                str(ev["attempt"]), json.dumps(ev["detail"]) if ev["detail"] else "", ev["at"] or "",
+            )  # fmt: skip
+        console.print(events)
+
+
+def print_task_table(tasks: list[pb.Task], total: int) -> None:
+    table = Table("id", "state", "attempt", "node", "command", "exit", box=None)
+    for task in tasks:
+        command = task.spec.shell or " ".join(task.spec.command)
+        exit_code = str(task.result.exit_code) if task.has_result else ""
+        table.add_row(task.id, styled_state(task.state), str(task.attempt), task.node,
+                      command[:60], exit_code)  # fmt: skip
+    console.print(table)
+    console.print(f"[dim]{len(tasks)} of {total} tasks[/]")
+
+
+def print_status(status: pb.ClusterStatusResponse) -> None:
+    data = status_json(status)
+    console.print(
+        f"node [bold]{data['node_id']}[/] ({data['raft_state']}), leader "
+        f"[bold]{data['leader'] or 'none'}[/], term {data['term']}, quorum "
+        f"{'yes' if data['has_quorum'] else '[red]no[/]'}"
+    )
+    console.print(f"applied {data['last_applied']} (log {data['log_size']} entries), digest {data['state_digest'][:16]}")
+    counts = ", ".join(f"{state} {count}" for state, count in sorted(data["task_counts"].items()))
+    console.print(f"tasks: {counts or 'none'}")
+    table = Table("node", "status", "raft", "grpc", "connected", "active tasks", box=None)
+    for node in data["nodes"]:
+        name = node["node_id"] + (" *" if node["leader"] else "")
+        table.add_row(name, node["status"], node["raft_address"], node["grpc_address"],
+                      "yes" if node["connected"] else "[red]no[/]", str(node["active_tasks"]))  # fmt: skip
+    console.print(table)

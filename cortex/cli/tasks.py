@@ -1,0 +1,96 @@
+"""`cortex task ...` and `cortex status`."""
+
+from __future__ import annotations
+
+import argparse
+
+from cortex.api.client import CortexClient
+from cortex.cli import render
+from cortex.cli.node import parse_pairs
+from cortex.errors import InvalidArgument
+from cortex.v1 import cortex_pb2 as pb
+
+
+def _spec(args: argparse.Namespace) -> pb.TaskSpec:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.type == "shell" and not command:
+        raise InvalidArgument("no command given: cortex task submit -- CMD [ARG...]")
+    spec = pb.TaskSpec(type=args.type, env=parse_pairs(args.env, "--env"), cwd=args.cwd or "")
+    if args.shell:
+        spec.shell = " ".join(command)
+    else:
+        spec.command.extend(command)
+    if args.timeout_ms is not None:
+        spec.timeout_ms = args.timeout_ms
+    if args.priority is not None:
+        spec.priority = args.priority
+    if args.max_retries is not None:
+        spec.retry_policy.max_retries = args.max_retries
+    return spec
+
+
+def submit(client: CortexClient, args: argparse.Namespace) -> int:
+    reply = client.submit_task(_spec(args), args.idempotency_key)
+    if not args.wait:
+        if args.json:
+            render.print_json({"id": reply.task_id, "created": reply.created})
+        else:
+            note = "" if reply.created else " (existing task for this idempotency key)"
+            print(f"{reply.task_id}{note}")
+        return 0
+    task = client.get_task_result(reply.task_id, wait=True, timeout_ms=int(args.wait_timeout * 1000))
+    if args.json:
+        render.print_json(render.task_json(task))
+    else:
+        render.print_task(task)
+    if task.state == "completed":
+        return 0
+    return task.result.exit_code or 1 if task.has_result else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    with CortexClient(args.node) as client:
+        if args.task_command == "submit":
+            return submit(client, args)
+        if args.task_command == "get":
+            task = client.get_task(args.task_id, include_events=args.events)
+            if args.json:
+                render.print_json(render.task_json(task))
+            else:
+                render.print_task(task)
+            return 0
+        if args.task_command == "list":
+            reply = client.list_tasks(
+                states=args.state, node=args.on_node, page_size=args.limit, page_token=args.page_token
+            )
+            if args.json:
+                render.print_json(
+                    {
+                        "tasks": [render.task_json(t) for t in reply.tasks],
+                        "total": reply.total,
+                        "next_page_token": reply.next_page_token or None,
+                    }
+                )
+            else:
+                render.print_task_table(list(reply.tasks), reply.total)
+            return 0
+        if args.task_command == "cancel":
+            task = client.cancel_task(args.task_id, args.reason)
+            if args.json:
+                render.print_json(render.task_json(task))
+            else:
+                print(f"{task.id} {task.state}")
+            return 0
+    return 2
+
+
+def show_status(args: argparse.Namespace) -> int:
+    with CortexClient(args.node) as client:
+        status = client.cluster_status()
+    if args.json:
+        render.print_json(render.status_json(status))
+    else:
+        render.print_status(status)
+    return 0

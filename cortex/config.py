@@ -1,0 +1,146 @@
+"""Node configuration: a YAML file, overridden by `CORTEX_*` environment
+variables, overridden by command-line flags; validated, with errors that name
+the offending key and where it came from."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cortex.errors import ConfigError
+
+DEFAULT_RAFT_PORT = 7100
+DEFAULT_GRPC_PORT = 7200
+DEFAULT_GRPC_ADDRESS = f"127.0.0.1:{DEFAULT_GRPC_PORT}"
+
+
+def _check_address(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r} is not HOST:PORT")
+    return value
+
+
+class NodeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    node_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
+    data_dir: str = "./cortex-data"
+    raft: str = f"127.0.0.1:{DEFAULT_RAFT_PORT}"
+    grpc: str = DEFAULT_GRPC_ADDRESS
+    peers: list[str] = Field(default_factory=list)
+    join: str | None = None
+    secret: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    executors: list[str] = Field(default_factory=lambda: ["shell", "noop"])
+    max_tasks: int = Field(64, ge=1, le=100_000)
+    max_spec_bytes: int = Field(1024 * 1024, ge=1024)
+    scheduler_interval_s: float = Field(1.0, gt=0, le=60)
+    compaction_min_entries: int = Field(5000, ge=10)
+    compaction_min_time_s: float = Field(300.0, gt=0)
+    kill_grace_s: float = Field(5.0, ge=0)
+    propose_timeout_s: float = Field(10.0, gt=0)
+    log_level: str = "INFO"
+
+    @field_validator("raft", "grpc", "join")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        return None if value is None else _check_address(value)
+
+    @field_validator("peers")
+    @classmethod
+    def _peer_addresses(cls, value: list[str]) -> list[str]:
+        return [_check_address(peer) for peer in value]
+
+    @field_validator("node_id")
+    @classmethod
+    def _node_id_chars(cls, value: str) -> str:
+        if not all(ch.isalnum() or ch in "-_." for ch in value):
+            raise ValueError("may contain only letters, digits, '-', '_' and '.'")
+        return value
+
+    @field_validator("executors")
+    @classmethod
+    def _known_executors(cls, value: list[str]) -> list[str]:
+        from cortex.executors import BUILTIN_EXECUTORS
+
+        for name in value:
+            if name not in BUILTIN_EXECUTORS:
+                raise ValueError(f"unknown executor {name!r} (known: {', '.join(BUILTIN_EXECUTORS)})")
+        return value
+
+    @property
+    def clustered(self) -> bool:
+        return bool(self.peers or self.join)
+
+
+_LIST_KEYS = {"peers", "executors"}
+_MAP_KEYS = {"labels"}
+
+
+def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Reads `CORTEX_<KEY>` for every config key; returns values and their sources."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in NodeConfig.model_fields:
+        name = f"CORTEX_{key.upper()}"
+        if name not in environ:
+            continue
+        raw = environ[name]
+        if key in _LIST_KEYS:
+            values[key] = [item.strip() for item in raw.split(",") if item.strip()]
+        elif key in _MAP_KEYS:
+            pairs = [item.split("=", 1) for item in raw.split(",") if item.strip()]
+            if any(len(pair) != 2 for pair in pairs):
+                raise ConfigError(f"config key {key} (from {name}): expected k=v,k=v")
+            values[key] = {k.strip(): v.strip() for k, v in pairs}
+        else:
+            values[key] = raw
+        sources[key] = f"environment variable {name}"
+    return values, sources
+
+
+def load_config(
+    path: str | None = None,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> NodeConfig:
+    """File < environment < flags. Raises ConfigError naming the bad key."""
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as err:
+            raise ConfigError(f"cannot read config file {path}: {err.strerror}") from None
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of keys to values")
+        merged.update({str(k).replace("-", "_"): v for k, v in loaded.items()})
+        sources.update({key: f"config file {path}" for key in merged})
+    env_values, env_sources = _from_env(os.environ if environ is None else environ)
+    merged.update(env_values)
+    sources.update(env_sources)
+    for key, value in (flags or {}).items():
+        if value is not None:
+            merged[key] = value
+            sources[key] = f"flag --{key.replace('_', '-')}"
+    try:
+        return NodeConfig.model_validate(merged)
+    except ValidationError as err:
+        problems = []
+        for problem in err.errors():
+            key = ".".join(str(part) for part in problem["loc"]) or "config"
+            origin = sources.get(str(problem["loc"][0]) if problem["loc"] else "", "defaults")
+            message = problem["msg"].removeprefix("Value error, ")
+            if problem["type"] == "extra_forbidden":
+                message = "unknown config key"
+            problems.append(f"config key {key} (from {origin}): {message}")
+        raise ConfigError("; ".join(problems)) from None

@@ -1,0 +1,31 @@
+"""Exception types raised inside Cortex and mapped once, at each edge, to
+gRPC status codes, MCP tool errors and CLI messages."""
+
+
+class CortexError(Exception):
+    """Base class for errors a caller can act on."""
+
+
+class InvalidArgument(CortexError):
+    """The request is malformed or violates a limit; nothing was written."""
+
+
+class NotFound(CortexError):
+    """The named task, workflow or node does not exist."""
+
+
+class FailedPrecondition(CortexError):
+    """The request is valid but the target is in the wrong state for it."""
+
+
+class Unavailable(CortexError):
+    """No leader or no quorum: the request could not be committed. Retrying
+    with the same idempotency key is safe."""
+
+
+class Unauthenticated(CortexError):
+    """The caller did not prove knowledge of the cluster secret."""
+
+
+class ConfigError(CortexError):
+    """A configuration value is missing or invalid; the message names the key."""

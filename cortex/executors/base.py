@@ -1,0 +1,89 @@
+"""The executor interface: run one attempt of a task, honour cancellation and
+timeouts, and return its exit code and capped output tails."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cortex.spec import TaskSpec
+
+DEFAULT_TAIL_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Execution:
+    task_id: str
+    attempt: int
+    spec: TaskSpec
+    work_dir: str
+    env: dict[str, str] = field(default_factory=dict)
+    tail_bytes: int = DEFAULT_TAIL_BYTES
+    kill_grace_s: float = 5.0
+
+
+@dataclass
+class ExecutionResult:
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    timed_out: bool = False
+    cancelled: bool = False
+    error: str | None = None
+    pid: int | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.cancelled and not self.error
+
+    def to_dict(self) -> dict[str, Any]:
+        """The replicated form: tails as text (invalid UTF-8 replaced; the raw
+        bytes stay in the attempt's output files on the executing node)."""
+        return {
+            "exit_code": self.exit_code,
+            "stdout": self.stdout.decode("utf-8", errors="replace"),
+            "stderr": self.stderr.decode("utf-8", errors="replace"),
+            "stdout_truncated": self.stdout_truncated,
+            "stderr_truncated": self.stderr_truncated,
+            "timed_out": self.timed_out,
+            "error": self.error,
+        }
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
+        """Runs the attempt to its end; returns early (killed) when `cancel` is set."""
+        ...
+
+
+class TailBuffer:
+    """Keeps the last `limit` bytes written and whether anything was dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self.truncated = False
+
+    def write(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._size += len(data)
+        while self._size > self._limit and self._chunks:
+            overflow = self._size - self._limit
+            head = self._chunks[0]
+            self.truncated = True
+            if len(head) <= overflow:
+                self._chunks.popleft()
+                self._size -= len(head)
+            else:
+                self._chunks[0] = head[overflow:]
+                self._size -= overflow
+
+    def value(self) -> bytes:
+        return b"".join(self._chunks)

@@ -1,0 +1,125 @@
+"""Runs a task's command as a subprocess in its own process group, so a
+timeout or a cancel kills everything it started."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import IO
+
+from cortex.executors.base import Execution, ExecutionResult, TailBuffer
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.02
+
+
+def _argv(command: list[str] | str) -> list[str]:
+    if isinstance(command, str):
+        return ["/bin/sh", "-c", command]
+    return list(command)
+
+
+def _pump(stream: IO[bytes], sink: IO[bytes], tail: TailBuffer) -> None:
+    """Copies a pipe to the attempt's output file and keeps its tail."""
+    while True:
+        chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+        if not chunk:
+            break
+        sink.write(chunk)
+        sink.flush()
+        tail.write(chunk)
+    stream.close()
+
+
+def kill_process_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+class ShellExecutor:
+    name = "shell"
+
+    def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
+        spec = execution.spec
+        assert spec.command is not None
+        os.makedirs(execution.work_dir, exist_ok=True)
+        env = {**os.environ, **spec.env, **execution.env}
+        stdout_tail = TailBuffer(execution.tail_bytes)
+        stderr_tail = TailBuffer(execution.tail_bytes)
+        stdout_path = os.path.join(execution.work_dir, "stdout")
+        stderr_path = os.path.join(execution.work_dir, "stderr")
+        try:
+            process = subprocess.Popen(
+                _argv(spec.command),
+                cwd=spec.cwd or None,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as err:
+            return ExecutionResult(exit_code=127, error=f"could not start command: {err}")
+        with open(stdout_path, "wb") as out_file, open(stderr_path, "wb") as err_file:
+            assert process.stdout is not None and process.stderr is not None
+            pumps = [
+                threading.Thread(target=_pump, args=(process.stdout, out_file, stdout_tail), daemon=True),
+                threading.Thread(target=_pump, args=(process.stderr, err_file, stderr_tail), daemon=True),
+            ]
+            for pump in pumps:
+                pump.start()
+            timed_out, cancelled = self._wait(process, execution, cancel)
+            # Whatever the command left behind in its group goes with it;
+            # otherwise an orphan holding the pipes would keep us waiting.
+            kill_process_group(process.pid, signal.SIGKILL)
+            for pump in pumps:
+                pump.join(timeout=5)
+        code = process.returncode
+        exit_code = 128 - code if code < 0 else code  # killed by signal N -> 128+N
+        return ExecutionResult(
+            exit_code=exit_code,
+            stdout=stdout_tail.value(),
+            stderr=stderr_tail.value(),
+            stdout_truncated=stdout_tail.truncated,
+            stderr_truncated=stderr_tail.truncated,
+            timed_out=timed_out,
+            cancelled=cancelled,
+            error=f"timed out after {spec.timeout_ms} ms" if timed_out else None,
+            pid=process.pid,
+        )
+
+    def _wait(
+        self, process: subprocess.Popen[bytes], execution: Execution, cancel: threading.Event
+    ) -> tuple[bool, bool]:
+        timeout_ms = execution.spec.timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        while process.poll() is None:
+            if cancel.is_set():
+                self._terminate(process, execution.kill_grace_s)
+                return False, True
+            if deadline is not None and time.monotonic() >= deadline:
+                self._terminate(process, execution.kill_grace_s)
+                return True, False
+            try:
+                process.wait(timeout=_POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
+        return False, False
+
+    @staticmethod
+    def _terminate(process: subprocess.Popen[bytes], grace_s: float) -> None:
+        """SIGTERM to the whole group, SIGKILL after the grace period."""
+        kill_process_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            kill_process_group(process.pid, signal.SIGKILL)
+            process.wait()

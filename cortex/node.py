@@ -1,0 +1,174 @@
+"""A Cortex node: the state machine, its Raft member, the scheduler, the agent
+and the gRPC server, wired together and started in order."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+from pathlib import Path
+
+from cortex.agent import Agent
+from cortex.config import NodeConfig
+from cortex.errors import ConfigError, CortexError
+from cortex.executors import BUILTIN_EXECUTORS
+from cortex.membership import NodeRegistration
+from cortex.raft import Proposer, RaftGroup, RaftSettings
+from cortex.scheduler import SchedulerLoop
+from cortex.service import TaskService, join_proof
+from cortex.state import StateMachine
+from cortex.state import entries as e
+from cortex.state.queries import StateReader
+from cortex.state.transitions import TERMINAL_STATES, TaskChange
+
+log = logging.getLogger(__name__)
+
+_CLUSTER_FILE = "cluster.json"
+_SECRET_FILE = "secret"
+
+
+def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
+    """A cluster of several nodes must be given its secret; a lone node makes
+    one up and keeps it, so its Raft port is never open to anyone."""
+    if config.secret:
+        return config.secret
+    if config.clustered:
+        raise ConfigError(
+            "config key secret: a node with --peers or --join needs the cluster secret "
+            "(--secret, CORTEX_SECRET or `secret:` in the config file)"
+        )
+    path = data_dir / _SECRET_FILE
+    if path.exists():
+        return path.read_text().strip()
+    value = secrets.token_urlsafe(32)
+    path.write_text(value)
+    path.chmod(0o600)
+    return value
+
+
+def _peers_for(config: NodeConfig, data_dir: Path, secret: str) -> list[str]:
+    """Static peers from config, or the members a `--join` returned (kept in
+    the data dir so a restart needs no second join)."""
+    saved = data_dir / _CLUSTER_FILE
+    if saved.exists():
+        return [p for p in json.loads(saved.read_text())["members"] if p != config.raft]
+    if config.join:
+        from cortex.api.client import CortexClient
+
+        with CortexClient(config.join) as client:
+            members = client.join_cluster(
+                config.node_id, config.raft, config.grpc, join_proof(secret, config.node_id, config.raft)
+            )
+        saved.write_text(json.dumps({"members": members}))
+        return [p for p in members if p != config.raft]
+    return [p for p in config.peers if p != config.raft]
+
+
+class Node:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.data_dir = Path(config.data_dir).resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        secret = resolve_secret(config, self.data_dir)
+        peers = _peers_for(config, self.data_dir, secret)
+        db_path = str(self.data_dir / "state.db")
+        self.machine = StateMachine(db_path)
+        self.reader = StateReader(db_path)
+        self._ready = threading.Event()
+        self.group = RaftGroup(
+            RaftSettings(
+                self_address=config.raft,
+                peers=peers,
+                data_dir=str(self.data_dir),
+                secret=secret,
+                compaction_min_entries=config.compaction_min_entries,
+                compaction_min_time_s=config.compaction_min_time_s,
+            ),
+            self.machine,
+            on_ready=self._ready.set,
+        )
+        self.proposer = Proposer(self.group)
+        self.service = TaskService(
+            config.node_id,
+            self.group,
+            self.proposer,
+            self.machine,
+            self.reader,
+            secret,
+            config.max_spec_bytes,
+            config.propose_timeout_s,
+        )
+        executors = {name: BUILTIN_EXECUTORS[name] for name in config.executors}
+        self.scheduler = SchedulerLoop(
+            config.node_id,
+            lambda: self.group.is_leader,
+            self.proposer,
+            self.reader,
+            self.service.reachable,
+            config.scheduler_interval_s,
+        )
+        self.agent = Agent(
+            config.node_id,
+            self.proposer,
+            self.reader,
+            executors,
+            str(self.data_dir),
+            self._ready.is_set,
+            config.kill_grace_s,
+        )
+        self.registration = NodeRegistration(
+            e.NodeJoin(
+                node_id=config.node_id,
+                raft_address=config.raft,
+                grpc_address=config.grpc,
+                labels=dict(config.labels),
+                executors=list(executors),
+                resources={"max_tasks": config.max_tasks},
+            ),
+            self.proposer,
+            self.reader,
+            self._ready.is_set,
+        )
+        self.machine.add_listener(self._on_change)
+        self._grpc_server = None
+        self._stopped = threading.Event()
+
+    def _on_change(self, index: int, changes: list[TaskChange]) -> None:
+        self.agent.on_change(index, changes)
+        if any(c.state == "queued" or c.state in TERMINAL_STATES for c in changes):
+            self.scheduler.wake()
+
+    def start(self) -> None:
+        from cortex.api.server import serve
+
+        self._grpc_server = serve(self.service, self.config.grpc)
+        self.registration.start()
+        self.scheduler.start()
+        self.agent.start()
+        log.info(
+            "node %s started: raft %s, grpc %s, data %s",
+            self.config.node_id, self.config.raft, self.config.grpc, self.data_dir,
+        )  # fmt: skip
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.registration.stop()
+        self.scheduler.stop()
+        self.agent.stop()
+        self.proposer.stop()
+        if self._grpc_server is not None:
+            self._grpc_server.stop(grace=1.0)
+        try:
+            self.group.destroy()
+        except CortexError:
+            pass
+        log.info("node %s stopped", self.config.node_id)
+
+
+__all__ = ["Node", "resolve_secret"]

@@ -1,0 +1,93 @@
+"""The node's member of the pysyncobj Raft group: one replicated method that
+applies a batch of entries to the state machine."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj.config import FAIL_REASON
+
+from cortex.raft.snapshot import SnapshotStore
+from cortex.state.machine import StateMachine
+
+log = logging.getLogger(__name__)
+
+FAIL_REASON_NAMES = {
+    value: name.lower()
+    for name, value in vars(FAIL_REASON).items()
+    if not name.startswith("_") and isinstance(value, int)
+}
+
+
+@dataclass(frozen=True)
+class RaftSettings:
+    self_address: str
+    peers: list[str]
+    data_dir: str
+    secret: str
+    compaction_min_entries: int = 5000
+    compaction_min_time_s: float = 300.0
+    election_timeout_s: tuple[float, float] = (0.4, 1.4)
+    leader_fallback_timeout_s: float = 5.0
+
+
+class RaftGroup(SyncObj):  # type: ignore[misc]
+    """Connections, locks and threads stay off this object: pysyncobj would try
+    to pickle them. The snapshot goes through `SnapshotStore` instead."""
+
+    def __init__(
+        self,
+        settings: RaftSettings,
+        machine: StateMachine,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
+        self._machine = machine
+        snapshots = SnapshotStore(machine)
+        os.makedirs(settings.data_dir, exist_ok=True)
+        conf = SyncObjConf(
+            password=settings.secret,
+            appendEntriesUseBatch=False,
+            dynamicMembershipChange=True,
+            commandsWaitLeader=False,
+            journalFile=os.path.join(settings.data_dir, "raft.journal"),
+            fullDumpFile=os.path.join(settings.data_dir, "raft.snapshot"),
+            serializer=snapshots.serialize,
+            deserializer=snapshots.deserialize,
+            logCompactionMinEntries=settings.compaction_min_entries,
+            logCompactionMinTime=settings.compaction_min_time_s,
+            raftMinTimeout=settings.election_timeout_s[0],
+            raftMaxTimeout=settings.election_timeout_s[1],
+            leaderFallbackTimeout=settings.leader_fallback_timeout_s,
+            connectionRetryTime=1.0,
+            connectionTimeout=2.0,
+            onReady=on_ready,
+        )
+        super().__init__(settings.self_address, settings.peers, conf)
+
+    @replicated
+    def apply_batch(self, data: bytes) -> list[dict[str, Any]] | None:
+        # pysyncobj advances raftLastApplied after this returns, so this
+        # entry's index is one past it.
+        try:
+            return self._machine.apply_batch(self.raftLastApplied + 1, data)
+        except Exception:  # never let an exception reach pysyncobj
+            log.critical("apply raised past the state machine", exc_info=True)
+            return None
+
+    @property
+    def leader_address(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else str(leader)
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self._isLeader())
+
+    @property
+    def members(self) -> list[str]:
+        return sorted([str(self.selfNode), *(str(node) for node in self.otherNodes)])

@@ -1,0 +1,156 @@
+"""Proposing entries: commands from many threads are coalesced into batches
+(one Raft entry each) with a bounded number of batches in flight, and every
+caller gets its own entry's result once the batch is applied locally."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from cortex.errors import Unavailable
+from cortex.raft.group import FAIL_REASON_NAMES, RaftGroup
+from cortex.state.entries import Entry, encode_batch
+
+log = logging.getLogger(__name__)
+
+_Pending = tuple[Entry, "Future[dict[str, Any]]"]
+
+
+class Proposer:
+    def __init__(
+        self,
+        group: RaftGroup,
+        max_batch_entries: int = 512,
+        max_batch_bytes: int = 4 * 1024 * 1024,
+        max_in_flight: int = 16,
+    ) -> None:
+        self._group = group
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=50_000)
+        self._max_entries = max_batch_entries
+        self._max_bytes = max_batch_bytes
+        self._max_in_flight = max_in_flight
+        # batch number -> (give-up time, futures); a batch whose callback never
+        # comes (its leader died after taking it) is dropped at its deadline.
+        self._in_flight: dict[int, tuple[float, list[Future[dict[str, Any]]]]] = {}
+        self._in_flight_changed = threading.Condition()
+        self._batch_number = 0
+        self.in_flight_timeout = 30.0
+        self._thread = threading.Thread(target=self._run, name="proposer", daemon=True)
+        self._stopped = False
+        self._thread.start()
+
+    def check_writable(self) -> None:
+        """Raises Unavailable at once when this node cannot reach a quorum or
+        knows no leader, instead of letting the caller wait."""
+        if self._group.leader_address is None:
+            raise Unavailable("no Raft leader is known to this node (election in progress or no quorum)")
+        if not self._group.hasQuorum:
+            raise Unavailable("this node cannot reach a quorum of the cluster")
+
+    def submit(self, entry: Entry) -> Future[dict[str, Any]]:
+        future: Future[dict[str, Any]] = Future()
+        if self._stopped:
+            future.set_exception(Unavailable("node is shutting down"))
+            return future
+        try:
+            self._queue.put((entry, future), timeout=5)
+        except queue.Full:
+            future.set_exception(Unavailable("too many proposals queued on this node; retry"))
+        return future
+
+    def propose(self, entries: list[Entry], timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Proposes entries and waits until each is applied on this node."""
+        self.check_writable()
+        futures = [self.submit(entry) for entry in entries]
+        deadline = time.monotonic() + timeout
+        results = []
+        for future in futures:
+            try:
+                results.append(future.result(timeout=max(deadline - time.monotonic(), 0.001)))
+            except FutureTimeout:
+                raise Unavailable(
+                    f"entry not committed within {timeout:.0f}s; it may still be applied, "
+                    "so retry with the same idempotency key"
+                ) from None
+        return results
+
+    def propose_one(self, entry: Entry, timeout: float = 10.0) -> dict[str, Any]:
+        return self.propose([entry], timeout)[0]
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            size = len(str(item[0].payload))
+            while len(batch) < self._max_entries and size < self._max_bytes:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._queue.put(None)
+                    break
+                batch.append(more)
+                size += len(str(more[0].payload))
+            self._wait_for_room()
+            self._send(batch)
+
+    def _wait_for_room(self) -> None:
+        with self._in_flight_changed:
+            while len(self._in_flight) >= self._max_in_flight:
+                now = time.monotonic()
+                for number, (give_up, futures) in list(self._in_flight.items()):
+                    if give_up <= now:
+                        del self._in_flight[number]
+                        for future in futures:
+                            if not future.done():
+                                future.set_exception(Unavailable("no answer from the leader"))
+                self._in_flight_changed.wait(0.1)
+
+    def _finish(self, number: int) -> bool:
+        with self._in_flight_changed:
+            known = self._in_flight.pop(number, None) is not None
+            self._in_flight_changed.notify_all()
+            return known
+
+    def _send(self, batch: list[_Pending]) -> None:
+        futures = [future for _, future in batch]
+        with self._in_flight_changed:
+            self._batch_number += 1
+            number = self._batch_number
+            self._in_flight[number] = (time.monotonic() + self.in_flight_timeout, futures)
+
+        def on_applied(results: Any, error: int) -> None:
+            if not self._finish(number):
+                return
+            if error != 0:
+                failure = Unavailable(
+                    f"entry not committed ({FAIL_REASON_NAMES.get(error, error)}); "
+                    "retry with the same idempotency key"
+                )
+                for future in futures:
+                    future.set_exception(failure)
+                return
+            if not isinstance(results, list) or len(results) != len(futures):
+                # Already applied before (journal replay) or a batch-level failure.
+                results = [{"ok": False, "reason": "batch result unavailable"}] * len(futures)
+            for future, result in zip(futures, results, strict=True):
+                future.set_result(result)
+
+        try:
+            self._group.apply_batch(encode_batch([entry for entry, _ in batch]), callback=on_applied)
+        except Exception as err:
+            self._finish(number)
+            for future in futures:
+                future.set_exception(Unavailable(f"could not propose: {err}"))

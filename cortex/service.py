@@ -1,0 +1,237 @@
+"""The operations every interface offers (gRPC, MCP, CLI): validate, propose,
+read. Interfaces translate; the rules live here."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated, Unavailable
+from cortex.raft.group import RaftGroup
+from cortex.raft.proposer import Proposer
+from cortex.scheduler import candidates, explain
+from cortex.scheduler.loop import pending
+from cortex.spec import parse_task_spec
+from cortex.state import TERMINAL_STATES
+from cortex.state import entries as e
+from cortex.state.machine import StateMachine
+from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
+
+TASK_STATES = (
+    "pending", "queued", "assigned", "running", "completed",
+    "failed", "cancelled", "skipped", "dead_letter",
+)  # fmt: skip
+MAX_PAGE_SIZE = 1000
+MAX_IDEMPOTENCY_KEY = 256
+
+
+def join_proof(secret: str, node_id: str, raft_address: str) -> str:
+    return hmac.new(secret.encode(), f"{node_id}|{raft_address}".encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class SubmitOutcome:
+    task_id: str
+    created: bool
+    raft_index: int
+
+
+@dataclass(frozen=True)
+class NodeStatusView:
+    node: NodeView
+    connected: bool
+    is_leader: bool
+    active_tasks: int
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    node_id: str
+    leader: str | None
+    leader_node_id: str | None
+    term: int
+    last_applied: int
+    applied_index: int
+    commit_index: int
+    state_digest: str
+    has_quorum: bool
+    raft_state: str
+    log_size: int
+    nodes: list[NodeStatusView] = field(default_factory=list)
+    task_counts: dict[str, int] = field(default_factory=dict)
+
+
+class TaskService:
+    def __init__(
+        self,
+        node_id: str,
+        group: RaftGroup,
+        proposer: Proposer,
+        machine: StateMachine,
+        reader: StateReader,
+        secret: str,
+        max_spec_bytes: int,
+        propose_timeout_s: float,
+    ) -> None:
+        self.node_id = node_id
+        self._group = group
+        self._proposer = proposer
+        self._machine = machine
+        self._reader = reader
+        self._secret = secret
+        self._max_spec_bytes = max_spec_bytes
+        self._timeout = propose_timeout_s
+
+    # -- tasks -------------------------------------------------------------
+
+    def submit_task(self, spec: dict[str, Any], idempotency_key: str | None = None) -> SubmitOutcome:
+        if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+            raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters")
+        parsed = parse_task_spec(spec, self._max_spec_bytes)
+        if idempotency_key:
+            known = self._reader.task_by_idempotency_key(idempotency_key)
+            if known is not None:
+                return SubmitOutcome(known, False, self._machine.applied_index)
+        entry = e.Entry.create(
+            e.TaskSubmit(str(uuid.uuid4()), parsed.model_dump(mode="json"), idempotency_key or None),
+            self.node_id,
+        )
+        result = self._proposer.propose_one(entry, self._timeout)
+        if not result.get("ok"):
+            raise InvalidArgument(f"task rejected: {result.get('reason')}")
+        return SubmitOutcome(result["task_id"], bool(result["created"]), self._machine.applied_index)
+
+    def get_task(self, task_id: str) -> TaskView:
+        _check_id(task_id, "task_id")
+        task = self._reader.get_task(task_id)
+        if task is None:
+            raise NotFound(f"no task with id {task_id}")
+        return task
+
+    def task_events(self, task_id: str) -> list[EventView]:
+        return self._reader.task_events(task_id)
+
+    def pending_reasons(self, task: TaskView) -> list[str]:
+        """Why a queued task is not placed, judged from this node's view."""
+        if task.state != "queued":
+            return []
+        if task.scheduled_after > int(time.time() * 1000):
+            return [f"backing off until {task.scheduled_after} (ms since epoch)"]
+        nodes = candidates(self._reader.nodes(), self._reader.active_counts_by_node(), self.reachable)
+        return explain(pending(task), nodes)
+
+    def wait_for_task(self, task_id: str, timeout_s: float) -> TaskView:
+        """Returns the task once terminal, or as it is when the timeout ends."""
+        deadline = time.monotonic() + timeout_s
+        task = self.get_task(task_id)
+        while task.state not in TERMINAL_STATES:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._machine.wait_applied(self._machine.applied_index + 1, min(remaining, 0.5))
+            task = self.get_task(task_id)
+        return task
+
+    def list_tasks(
+        self,
+        states: list[str] | None = None,
+        task_type: str | None = None,
+        workflow_id: str | None = None,
+        node: str | None = None,
+        page_size: int = 100,
+        page_token: str = "",
+    ) -> TaskPage:
+        for state in states or []:
+            if state not in TASK_STATES:
+                raise InvalidArgument(f"unknown task state {state!r} (known: {', '.join(TASK_STATES)})")
+        if page_size < 0 or page_size > MAX_PAGE_SIZE:
+            raise InvalidArgument(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+        try:
+            offset = int(page_token) if page_token else 0
+            if offset < 0:
+                raise ValueError
+        except ValueError:
+            raise InvalidArgument(f"page_token {page_token!r} is not a token from an earlier page") from None
+        return self._reader.list_tasks(states, task_type, workflow_id, node, page_size or 100, offset)
+
+    def cancel_task(self, task_id: str, reason: str = "") -> TaskView:
+        task = self.get_task(task_id)
+        if task.state in TERMINAL_STATES:
+            raise FailedPrecondition(f"task {task_id} is already {task.state}")
+        entry = e.Entry.create(e.TaskCancel(task_id, reason or "cancelled by request"), self.node_id)
+        result = self._proposer.propose_one(entry, self._timeout)
+        current = self.get_task(task_id)
+        if not result.get("ok") and current.state != "cancelled":
+            raise FailedPrecondition(f"task {task_id} could not be cancelled: {result.get('reason')}")
+        return current
+
+    # -- cluster -----------------------------------------------------------
+
+    def reachable(self, node: NodeView) -> bool:
+        from pysyncobj.node import TCPNode
+
+        if node.raft_address == str(self._group.selfNode):
+            return True
+        return bool(self._group.isNodeConnected(TCPNode(node.raft_address)))
+
+    def cluster_status(self) -> ClusterView:
+        status = self._group.getStatus()
+        digest, applied_index = self._reader.digest_and_index()
+        leader = self._group.leader_address
+        nodes = self._reader.nodes()
+        active = self._reader.active_counts_by_node()
+        leader_id = next((n.id for n in nodes if n.raft_address == leader), None)
+        return ClusterView(
+            node_id=self.node_id,
+            leader=leader,
+            leader_node_id=leader_id,
+            term=int(status["raft_term"]),
+            last_applied=int(status["last_applied"]),
+            applied_index=applied_index,
+            commit_index=int(status["commit_idx"]),
+            state_digest=digest,
+            has_quorum=bool(status["has_quorum"]),
+            raft_state={0: "follower", 1: "candidate", 2: "leader"}.get(status["state"], "unknown"),
+            log_size=int(status["log_len"]),
+            nodes=[
+                NodeStatusView(n, self.reachable(n), n.raft_address == leader, active.get(n.id, 0))
+                for n in nodes
+            ],
+            task_counts=self._reader.counts_by_state(),
+        )
+
+    def admit_node(self, node_id: str, raft_address: str, proof: str) -> list[str]:
+        """Adds a node to the Raft group once it proves it holds the secret."""
+        expected = join_proof(self._secret, node_id, raft_address)
+        if not proof or not hmac.compare_digest(expected, proof):
+            raise Unauthenticated("join refused: the node does not hold this cluster's secret")
+        members = self._group.members
+        if raft_address in members:
+            return members
+        self._proposer.check_writable()
+        outcome: dict[str, Any] = {}
+
+        def done(result: Any, error: int) -> None:
+            outcome["error"] = error
+
+        self._group.addNodeToCluster(raft_address, callback=done)
+        # A one-node cluster cannot commit the change until the new node runs,
+        # so wait only briefly for an outright refusal.
+        deadline = time.monotonic() + 1.0
+        while "error" not in outcome and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if outcome.get("error") not in (None, 0):
+            raise Unavailable(f"the leader refused to add {raft_address} (code {outcome['error']}); retry")
+        return sorted({*members, raft_address})
+
+
+def _check_id(value: str, name: str) -> None:
+    if not value:
+        raise InvalidArgument(f"{name} is empty")
+    if len(value) > 128:
+        raise InvalidArgument(f"{name} is longer than 128 characters")
+

@@ -1,0 +1,111 @@
+"""Typed task specifications as submitted by clients, validated before any
+entry is proposed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cortex.errors import InvalidArgument
+
+EXECUTOR_TYPES = ("shell", "noop")
+DEFAULT_MAX_SPEC_BYTES = 1024 * 1024
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class RetryPolicy(_Strict):
+    max_retries: int = Field(3, alias="maxRetries", ge=0, le=100)
+    backoff_ms: int = Field(1000, alias="backoffMs", ge=0, le=86_400_000)
+    backoff_multiplier: float = Field(2.0, alias="backoffMultiplier", ge=1.0, le=100.0)
+    retryable: bool = True
+
+    def delay_ms(self, retry_number: int) -> int:
+        """Back-off before retry number `retry_number` (1-based): 1x, 2x, 4x ..."""
+        return int(self.backoff_ms * self.backoff_multiplier ** max(retry_number - 1, 0))
+
+
+class Constraints(_Strict):
+    requires_gpu: bool = Field(False, alias="requiresGpu")
+    avoid_gaming: bool = Field(False, alias="avoidGaming")
+    min_memory_mb: int = Field(0, alias="minMemoryMb", ge=0)
+    min_disk_gb: float = Field(0, alias="minDiskGb", ge=0)
+    node_labels: list[str] = Field(default_factory=list, alias="nodeLabels")
+    target_node: str | None = Field(None, alias="targetNode")
+    requires_capabilities: dict[str, str] = Field(
+        default_factory=dict, alias="requiresCapabilities"
+    )
+    allowed_nodes: list[str] = Field(default_factory=list, alias="allowedNodes")
+    forbidden_nodes: list[str] = Field(default_factory=list, alias="forbiddenNodes")
+    max_parallel_per_node: int = Field(0, alias="maxParallelPerNode", ge=0)
+
+
+class TaskSpec(_Strict):
+    """What to run and where it may run. `command` is an argv list, or a
+    string run through `/bin/sh -c`."""
+
+    type: Literal["shell", "noop"] = "shell"
+    command: list[str] | str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    timeout_ms: int | None = Field(None, alias="timeoutMs", gt=0, le=7 * 86_400_000)
+    priority: int = Field(5, ge=0, le=10)
+    constraints: Constraints = Field(default_factory=Constraints)
+    retry_policy: RetryPolicy = Field(default_factory=RetryPolicy, alias="retryPolicy")
+    labels: dict[str, str] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if value is None:
+            return value
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValueError("command is empty")
+        elif not value or not value[0]:
+            raise ValueError("command is empty")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not name or "=" in name or "\x00" in name:
+                raise ValueError(f"invalid environment variable name {name!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _command_required_for_shell(self) -> TaskSpec:
+        if self.type == "shell" and self.command is None:
+            raise ValueError("a shell task needs a command")
+        return self
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def describe_validation_error(err: ValidationError, prefix: str = "") -> str:
+    """One readable line per problem, each naming the offending field."""
+    lines = []
+    for problem in err.errors():
+        where = prefix + ".".join(str(part) for part in problem["loc"])
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(f"{where.rstrip('.') or 'spec'}: {message}")
+    return "; ".join(lines)
+
+
+def parse_task_spec(data: dict[str, Any], max_bytes: int = DEFAULT_MAX_SPEC_BYTES) -> TaskSpec:
+    """Validates a spec given as plain data; raises InvalidArgument naming the
+    field at fault, or the size limit."""
+    size = len(json.dumps(data, default=str))
+    if size > max_bytes:
+        raise InvalidArgument(f"task spec is {size} bytes, over the limit of {max_bytes} bytes")
+    try:
+        return TaskSpec.model_validate(data)
+    except ValidationError as err:
+        raise InvalidArgument(describe_validation_error(err, "spec.")) from None

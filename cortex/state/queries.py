@@ -1,0 +1,222 @@
+"""Read queries over the local replicated database, each thread on its own
+read-only connection. Rows come back as typed views, never raw tuples."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cortex.state.machine import state_digest
+from cortex.state.schema import connect
+
+
+@dataclass(frozen=True)
+class TaskView:
+    id: str
+    state: str
+    type: str
+    priority: int
+    spec: dict[str, Any]
+    attempt: int
+    retries: int
+    node: str | None
+    result: dict[str, Any] | None
+    error: str | None
+    idempotency_key: str | None
+    workflow_id: str | None
+    workflow_key: str | None
+    created_at: int
+    updated_at: int
+    scheduled_after: int
+    submit_index: int
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> TaskView:
+        return cls(
+            id=row["id"],
+            state=row["state"],
+            type=row["type"],
+            priority=row["priority"],
+            spec=json.loads(row["spec"]),
+            attempt=row["attempt"],
+            retries=row["retries"],
+            node=row["assigned_node"],
+            result=json.loads(row["result"]) if row["result"] else None,
+            error=row["error"],
+            idempotency_key=row["idempotency_key"],
+            workflow_id=row["workflow_id"],
+            workflow_key=row["workflow_key"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            scheduled_after=row["scheduled_after"],
+            submit_index=row["submit_index"],
+        )
+
+
+@dataclass(frozen=True)
+class EventView:
+    seq: int
+    raft_index: int
+    task_id: str | None
+    event: str
+    from_state: str | None
+    to_state: str | None
+    node: str | None
+    attempt: int | None
+    detail: dict[str, Any] | None
+    ts: int
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> EventView:
+        return cls(
+            seq=row["seq"],
+            raft_index=row["raft_index"],
+            task_id=row["task_id"],
+            event=row["event"],
+            from_state=row["from_state"],
+            to_state=row["to_state"],
+            node=row["node"],
+            attempt=row["attempt"],
+            detail=json.loads(row["detail"]) if row["detail"] else None,
+            ts=row["ts"],
+        )
+
+
+@dataclass(frozen=True)
+class NodeView:
+    id: str
+    raft_address: str
+    grpc_address: str
+    status: str
+    labels: dict[str, str]
+    executors: list[str]
+    resources: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    tasks: list[TaskView]
+    next_offset: int | None
+    total: int
+
+
+class StateReader:
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._local = threading.local()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self._path, readonly=True)
+            self._local.conn = conn
+        return conn
+
+    def get_task(self, task_id: str) -> TaskView | None:
+        row = self._conn().execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return TaskView.from_row(row) if row else None
+
+    def task_by_idempotency_key(self, key: str) -> str | None:
+        row = self._conn().execute(
+            "SELECT task_id FROM submissions WHERE idempotency_key = ?", (key,)
+        ).fetchone()
+        return row["task_id"] if row else None
+
+    def list_tasks(
+        self,
+        states: list[str] | None = None,
+        task_type: str | None = None,
+        workflow_id: str | None = None,
+        node: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> TaskPage:
+        clauses, params = [], []
+        if states:
+            clauses.append(f"state IN ({','.join('?' * len(states))})")
+            params.extend(states)
+        for column, value in (("type", task_type), ("workflow_id", workflow_id), ("assigned_node", node)):
+            if value:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        conn = self._conn()
+        total = conn.execute(f"SELECT COUNT(*) FROM tasks {where}", params).fetchone()[0]
+        rows = conn.execute(
+            f"SELECT * FROM tasks {where} ORDER BY submit_index, id LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        ).fetchall()
+        next_offset = offset + len(rows) if offset + len(rows) < total else None
+        return TaskPage([TaskView.from_row(r) for r in rows], next_offset, total)
+
+    def task_events(self, task_id: str) -> list[EventView]:
+        rows = self._conn().execute(
+            "SELECT * FROM task_events WHERE task_id = ? ORDER BY seq", (task_id,)
+        ).fetchall()
+        return [EventView.from_row(r) for r in rows]
+
+    def events_since(self, seq: int, limit: int = 1000) -> list[EventView]:
+        rows = self._conn().execute(
+            "SELECT * FROM task_events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+        ).fetchall()
+        return [EventView.from_row(r) for r in rows]
+
+    def queued_tasks(self, now_ms: int, limit: int) -> list[TaskView]:
+        """Runnable queued tasks in scheduling order: priority, then age."""
+        rows = self._conn().execute(
+            "SELECT * FROM tasks WHERE state = 'queued' AND scheduled_after <= ?"
+            " ORDER BY priority DESC, created_at, submit_index LIMIT ?",
+            (now_ms, limit),
+        ).fetchall()
+        return [TaskView.from_row(r) for r in rows]
+
+    def tasks_on_node(self, node: str, states: tuple[str, ...]) -> list[TaskView]:
+        rows = self._conn().execute(
+            f"SELECT * FROM tasks WHERE assigned_node = ? AND state IN ({','.join('?' * len(states))})",
+            (node, *states),
+        ).fetchall()
+        return [TaskView.from_row(r) for r in rows]
+
+    def active_counts_by_node(self) -> dict[str, int]:
+        rows = self._conn().execute(
+            "SELECT assigned_node, COUNT(*) FROM tasks WHERE state IN ('assigned', 'running')"
+            " GROUP BY assigned_node"
+        ).fetchall()
+        return {row[0]: row[1] for row in rows if row[0] is not None}
+
+    def counts_by_state(self) -> dict[str, int]:
+        rows = self._conn().execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
+        return {row[0]: row[1] for row in rows}
+
+    def nodes(self) -> list[NodeView]:
+        rows = self._conn().execute("SELECT * FROM nodes ORDER BY id").fetchall()
+        return [
+            NodeView(
+                id=r["id"],
+                raft_address=r["raft_address"],
+                grpc_address=r["grpc_address"],
+                status=r["status"],
+                labels=json.loads(r["labels"]),
+                executors=json.loads(r["executors"]),
+                resources=json.loads(r["resources"]),
+            )
+            for r in rows
+        ]
+
+    def applied_index(self) -> int:
+        row = self._conn().execute(
+            "SELECT value FROM raft_meta WHERE key = 'applied_index'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def digest_and_index(self) -> tuple[str, int]:
+        """Digest and applied index read in one transaction, so they agree."""
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            return state_digest(conn), self.applied_index()
+        finally:
+            conn.execute("COMMIT")

@@ -1,0 +1,127 @@
+"""The SQLite schema and its forward-only migrations, tracked by
+`PRAGMA user_version`."""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    # 1: the task core.
+    """
+    CREATE TABLE raft_meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        workflow_id TEXT,
+        workflow_key TEXT,
+        type TEXT NOT NULL,
+        state TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        spec TEXT NOT NULL,
+        constraints TEXT NOT NULL,
+        retry_policy TEXT NOT NULL,
+        timeout_ms INTEGER,
+        labels TEXT NOT NULL,
+        idempotency_key TEXT,
+        assigned_node TEXT,
+        attempt INTEGER NOT NULL DEFAULT 0,
+        retries INTEGER NOT NULL DEFAULT 0,
+        result TEXT,
+        error TEXT,
+        output_ref TEXT,
+        scheduled_after INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        assigned_at INTEGER,
+        started_at INTEGER,
+        completed_at INTEGER,
+        dead_lettered_at INTEGER,
+        updated_at INTEGER NOT NULL,
+        submit_index INTEGER NOT NULL
+    );
+    CREATE INDEX tasks_by_state ON tasks (state, priority DESC, created_at, submit_index);
+    CREATE INDEX tasks_by_node ON tasks (assigned_node, state);
+    CREATE INDEX tasks_by_workflow ON tasks (workflow_id);
+    CREATE TABLE task_events (
+        seq INTEGER PRIMARY KEY,
+        raft_index INTEGER NOT NULL,
+        entry_id TEXT,
+        entry_type TEXT,
+        task_id TEXT,
+        event TEXT NOT NULL,
+        from_state TEXT,
+        to_state TEXT,
+        node TEXT,
+        attempt INTEGER,
+        detail TEXT,
+        ts INTEGER NOT NULL
+    );
+    CREATE INDEX task_events_by_task ON task_events (task_id, seq);
+    CREATE TABLE submissions (
+        idempotency_key TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        raft_index INTEGER NOT NULL
+    );
+    CREATE TABLE nodes (
+        id TEXT PRIMARY KEY,
+        raft_address TEXT NOT NULL,
+        grpc_address TEXT NOT NULL,
+        status TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        executors TEXT NOT NULL,
+        resources TEXT NOT NULL,
+        joined_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE workflows (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        state TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        context TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        completed_at INTEGER
+    );
+    CREATE TABLE task_dependencies (
+        workflow_id TEXT NOT NULL,
+        task_key TEXT NOT NULL,
+        depends_on_key TEXT NOT NULL,
+        condition TEXT,
+        PRIMARY KEY (workflow_id, task_key, depends_on_key)
+    );
+    """,
+]
+
+# Tables whose content is replicated state; the digest covers exactly these.
+REPLICATED_TABLES: dict[str, str] = {
+    "tasks": "id",
+    "task_events": "seq",
+    "submissions": "idempotency_key",
+    "nodes": "id",
+    "workflows": "id",
+    "task_dependencies": "workflow_id, task_key, depends_on_key",
+}
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Brings the database up to the newest schema; returns its version."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    for number, script in enumerate(MIGRATIONS, start=1):
+        if number <= version:
+            continue
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+        version = number
+    return version
+
+
+def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
+    """Opens the node database in WAL mode so readers never block the applier."""
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    if readonly:
+        conn.execute("PRAGMA query_only=1")
+    conn.row_factory = sqlite3.Row
+    return conn

@@ -1,0 +1,368 @@
+"""The deterministic effect of each entry type on the database. Handlers read
+only the entry and the database; they raise `Rejected` for an entry that is
+valid JSON but not a legal transition, and the machine records it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from cortex.spec import RetryPolicy, TaskSpec
+from cortex.state import entries as e
+
+TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
+ACTIVE_STATES = frozenset({"assigned", "running"})
+NODE_STATUSES = frozenset({"active", "draining", "cordoned", "offline"})
+
+
+class Rejected(Exception):
+    """The entry is not a legal transition in the current state."""
+
+
+@dataclass(frozen=True)
+class TaskChange:
+    """What an applied entry did to one task, for in-process listeners."""
+
+    task_id: str
+    state: str
+    node: str | None
+    attempt: int
+
+
+@dataclass
+class ApplyContext:
+    cur: sqlite3.Cursor
+    index: int
+    entry: e.Entry
+    changes: list[TaskChange]
+
+    def event(
+        self,
+        event: str,
+        task_id: str | None = None,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        node: str | None = None,
+        attempt: int | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        self.cur.execute(
+            "INSERT INTO task_events (raft_index, entry_id, entry_type, task_id, event,"
+            " from_state, to_state, node, attempt, detail, ts) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                self.index,
+                self.entry.id,
+                self.entry.type,
+                task_id,
+                event,
+                from_state,
+                to_state,
+                node,
+                attempt,
+                _dump(detail) if detail is not None else None,
+                self.entry.ts,
+            ),
+        )
+
+    def task(self, task_id: str) -> sqlite3.Row:
+        row = self.cur.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if row is None:
+            raise Rejected(f"unknown task {task_id}")
+        return row
+
+    def move(
+        self,
+        task: sqlite3.Row,
+        to_state: str,
+        event: str,
+        node: str | None,
+        attempt: int,
+        detail: dict[str, Any] | None = None,
+        **updates: Any,
+    ) -> None:
+        """Changes a task's state (plus the `set_` columns) and writes its event."""
+        columns = {name.removeprefix("set_"): value for name, value in updates.items()}
+        columns["state"] = to_state
+        columns["updated_at"] = self.entry.ts
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        self.cur.execute(
+            f"UPDATE tasks SET {assignments} WHERE id = ?", (*columns.values(), task["id"])
+        )
+        self.event(event, task["id"], task["state"], to_state, node, attempt, detail)
+        self.changes.append(TaskChange(task["id"], to_state, node, attempt))
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _check_fence(task: sqlite3.Row, attempt: int, node: str, allowed: frozenset[str]) -> None:
+    if task["state"] not in allowed:
+        raise Rejected(f"task {task['id']} is {task['state']}, not {'/'.join(sorted(allowed))}")
+    if task["attempt"] != attempt or task["assigned_node"] != node:
+        raise Rejected(
+            f"stale report for task {task['id']}: attempt {attempt} on {node}, current is"
+            f" attempt {task['attempt']} on {task['assigned_node']}"
+        )
+
+
+def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
+    if p.idempotency_key:
+        prior = ctx.cur.execute(
+            "SELECT task_id FROM submissions WHERE idempotency_key = ?", (p.idempotency_key,)
+        ).fetchone()
+        if prior is not None:
+            return {"task_id": prior["task_id"], "created": False}
+    if ctx.cur.execute("SELECT 1 FROM tasks WHERE id = ?", (p.task_id,)).fetchone():
+        return {"task_id": p.task_id, "created": False}
+    try:
+        spec = TaskSpec.model_validate(p.spec)
+    except ValidationError as err:
+        raise Rejected(f"invalid spec: {err.errors()[0]['msg']}") from None
+    dump = spec.model_dump(mode="json")
+    ctx.cur.execute(
+        "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
+        " constraints, retry_policy, timeout_ms, labels, idempotency_key, created_at,"
+        " updated_at, submit_index) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            p.task_id,
+            p.workflow_id,
+            p.workflow_key,
+            spec.type,
+            "queued",
+            spec.priority,
+            _dump(dump),
+            _dump(dump["constraints"]),
+            _dump(dump["retry_policy"]),
+            spec.timeout_ms,
+            _dump(spec.labels),
+            p.idempotency_key,
+            ctx.entry.ts,
+            ctx.entry.ts,
+            ctx.index,
+        ),
+    )
+    if p.idempotency_key:
+        ctx.cur.execute(
+            "INSERT INTO submissions (idempotency_key, task_id, raft_index) VALUES (?,?,?)",
+            (p.idempotency_key, p.task_id, ctx.index),
+        )
+    ctx.event("submitted", p.task_id, None, "queued", ctx.entry.node, 0)
+    ctx.changes.append(TaskChange(p.task_id, "queued", None, 0))
+    return {"task_id": p.task_id, "created": True}
+
+
+def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
+    """Applies each placement of the round on its own; a stale one is
+    recorded as rejected without undoing the others."""
+    placed, rejected = 0, 0
+    for item in p.items():
+        try:
+            task = ctx.task(item.task_id)
+            if task["state"] != "queued":
+                raise Rejected(f"task {item.task_id} is {task['state']}, not queued")
+            if item.attempt != task["attempt"] + 1:
+                raise Rejected(
+                    f"assignment of task {item.task_id} for attempt {item.attempt}, "
+                    f"expected {task['attempt'] + 1}"
+                )
+            node = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (item.node,)).fetchone()
+            if node is None:
+                raise Rejected(f"assignment of task {item.task_id} to unknown node {item.node}")
+            ctx.move(
+                task,
+                "assigned",
+                "assigned",
+                item.node,
+                item.attempt,
+                set_assigned_node=item.node,
+                set_attempt=item.attempt,
+                set_assigned_at=ctx.entry.ts,
+            )
+            placed += 1
+        except Rejected as why:
+            rejected += 1
+            ctx.event("rejected", item.task_id, detail={"reason": str(why)})
+    return {"placed": placed, "rejected": rejected}
+
+
+def task_started(ctx: ApplyContext, p: e.TaskStarted) -> dict[str, Any]:
+    task = ctx.task(p.task_id)
+    _check_fence(task, p.attempt, p.node, frozenset({"assigned"}))
+    detail = {"pid": p.pid} if p.pid is not None else None
+    ctx.move(task, "running", "started", p.node, p.attempt, detail, set_started_at=ctx.entry.ts)
+    return {}
+
+
+def task_complete(ctx: ApplyContext, p: e.TaskComplete) -> dict[str, Any]:
+    task = ctx.task(p.task_id)
+    _check_fence(task, p.attempt, p.node, ACTIVE_STATES)
+    ctx.move(
+        task,
+        "completed",
+        "completed",
+        p.node,
+        p.attempt,
+        {"exit_code": p.result.get("exit_code")},
+        set_result=_dump(p.result),
+        set_completed_at=ctx.entry.ts,
+        set_error=None,
+    )
+    return {}
+
+
+def _fail_or_retry(
+    ctx: ApplyContext,
+    task: sqlite3.Row,
+    reason: str,
+    node: str | None,
+    result: dict[str, Any] | None,
+) -> str:
+    policy = RetryPolicy.model_validate(json.loads(task["retry_policy"]))
+    columns: dict[str, Any] = {"set_error": reason}
+    if result is not None:
+        columns["set_result"] = _dump(result)
+    if not policy.retryable:
+        ctx.move(
+            task, "failed", "failed", node, task["attempt"], {"reason": reason},
+            set_completed_at=ctx.entry.ts, **columns,
+        )  # fmt: skip
+        return "failed"
+    if task["retries"] >= policy.max_retries:
+        ctx.move(
+            task, "dead_letter", "dead_lettered", node, task["attempt"],
+            {"reason": reason, "retries": task["retries"]},
+            set_completed_at=ctx.entry.ts, set_dead_lettered_at=ctx.entry.ts, **columns,
+        )  # fmt: skip
+        return "dead_letter"
+    retry_number = task["retries"] + 1
+    delay = policy.delay_ms(retry_number)
+    ctx.move(
+        task, "queued", "retried", node, task["attempt"],
+        {"reason": reason, "retry": retry_number, "delay_ms": delay},
+        set_retries=retry_number, set_assigned_node=None, set_scheduled_after=ctx.entry.ts + delay,
+        **columns,
+    )  # fmt: skip
+    return "queued"
+
+
+def task_failed(ctx: ApplyContext, p: e.TaskFailed) -> dict[str, Any]:
+    task = ctx.task(p.task_id)
+    _check_fence(task, p.attempt, p.node, ACTIVE_STATES)
+    ctx.event("attempt_failed", p.task_id, task["state"], None, p.node, p.attempt,
+              {"reason": p.reason})  # fmt: skip
+    return {"state": _fail_or_retry(ctx, task, p.reason, p.node, p.result)}
+
+
+def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:
+    task = ctx.task(p.task_id)
+    if task["state"] == "dead_letter":
+        ctx.move(
+            task, "queued", "retried", None, task["attempt"],
+            {"reason": p.reason, "from_dead_letter": True},
+            set_retries=0, set_assigned_node=None, set_scheduled_after=ctx.entry.ts + p.delay_ms,
+        )  # fmt: skip
+        return {"state": "queued"}
+    if task["state"] not in ACTIVE_STATES and task["state"] != "queued":
+        raise Rejected(f"task {p.task_id} is {task['state']}; only active tasks can be re-queued")
+    if task["attempt"] != p.attempt:
+        raise Rejected(f"retry for attempt {p.attempt} of task {p.task_id}, current is {task['attempt']}")
+    if not p.spend_attempt:
+        ctx.move(
+            task, "queued", "requeued", task["assigned_node"], task["attempt"],
+            {"reason": p.reason}, set_assigned_node=None,
+        )  # fmt: skip
+        return {"state": "queued"}
+    return {"state": _fail_or_retry(ctx, task, p.reason, task["assigned_node"], None)}
+
+
+def task_cancel(ctx: ApplyContext, p: e.TaskCancel) -> dict[str, Any]:
+    task = ctx.task(p.task_id)
+    if task["state"] in TERMINAL_STATES:
+        raise Rejected(f"task {p.task_id} is already {task['state']}")
+    ctx.move(
+        task, "cancelled", "cancelled", task["assigned_node"], task["attempt"],
+        {"reason": p.reason}, set_completed_at=ctx.entry.ts, set_error=p.reason,
+    )  # fmt: skip
+    return {}
+
+
+def task_dead_letter(ctx: ApplyContext, p: e.TaskDeadLetter) -> dict[str, Any]:
+    task = ctx.task(p.task_id)
+    if task["state"] in TERMINAL_STATES:
+        raise Rejected(f"task {p.task_id} is already {task['state']}")
+    ctx.move(
+        task, "dead_letter", "dead_lettered", task["assigned_node"], task["attempt"],
+        {"reason": p.reason}, set_completed_at=ctx.entry.ts, set_dead_lettered_at=ctx.entry.ts,
+        set_error=p.reason,
+    )  # fmt: skip
+    return {}
+
+
+def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
+    if not p.node_id or not p.raft_address or not p.grpc_address:
+        raise Rejected("node join needs node_id, raft_address and grpc_address")
+    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
+    status = "active" if row is None or row["status"] == "offline" else row["status"]
+    ctx.cur.execute(
+        "INSERT INTO nodes (id, raft_address, grpc_address, status, labels, executors,"
+        " resources, joined_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE"
+        " SET raft_address=excluded.raft_address, grpc_address=excluded.grpc_address,"
+        " status=excluded.status, labels=excluded.labels, executors=excluded.executors,"
+        " resources=excluded.resources, updated_at=excluded.updated_at",
+        (
+            p.node_id,
+            p.raft_address,
+            p.grpc_address,
+            status,
+            _dump(p.labels),
+            _dump(sorted(p.executors)),
+            _dump(p.resources),
+            ctx.entry.ts,
+            ctx.entry.ts,
+        ),
+    )
+    ctx.event("node_joined", node=p.node_id, detail={"raft": p.raft_address, "grpc": p.grpc_address})
+    return {"status": status}
+
+
+def node_status(ctx: ApplyContext, p: e.NodeStatus) -> dict[str, Any]:
+    if p.status not in NODE_STATUSES:
+        raise Rejected(f"unknown node status {p.status!r}")
+    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
+    if row is None:
+        raise Rejected(f"unknown node {p.node_id}")
+    ctx.cur.execute(
+        "UPDATE nodes SET status = ?, updated_at = ? WHERE id = ?",
+        (p.status, ctx.entry.ts, p.node_id),
+    )
+    ctx.event("node_status", node=p.node_id, from_state=row["status"], to_state=p.status,
+              detail={"reason": p.reason})  # fmt: skip
+    return {}
+
+
+def node_leave(ctx: ApplyContext, p: e.NodeLeave) -> dict[str, Any]:
+    if ctx.cur.execute("DELETE FROM nodes WHERE id = ?", (p.node_id,)).rowcount == 0:
+        raise Rejected(f"unknown node {p.node_id}")
+    ctx.event("node_left", node=p.node_id)
+    return {}
+
+
+HANDLERS: dict[type[e.Payload], Callable[[ApplyContext, Any], dict[str, Any]]] = {
+    e.TaskSubmit: task_submit,
+    e.TaskAssign: task_assign,
+    e.TaskStarted: task_started,
+    e.TaskComplete: task_complete,
+    e.TaskFailed: task_failed,
+    e.TaskRetry: task_retry,
+    e.TaskCancel: task_cancel,
+    e.TaskDeadLetter: task_dead_letter,
+    e.NodeJoin: node_join,
+    e.NodeStatus: node_status,
+    e.NodeLeave: node_leave,
+}
