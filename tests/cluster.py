@@ -1,0 +1,226 @@
+"""A harness for real multi-process clusters: every node is a separate
+`cortex node start` process on loopback TCP with its own data dir."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cortex.api.client import CortexClient
+from cortex.errors import CortexError
+from cortex.v1 import cortex_pb2 as pb
+
+T = TypeVar("T")
+SECRET = "test-cluster-secret"
+
+
+def free_ports(count: int) -> list[int]:
+    sockets, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+        ports.append(s.getsockname()[1])
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def wait_until(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> T:
+    """Polls `check` until it returns something truthy; fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except CortexError as err:
+            last_error = err
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last error {last_error}")
+
+
+@dataclass
+class ClusterNode:
+    node_id: str
+    raft: str
+    grpc: str
+    data_dir: Path
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir.parent / f"{self.node_id}.log"
+
+    def start(self, peers: list[str] | None = None, join: str | None = None, secret: str | None = SECRET) -> None:
+        args = [
+            sys.executable, "-m", "cortex.cli.main", "node", "start",
+            "--node-id", self.node_id, "--data-dir", str(self.data_dir),
+            "--raft", self.raft, "--grpc", self.grpc,
+        ]  # fmt: skip
+        if peers:
+            args += ["--peers", ",".join(peers)]
+        if join:
+            args += ["--join", join]
+        if secret:
+            args += ["--secret", secret]
+        args += self.extra_args
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.env},
+            start_new_session=True,
+        )
+        log.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if not self.alive:
+            return
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+    def client(self, timeout_s: float = 30.0) -> CortexClient:
+        return CortexClient(self.grpc, timeout_s=timeout_s)
+
+    def status(self) -> pb.ClusterStatusResponse:
+        with self.client(timeout_s=5) as c:
+            return c.cluster_status()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Cluster:
+    def __init__(self, root: Path, size: int, extra_args: list[str] | None = None) -> None:
+        self.root = root
+        self.nodes: list[ClusterNode] = []
+        self._extra_args = extra_args or []
+        for _ in range(size):
+            self.add_node()
+
+    def add_node(self, extra_args: list[str] | None = None) -> ClusterNode:
+        raft_port, grpc_port = free_ports(2)
+        number = len(self.nodes) + 1
+        node = ClusterNode(
+            node_id=f"n{number}",
+            raft=f"127.0.0.1:{raft_port}",
+            grpc=f"127.0.0.1:{grpc_port}",
+            data_dir=self.root / f"n{number}",
+            extra_args=[*self._extra_args, *(extra_args or [])],
+        )
+        self.nodes.append(node)
+        return node
+
+    @property
+    def peers(self) -> list[str]:
+        return [n.raft for n in self.nodes]
+
+    def start(self, nodes: list[ClusterNode] | None = None) -> Cluster:
+        peers = self.peers
+        for node in nodes or self.nodes:
+            node.start(peers=peers)
+        return self
+
+    def wait_ready(self, nodes: list[ClusterNode] | None = None, timeout: float = 60.0) -> None:
+        nodes = nodes or [n for n in self.nodes if n.alive]
+        expected = len(nodes)
+
+        def ready() -> bool:
+            for node in nodes:
+                status = node.status()
+                if not status.leader or len([n for n in status.nodes if n.status == "active"]) < expected:
+                    return False
+            return True
+
+        wait_until(ready, timeout, what="cluster ready")
+
+    def leader(self) -> ClusterNode:
+        def find() -> ClusterNode | None:
+            for node in self.nodes:
+                if node.alive and node.status().raft_state == "leader":
+                    return node
+            return None
+
+        return wait_until(find, 30, what="a leader")
+
+    def followers(self) -> list[ClusterNode]:
+        leader = self.leader()
+        return [n for n in self.nodes if n.alive and n is not leader]
+
+    def wait_converged(self, nodes: list[ClusterNode] | None = None, timeout: float = 60.0) -> tuple[str, int]:
+        """Waits until the given (default: live) nodes report the same applied
+        index and state digest; returns them."""
+        nodes = nodes or [n for n in self.nodes if n.alive]
+
+        def same() -> tuple[str, int] | None:
+            statuses = [n.status() for n in nodes]
+            digests = {(s.state_digest, s.last_applied) for s in statuses}
+            if len(digests) == 1 and statuses[0].commit_index <= statuses[0].last_applied:
+                return next(iter(digests))
+            return None
+
+        return wait_until(same, timeout, interval=0.2, what="digests to converge")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def kill_all(self) -> None:
+        for node in self.nodes:
+            if node.alive:
+                node.kill9()
+
+    def dump_logs(self) -> str:
+        return "\n".join(f"===== {n.node_id} =====\n{n.log_text()[-6000:]}" for n in self.nodes)
+
+
+def shell_spec(command: list[str] | str, **fields: Any) -> pb.TaskSpec:
+    spec = pb.TaskSpec(**fields)
+    if isinstance(command, str):
+        spec.shell = command
+    else:
+        spec.command.extend(command)
+    return spec
+
+
+def completion_counts(node: ClusterNode) -> dict[str, int]:
+    """Completion events per task, read from the node's own SQLite file."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{node.data_dir / 'state.db'}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT task_id, COUNT(*) FROM task_events WHERE event = 'completed' GROUP BY task_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    return dict(rows)
