@@ -72,7 +72,9 @@ class NodeConfig(BaseModel):
 
         for name in value:
             if name not in BUILTIN_EXECUTORS:
-                raise ValueError(f"unknown executor {name!r} (known: {', '.join(BUILTIN_EXECUTORS)})")
+                raise ValueError(
+                    f"unknown executor {name!r} (known: {', '.join(BUILTIN_EXECUTORS)})"
+                )
         return value
 
     @property

@@ -58,7 +58,10 @@ def _peers_for(config: NodeConfig, data_dir: Path, secret: str) -> list[str]:
 
         with CortexClient(config.join) as client:
             members = client.join_cluster(
-                config.node_id, config.raft, config.grpc, join_proof(secret, config.node_id, config.raft)
+                config.node_id,
+                config.raft,
+                config.grpc,
+                join_proof(secret, config.node_id, config.raft),
             )
         saved.write_text(json.dumps({"members": members}))
         return [p for p in members if p != config.raft]

@@ -10,7 +10,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unauthenticated, Unavailable
+from cortex.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+)
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
 from cortex.scheduler import candidates, explain
@@ -30,7 +36,9 @@ MAX_IDEMPOTENCY_KEY = 256
 
 
 def join_proof(secret: str, node_id: str, raft_address: str) -> str:
-    return hmac.new(secret.encode(), f"{node_id}|{raft_address}".encode(), hashlib.sha256).hexdigest()
+    return hmac.new(
+        secret.encode(), f"{node_id}|{raft_address}".encode(), hashlib.sha256
+    ).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -88,22 +96,30 @@ class TaskService:
 
     # -- tasks -------------------------------------------------------------
 
-    def submit_task(self, spec: dict[str, Any], idempotency_key: str | None = None) -> SubmitOutcome:
+    def submit_task(
+        self, spec: dict[str, Any], idempotency_key: str | None = None
+    ) -> SubmitOutcome:
         if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-            raise InvalidArgument(f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters")
+            raise InvalidArgument(
+                f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters"
+            )
         parsed = parse_task_spec(spec, self._max_spec_bytes)
         if idempotency_key:
             known = self._reader.task_by_idempotency_key(idempotency_key)
             if known is not None:
                 return SubmitOutcome(known, False, self._machine.applied_index)
         entry = e.Entry.create(
-            e.TaskSubmit(str(uuid.uuid4()), parsed.model_dump(mode="json"), idempotency_key or None),
+            e.TaskSubmit(
+                str(uuid.uuid4()), parsed.model_dump(mode="json"), idempotency_key or None
+            ),
             self.node_id,
         )
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
             raise InvalidArgument(f"task rejected: {result.get('reason')}")
-        return SubmitOutcome(result["task_id"], bool(result["created"]), self._machine.applied_index)
+        return SubmitOutcome(
+            result["task_id"], bool(result["created"]), self._machine.applied_index
+        )
 
     def get_task(self, task_id: str) -> TaskView:
         _check_id(task_id, "task_id")
@@ -121,7 +137,9 @@ class TaskService:
             return []
         if task.scheduled_after > int(time.time() * 1000):
             return [f"backing off until {task.scheduled_after} (ms since epoch)"]
-        nodes = candidates(self._reader.nodes(), self._reader.active_counts_by_node(), self.reachable)
+        nodes = candidates(
+            self._reader.nodes(), self._reader.active_counts_by_node(), self.reachable
+        )
         return explain(pending(task), nodes)
 
     def wait_for_task(self, task_id: str, timeout_s: float) -> TaskView:
@@ -147,7 +165,9 @@ class TaskService:
     ) -> TaskPage:
         for state in states or []:
             if state not in TASK_STATES:
-                raise InvalidArgument(f"unknown task state {state!r} (known: {', '.join(TASK_STATES)})")
+                raise InvalidArgument(
+                    f"unknown task state {state!r} (known: {', '.join(TASK_STATES)})"
+                )
         if page_size < 0 or page_size > MAX_PAGE_SIZE:
             raise InvalidArgument(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
         try:
@@ -155,18 +175,26 @@ class TaskService:
             if offset < 0:
                 raise ValueError
         except ValueError:
-            raise InvalidArgument(f"page_token {page_token!r} is not a token from an earlier page") from None
-        return self._reader.list_tasks(states, task_type, workflow_id, node, page_size or 100, offset)
+            raise InvalidArgument(
+                f"page_token {page_token!r} is not a token from an earlier page"
+            ) from None
+        return self._reader.list_tasks(
+            states, task_type, workflow_id, node, page_size or 100, offset
+        )
 
     def cancel_task(self, task_id: str, reason: str = "") -> TaskView:
         task = self.get_task(task_id)
         if task.state in TERMINAL_STATES:
             raise FailedPrecondition(f"task {task_id} is already {task.state}")
-        entry = e.Entry.create(e.TaskCancel(task_id, reason or "cancelled by request"), self.node_id)
+        entry = e.Entry.create(
+            e.TaskCancel(task_id, reason or "cancelled by request"), self.node_id
+        )
         result = self._proposer.propose_one(entry, self._timeout)
         current = self.get_task(task_id)
         if not result.get("ok") and current.state != "cancelled":
-            raise FailedPrecondition(f"task {task_id} could not be cancelled: {result.get('reason')}")
+            raise FailedPrecondition(
+                f"task {task_id} could not be cancelled: {result.get('reason')}"
+            )
         return current
 
     # -- cluster -----------------------------------------------------------
@@ -225,7 +253,9 @@ class TaskService:
         while "error" not in outcome and time.monotonic() < deadline:
             time.sleep(0.02)
         if outcome.get("error") not in (None, 0):
-            raise Unavailable(f"the leader refused to add {raft_address} (code {outcome['error']}); retry")
+            raise Unavailable(
+                f"the leader refused to add {raft_address} (code {outcome['error']}); retry"
+            )
         return sorted({*members, raft_address})
 
 
@@ -234,4 +264,3 @@ def _check_id(value: str, name: str) -> None:
         raise InvalidArgument(f"{name} is empty")
     if len(value) > 128:
         raise InvalidArgument(f"{name} is longer than 128 characters")
-

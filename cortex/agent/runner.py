@@ -146,13 +146,21 @@ class Agent:
         try:
             result = self._run_attempt(task, running)
             if running.superseded:
-                log.info("task %s attempt %d was taken away; outcome not reported", task.id, task.attempt)
+                log.info(
+                    "task %s attempt %d was taken away; outcome not reported", task.id, task.attempt
+                )
                 return
             if result.succeeded:
-                payload: e.Payload = e.TaskComplete(task.id, task.attempt, self._node_id, result.to_dict())
+                payload: e.Payload = e.TaskComplete(
+                    task.id, task.attempt, self._node_id, result.to_dict()
+                )
             else:
-                reason = result.error or ("cancelled" if result.cancelled else f"exit code {result.exit_code}")
-                payload = e.TaskFailed(task.id, task.attempt, self._node_id, reason, result.to_dict())
+                reason = result.error or (
+                    "cancelled" if result.cancelled else f"exit code {result.exit_code}"
+                )
+                payload = e.TaskFailed(
+                    task.id, task.attempt, self._node_id, reason, result.to_dict()
+                )
             self._report(task, payload)
         finally:
             with self._lock:
@@ -167,7 +175,9 @@ class Agent:
             return ExecutionResult(exit_code=-1, error=f"invalid spec: {err}")
         executor = self._executors.get(spec.type)
         if executor is None:
-            return ExecutionResult(exit_code=-1, error=f"no {spec.type} executor on {self._node_id}")
+            return ExecutionResult(
+                exit_code=-1, error=f"no {spec.type} executor on {self._node_id}"
+            )
         work_dir = os.path.join(self._data_dir, "attempts", task.id, str(task.attempt))
         os.makedirs(work_dir, exist_ok=True)
         context_file = os.path.join(work_dir, "context.json")
@@ -188,14 +198,19 @@ class Agent:
             kill_grace_s=self._kill_grace_s,
         )
         self._proposer.submit(
-            e.Entry.create(e.TaskStarted(task.id, task.attempt, self._node_id, os.getpid()), self._node_id)
+            e.Entry.create(
+                e.TaskStarted(task.id, task.attempt, self._node_id, os.getpid()), self._node_id
+            )
         )
         log.debug("task %s attempt %d starting", task.id, task.attempt)
         return executor.run(execution, running.cancel)
 
     def _report_lost(self, task: TaskView) -> None:
         log.warning("task %s attempt %d was running when this node stopped", task.id, task.attempt)
-        self._report(task, e.TaskFailed(task.id, task.attempt, self._node_id, "node restarted during the attempt"))
+        self._report(
+            task,
+            e.TaskFailed(task.id, task.attempt, self._node_id, "node restarted during the attempt"),
+        )
 
     def _report(self, task: TaskView, payload: e.Payload) -> None:
         """Retries until the log takes the report or the attempt is no longer

@@ -40,7 +40,10 @@ class CortexClient:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -59,10 +62,14 @@ class CortexClient:
             raise kind(detail) from None
 
     def submit_task(self, spec: pb.TaskSpec, idempotency_key: str = "") -> pb.SubmitTaskResponse:
-        return self._call("SubmitTask", pb.SubmitTaskRequest(spec=spec, idempotency_key=idempotency_key))
+        return self._call(
+            "SubmitTask", pb.SubmitTaskRequest(spec=spec, idempotency_key=idempotency_key)
+        )
 
     def get_task(self, task_id: str, include_events: bool = False) -> pb.Task:
-        return self._call("GetTask", pb.GetTaskRequest(task_id=task_id, include_events=include_events))
+        return self._call(
+            "GetTask", pb.GetTaskRequest(task_id=task_id, include_events=include_events)
+        )
 
     def get_task_result(self, task_id: str, wait: bool = False, timeout_ms: int = 0) -> pb.Task:
         request = pb.GetTaskResultRequest(task_id=task_id, wait=wait, timeout_ms=timeout_ms)
@@ -77,7 +84,9 @@ class CortexClient:
     def cluster_status(self) -> pb.ClusterStatusResponse:
         return self._call("ClusterStatus", pb.ClusterStatusRequest())
 
-    def join_cluster(self, node_id: str, raft_address: str, grpc_address: str, proof: str) -> list[str]:
+    def join_cluster(
+        self, node_id: str, raft_address: str, grpc_address: str, proof: str
+    ) -> list[str]:
         request = pb.JoinClusterRequest(
             node_id=node_id, raft_address=raft_address, grpc_address=grpc_address, proof=proof
         )

@@ -47,7 +47,9 @@ def _maps_errors(method: Handler) -> Handler:
             context.abort(code, str(err))
         except Exception:
             log.exception("%s failed", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}; see node log")
+            context.abort(
+                grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}; see node log"
+            )
 
     return wrapper  # type: ignore[return-value]
 
@@ -57,11 +59,17 @@ class CortexServicer(pb_grpc.CortexServicer):
         self._service = service
 
     @_maps_errors
-    def SubmitTask(self, request: pb.SubmitTaskRequest, context: grpc.ServicerContext) -> pb.SubmitTaskResponse:
+    def SubmitTask(
+        self, request: pb.SubmitTaskRequest, context: grpc.ServicerContext
+    ) -> pb.SubmitTaskResponse:
         if not request.HasField("spec"):
             raise InvalidArgument("spec is missing")
-        outcome = self._service.submit_task(spec_from_proto(request.spec), request.idempotency_key or None)
-        return pb.SubmitTaskResponse(task_id=outcome.task_id, created=outcome.created, raft_index=outcome.raft_index)
+        outcome = self._service.submit_task(
+            spec_from_proto(request.spec), request.idempotency_key or None
+        )
+        return pb.SubmitTaskResponse(
+            task_id=outcome.task_id, created=outcome.created, raft_index=outcome.raft_index
+        )
 
     @_maps_errors
     def GetTask(self, request: pb.GetTaskRequest, context: grpc.ServicerContext) -> pb.Task:
@@ -70,7 +78,9 @@ class CortexServicer(pb_grpc.CortexServicer):
         return task_to_proto(task, events, self._service.pending_reasons(task))
 
     @_maps_errors
-    def GetTaskResult(self, request: pb.GetTaskResultRequest, context: grpc.ServicerContext) -> pb.Task:
+    def GetTaskResult(
+        self, request: pb.GetTaskResultRequest, context: grpc.ServicerContext
+    ) -> pb.Task:
         if request.timeout_ms < 0 or request.timeout_ms > MAX_WAIT_MS:
             raise InvalidArgument(f"timeout_ms must be between 0 and {MAX_WAIT_MS}")
         if request.wait:
@@ -84,7 +94,9 @@ class CortexServicer(pb_grpc.CortexServicer):
         return task_to_proto(task, None, self._service.pending_reasons(task))
 
     @_maps_errors
-    def ListTasks(self, request: pb.ListTasksRequest, context: grpc.ServicerContext) -> pb.ListTasksResponse:
+    def ListTasks(
+        self, request: pb.ListTasksRequest, context: grpc.ServicerContext
+    ) -> pb.ListTasksResponse:
         page = self._service.list_tasks(
             list(request.states),
             request.type or None,
@@ -110,8 +122,12 @@ class CortexServicer(pb_grpc.CortexServicer):
         return cluster_to_proto(self._service.cluster_status())
 
     @_maps_errors
-    def JoinCluster(self, request: pb.JoinClusterRequest, context: grpc.ServicerContext) -> pb.JoinClusterResponse:
+    def JoinCluster(
+        self, request: pb.JoinClusterRequest, context: grpc.ServicerContext
+    ) -> pb.JoinClusterResponse:
         if not request.node_id or not request.raft_address:
             raise InvalidArgument("node_id and raft_address are required to join")
         members = self._service.admit_node(request.node_id, request.raft_address, request.proof)
-        return pb.JoinClusterResponse(raft_members=members, leader=self._service.cluster_status().leader or "")
+        return pb.JoinClusterResponse(
+            raft_members=members, leader=self._service.cluster_status().leader or ""
+        )

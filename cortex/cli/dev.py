@@ -60,7 +60,9 @@ def start_cluster(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
         raise CortexError("--nodes must be between 1 and 9")
     state_file = data_dir / _STATE_FILE
     if state_file.exists():
-        raise CortexError(f"a dev cluster already runs from {data_dir}; stop it with `cortex dev stop`")
+        raise CortexError(
+            f"a dev cluster already runs from {data_dir}; stop it with `cortex dev stop`"
+        )
     nodes = plan_nodes(count, base_port, data_dir)
     busy = [n.raft for n in nodes if not _port_free(int(n.raft.rsplit(":", 1)[1]))]
     busy += [n.grpc for n in nodes if not _port_free(int(n.grpc.rsplit(":", 1)[1]))]
@@ -75,9 +77,21 @@ def start_cluster(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
         log_file = open(Path(node.data_dir) / "node.log", "ab")  # noqa: SIM115 - owned by the child
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "cortex.cli.main", "node", "start",
-                "--node-id", node.node_id, "--data-dir", node.data_dir,
-                "--raft", node.raft, "--grpc", node.grpc, "--peers", peers,
+                sys.executable,
+                "-m",
+                "cortex.cli.main",
+                "node",
+                "start",
+                "--node-id",
+                node.node_id,
+                "--data-dir",
+                node.data_dir,
+                "--raft",
+                node.raft,
+                "--grpc",
+                node.grpc,
+                "--peers",
+                peers,
             ],  # fmt: skip
             env={**os.environ, "CORTEX_SECRET": secret},
             stdout=log_file,
@@ -106,7 +120,9 @@ def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
         except CortexError:
             pass
         if time.monotonic() > deadline:
-            raise Unavailable(f"dev cluster not ready after {timeout_s:.0f}s; see {node.data_dir}/node.log")
+            raise Unavailable(
+                f"dev cluster not ready after {timeout_s:.0f}s; see {node.data_dir}/node.log"
+            )
         time.sleep(0.2)
 
 
@@ -156,9 +172,13 @@ def run(args: argparse.Namespace) -> int:
     except CortexError:
         stop_cluster(data_dir)
         raise
-    render.console.print(f"[green]local cluster of {len(nodes)} nodes is up[/] (data in {data_dir})")
+    render.console.print(
+        f"[green]local cluster of {len(nodes)} nodes is up[/] (data in {data_dir})"
+    )
     for node in nodes:
-        render.console.print(f"  {node.node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}")
+        render.console.print(
+            f"  {node.node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}"
+        )
     first = nodes[0].grpc
     flag = "" if first == "127.0.0.1:7200" else f" --node {first}"
     render.console.print(f"try:  cortex{flag} task submit --wait -- echo hello")
@@ -169,9 +189,12 @@ def run(args: argparse.Namespace) -> int:
 
 DEMO_TASKS: list[tuple[str, list[str] | str]] = [
     ("hello", ["echo", "hello from Cortex"]),
-    ("where", "echo \"ran on $CORTEX_NODE_ID as task $CORTEX_TASK_ID (attempt $CORTEX_ATTEMPT)\""),
-    ("python", [sys.executable, "-c", "import platform; print('python', platform.python_version())"]),
-    ("sum", "n=0; for i in $(seq 1 1000); do n=$((n + i)); done; echo \"sum of 1..1000 = $n\""),
+    ("where", 'echo "ran on $CORTEX_NODE_ID as task $CORTEX_TASK_ID (attempt $CORTEX_ATTEMPT)"'),
+    (
+        "python",
+        [sys.executable, "-c", "import platform; print('python', platform.python_version())"],
+    ),
+    ("sum", 'n=0; for i in $(seq 1 1000); do n=$((n + i)); done; echo "sum of 1..1000 = $n"'),
     ("fails", "echo 'this one exits 3' >&2; exit 3"),
 ]
 
@@ -184,7 +207,9 @@ def run_demo(args: argparse.Namespace) -> int:
     nodes = start_cluster(args.nodes, base_port, data_dir)
     try:
         wait_ready(nodes)
-        render.console.print("[green]cluster is up[/]; submitting example tasks round-robin to every node")
+        render.console.print(
+            "[green]cluster is up[/]; submitting example tasks round-robin to every node"
+        )
         clients = [CortexClient(n.grpc) for n in nodes]
         submitted = []
         for i, (name, command) in enumerate(DEMO_TASKS):
@@ -209,12 +234,16 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         for client, node in zip(clients, nodes, strict=True):
             s = client.cluster_status()
-            render.console.print(f"  {node.node_id}: applied {s.last_applied}  digest {s.state_digest[:16]}")
+            render.console.print(
+                f"  {node.node_id}: applied {s.last_applied}  digest {s.state_digest[:16]}"
+            )
         for client in clients:
             client.close()
     finally:
         if args.keep:
-            render.console.print(f"cluster left running; stop it with: cortex dev stop --data-dir {data_dir}")
+            render.console.print(
+                f"cluster left running; stop it with: cortex dev stop --data-dir {data_dir}"
+            )
         else:
             stop_cluster(data_dir)
             if not args.data_dir:

@@ -22,7 +22,9 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
     start.add_argument("--raft", help="Raft HOST:PORT (default 127.0.0.1:7100)")
     start.add_argument("--grpc", help="gRPC HOST:PORT (default 127.0.0.1:7200)")
     start.add_argument("--peers", help="comma-separated Raft addresses of a static group")
-    start.add_argument("--join", metavar="GRPC_ADDR", help="join the cluster served at this gRPC address")
+    start.add_argument(
+        "--join", metavar="GRPC_ADDR", help="join the cluster served at this gRPC address"
+    )
     start.add_argument("--secret", help="cluster secret (required with --peers or --join)")
     start.add_argument("--label", action="append", default=[], metavar="K=V", help="node label")
     start.add_argument("--max-tasks", type=int, help="most tasks this node runs at once")
@@ -33,12 +35,20 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
 def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     task = commands.add_parser("task", help="submit and inspect tasks")
     task_commands = task.add_subparsers(dest="task_command", required=True)
-    submit = task_commands.add_parser("submit", help="submit a task: cortex task submit -- CMD [ARG...]")
+    submit = task_commands.add_parser(
+        "submit", help="submit a task: cortex task submit -- CMD [ARG...]"
+    )
     submit.add_argument("--json", action="store_true", help="print JSON")
-    submit.add_argument("--wait", action="store_true", help="wait for the task to end and show its result")
-    submit.add_argument("--idempotency-key", default="", help="submitting the same key again returns the same task")
+    submit.add_argument(
+        "--wait", action="store_true", help="wait for the task to end and show its result"
+    )
+    submit.add_argument(
+        "--idempotency-key", default="", help="submitting the same key again returns the same task"
+    )
     submit.add_argument("--type", default="shell", help="executor type (shell, noop)")
-    submit.add_argument("--shell", action="store_true", help="run CMD as one string through /bin/sh -c")
+    submit.add_argument(
+        "--shell", action="store_true", help="run CMD as one string through /bin/sh -c"
+    )
     submit.add_argument("--env", action="append", default=[], metavar="K=V")
     submit.add_argument("--cwd")
     submit.add_argument("--timeout-ms", type=int)
@@ -78,8 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("action", nargs="?", choices=["start", "stop"], default="start")
     dev.add_argument("--nodes", type=int, default=3)
     dev.add_argument("--data-dir", default="./cortex-dev")
-    dev.add_argument("--base-port", type=int, default=7100, help="Raft ports from here, gRPC from +100")
-    demo = commands.add_parser("demo", help="start a local 3-node cluster, run example tasks, show results")
+    dev.add_argument(
+        "--base-port", type=int, default=7100, help="Raft ports from here, gRPC from +100"
+    )
+    demo = commands.add_parser(
+        "demo", help="start a local 3-node cluster, run example tasks, show results"
+    )
     demo.add_argument("--nodes", type=int, default=3)
     demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     demo.add_argument("--data-dir", default=None)

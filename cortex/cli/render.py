@@ -122,7 +122,17 @@ def print_task(task: pb.Task) -> None:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
-    for key in ("id", "state", "type", "attempt", "node", "priority", "command", "error", "created_at"):
+    for key in (
+        "id",
+        "state",
+        "type",
+        "attempt",
+        "node",
+        "priority",
+        "command",
+        "error",
+        "created_at",
+    ):
         value = data[key]
         if value is None or value == "":
             continue
@@ -165,7 +175,9 @@ def print_status(status: pb.ClusterStatusResponse) -> None:
         f"[bold]{data['leader'] or 'none'}[/], term {data['term']}, quorum "
         f"{'yes' if data['has_quorum'] else '[red]no[/]'}"
     )
-    console.print(f"applied {data['last_applied']} (log {data['log_size']} entries), digest {data['state_digest'][:16]}")
+    console.print(
+        f"applied {data['last_applied']} (log {data['log_size']} entries), digest {data['state_digest'][:16]}"
+    )
     counts = ", ".join(f"{state} {count}" for state, count in sorted(data["task_counts"].items()))
     console.print(f"tasks: {counts or 'none'}")
     table = Table("node", "status", "raft", "grpc", "connected", "active tasks", box=None)

@@ -40,7 +40,9 @@ def submit(client: CortexClient, args: argparse.Namespace) -> int:
             note = "" if reply.created else " (existing task for this idempotency key)"
             print(f"{reply.task_id}{note}")
         return 0
-    task = client.get_task_result(reply.task_id, wait=True, timeout_ms=int(args.wait_timeout * 1000))
+    task = client.get_task_result(
+        reply.task_id, wait=True, timeout_ms=int(args.wait_timeout * 1000)
+    )
     if args.json:
         render.print_json(render.task_json(task))
     else:
@@ -63,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.task_command == "list":
             reply = client.list_tasks(
-                states=args.state, node=args.on_node, page_size=args.limit, page_token=args.page_token
+                states=args.state,
+                node=args.on_node,
+                page_size=args.limit,
+                page_token=args.page_token,
             )
             if args.json:
                 render.print_json(

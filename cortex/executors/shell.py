@@ -71,8 +71,12 @@ class ShellExecutor:
         with open(stdout_path, "wb") as out_file, open(stderr_path, "wb") as err_file:
             assert process.stdout is not None and process.stderr is not None
             pumps = [
-                threading.Thread(target=_pump, args=(process.stdout, out_file, stdout_tail), daemon=True),
-                threading.Thread(target=_pump, args=(process.stderr, err_file, stderr_tail), daemon=True),
+                threading.Thread(
+                    target=_pump, args=(process.stdout, out_file, stdout_tail), daemon=True
+                ),
+                threading.Thread(
+                    target=_pump, args=(process.stderr, err_file, stderr_tail), daemon=True
+                ),
             ]
             for pump in pumps:
                 pump.start()

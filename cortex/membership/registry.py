@@ -61,6 +61,8 @@ class NodeRegistration:
                 continue
             self.registered.clear()
             try:
-                self._proposer.propose_one(e.Entry.create(self._join, self._join.node_id), timeout=5.0)
+                self._proposer.propose_one(
+                    e.Entry.create(self._join, self._join.node_id), timeout=5.0
+                )
             except CortexError as err:
                 log.info("node registration not committed yet: %s", err)

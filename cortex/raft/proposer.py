@@ -48,7 +48,9 @@ class Proposer:
         """Raises Unavailable at once when this node cannot reach a quorum or
         knows no leader, instead of letting the caller wait."""
         if self._group.leader_address is None:
-            raise Unavailable("no Raft leader is known to this node (election in progress or no quorum)")
+            raise Unavailable(
+                "no Raft leader is known to this node (election in progress or no quorum)"
+            )
         if not self._group.hasQuorum:
             raise Unavailable("this node cannot reach a quorum of the cluster")
 
@@ -149,7 +151,9 @@ class Proposer:
                 future.set_result(result)
 
         try:
-            self._group.apply_batch(encode_batch([entry for entry, _ in batch]), callback=on_applied)
+            self._group.apply_batch(
+                encode_batch([entry for entry, _ in batch]), callback=on_applied
+            )
         except Exception as err:
             self._finish(number)
             for future in futures:

@@ -57,7 +57,10 @@ class SnapshotStore:
 
     def deserialize(self, path: str) -> tuple[Any, Any, Any]:
         directory = os.path.dirname(os.path.abspath(path))
-        with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory(dir=directory) as scratch:
+        with (
+            zipfile.ZipFile(path) as archive,
+            tempfile.TemporaryDirectory(dir=directory) as scratch,
+        ):
             meta = json.loads(archive.read(_META))
             archive.extract(_DB, scratch)
             db_copy = os.path.join(scratch, _DB)

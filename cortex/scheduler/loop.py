@@ -99,7 +99,10 @@ class SchedulerLoop:
             return False
         entry = e.Entry.create(
             e.TaskAssign(
-                [{"task_id": p.task_id, "node": p.node, "attempt": p.attempt} for p in result.placements]
+                [
+                    {"task_id": p.task_id, "node": p.node, "attempt": p.attempt}
+                    for p in result.placements
+                ]
             ),
             self._node_id,
         )

@@ -75,7 +75,9 @@ def fewest_active_tasks(node: Candidate, load: int) -> tuple[int, str]:
     return (load, node.id)
 
 
-def exclusion_reasons(task: PendingTask, nodes: Sequence[Candidate], loads: dict[str, int]) -> list[str]:
+def exclusion_reasons(
+    task: PendingTask, nodes: Sequence[Candidate], loads: dict[str, int]
+) -> list[str]:
     reasons = []
     for node in nodes:
         for check in FILTERS:

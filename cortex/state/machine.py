@@ -35,7 +35,9 @@ class StateMachine:
         self._applied = threading.Condition()
 
     def _read_applied_index(self) -> int:
-        row = self._conn.execute("SELECT value FROM raft_meta WHERE key = 'applied_index'").fetchone()
+        row = self._conn.execute(
+            "SELECT value FROM raft_meta WHERE key = 'applied_index'"
+        ).fetchone()
         return int(row[0]) if row else 0
 
     @property
@@ -80,7 +82,9 @@ class StateMachine:
         cur = self._conn.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
-            results = [self._apply_entry(cur, index, item, changes) for item in e.decode_batch(data)]
+            results = [
+                self._apply_entry(cur, index, item, changes) for item in e.decode_batch(data)
+            ]
             cur.execute(
                 "INSERT INTO raft_meta (key, value) VALUES ('applied_index', ?)"
                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",

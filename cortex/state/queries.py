@@ -120,9 +120,11 @@ class StateReader:
         return TaskView.from_row(row) if row else None
 
     def task_by_idempotency_key(self, key: str) -> str | None:
-        row = self._conn().execute(
-            "SELECT task_id FROM submissions WHERE idempotency_key = ?", (key,)
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute("SELECT task_id FROM submissions WHERE idempotency_key = ?", (key,))
+            .fetchone()
+        )
         return row["task_id"] if row else None
 
     def list_tasks(
@@ -138,7 +140,11 @@ class StateReader:
         if states:
             clauses.append(f"state IN ({','.join('?' * len(states))})")
             params.extend(states)
-        for column, value in (("type", task_type), ("workflow_id", workflow_id), ("assigned_node", node)):
+        for column, value in (
+            ("type", task_type),
+            ("workflow_id", workflow_id),
+            ("assigned_node", node),
+        ):
             if value:
                 clauses.append(f"{column} = ?")
                 params.append(value)
@@ -153,38 +159,54 @@ class StateReader:
         return TaskPage([TaskView.from_row(r) for r in rows], next_offset, total)
 
     def task_events(self, task_id: str) -> list[EventView]:
-        rows = self._conn().execute(
-            "SELECT * FROM task_events WHERE task_id = ? ORDER BY seq", (task_id,)
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT * FROM task_events WHERE task_id = ? ORDER BY seq", (task_id,))
+            .fetchall()
+        )
         return [EventView.from_row(r) for r in rows]
 
     def events_since(self, seq: int, limit: int = 1000) -> list[EventView]:
-        rows = self._conn().execute(
-            "SELECT * FROM task_events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT * FROM task_events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
+            .fetchall()
+        )
         return [EventView.from_row(r) for r in rows]
 
     def queued_tasks(self, now_ms: int, limit: int) -> list[TaskView]:
         """Runnable queued tasks in scheduling order: priority, then age."""
-        rows = self._conn().execute(
-            "SELECT * FROM tasks WHERE state = 'queued' AND scheduled_after <= ?"
-            " ORDER BY priority DESC, created_at, submit_index LIMIT ?",
-            (now_ms, limit),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT * FROM tasks WHERE state = 'queued' AND scheduled_after <= ?"
+                " ORDER BY priority DESC, created_at, submit_index LIMIT ?",
+                (now_ms, limit),
+            )
+            .fetchall()
+        )
         return [TaskView.from_row(r) for r in rows]
 
     def tasks_on_node(self, node: str, states: tuple[str, ...]) -> list[TaskView]:
-        rows = self._conn().execute(
-            f"SELECT * FROM tasks WHERE assigned_node = ? AND state IN ({','.join('?' * len(states))})",
-            (node, *states),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT * FROM tasks WHERE assigned_node = ? AND state IN ({','.join('?' * len(states))})",
+                (node, *states),
+            )
+            .fetchall()
+        )
         return [TaskView.from_row(r) for r in rows]
 
     def active_counts_by_node(self) -> dict[str, int]:
-        rows = self._conn().execute(
-            "SELECT assigned_node, COUNT(*) FROM tasks WHERE state IN ('assigned', 'running')"
-            " GROUP BY assigned_node"
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT assigned_node, COUNT(*) FROM tasks WHERE state IN ('assigned', 'running')"
+                " GROUP BY assigned_node"
+            )
+            .fetchall()
+        )
         return {row[0]: row[1] for row in rows if row[0] is not None}
 
     def counts_by_state(self) -> dict[str, int]:
@@ -207,9 +229,11 @@ class StateReader:
         ]
 
     def applied_index(self) -> int:
-        row = self._conn().execute(
-            "SELECT value FROM raft_meta WHERE key = 'applied_index'"
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute("SELECT value FROM raft_meta WHERE key = 'applied_index'")
+            .fetchone()
+        )
         return int(row[0]) if row else 0
 
     def digest_and_index(self) -> tuple[str, int]:

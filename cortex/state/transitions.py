@@ -271,7 +271,9 @@ def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:
     if task["state"] not in ACTIVE_STATES and task["state"] != "queued":
         raise Rejected(f"task {p.task_id} is {task['state']}; only active tasks can be re-queued")
     if task["attempt"] != p.attempt:
-        raise Rejected(f"retry for attempt {p.attempt} of task {p.task_id}, current is {task['attempt']}")
+        raise Rejected(
+            f"retry for attempt {p.attempt} of task {p.task_id}, current is {task['attempt']}"
+        )
     if not p.spend_attempt:
         ctx.move(
             task, "queued", "requeued", task["assigned_node"], task["attempt"],
@@ -327,7 +329,9 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
             ctx.entry.ts,
         ),
     )
-    ctx.event("node_joined", node=p.node_id, detail={"raft": p.raft_address, "grpc": p.grpc_address})
+    ctx.event(
+        "node_joined", node=p.node_id, detail={"raft": p.raft_address, "grpc": p.grpc_address}
+    )
     return {"status": status}
 
 
