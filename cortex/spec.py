@@ -54,8 +54,8 @@ class TaskSpec(_Strict):
     cwd: str | None = None
     timeout_ms: int | None = Field(None, alias="timeoutMs", gt=0, le=7 * 86_400_000)
     priority: int = Field(5, ge=0, le=10)
-    constraints: Constraints = Field(default_factory=lambda: Constraints())
-    retry_policy: RetryPolicy = Field(default_factory=lambda: RetryPolicy(), alias="retryPolicy")
+    constraints: Constraints = Field(default_factory=Constraints)
+    retry_policy: RetryPolicy = Field(default_factory=RetryPolicy, alias="retryPolicy")
     labels: dict[str, str] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
 
