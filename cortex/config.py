@@ -27,6 +27,27 @@ def _check_address(value: str) -> str:
     return value
 
 
+class DeclaredGpu(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "declared GPU"
+    memory_mb: float = Field(0, ge=0)
+
+
+class DeclaredResources(BaseModel):
+    """Resources a node reports from configuration instead of measuring them
+    (as Nomad client config does); reported as declared."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu_cores: float | None = Field(None, gt=0)
+    memory_mb: float | None = Field(None, ge=0)
+    disk_gb: float | None = Field(None, ge=0)
+    bandwidth_mbps: float | None = Field(None, gt=0)
+    gpu: DeclaredGpu | None = None
+    gaming: bool | None = None
+
+
 class NodeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -38,6 +59,12 @@ class NodeConfig(BaseModel):
     join: str | None = None
     secret: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    capabilities: dict[str, str] = Field(default_factory=dict)
+    resources: DeclaredResources = Field(default_factory=DeclaredResources)
+    heartbeat_interval_s: float = Field(2.0, gt=0, le=60)
+    gaming_processes: list[str] = Field(
+        default_factory=lambda: ["steam", "steamwebhelper", "gameoverlayui", "epicgameslauncher"]
+    )
     executors: list[str] = Field(default_factory=lambda: ["shell", "noop"])
     max_tasks: int = Field(64, ge=1, le=100_000)
     max_spec_bytes: int = Field(1024 * 1024, ge=1024)
@@ -82,8 +109,8 @@ class NodeConfig(BaseModel):
         return bool(self.peers or self.join)
 
 
-_LIST_KEYS = {"peers", "executors"}
-_MAP_KEYS = {"labels"}
+_LIST_KEYS = {"peers", "executors", "gaming_processes"}
+_MAP_KEYS = {"labels", "capabilities"}
 
 
 def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

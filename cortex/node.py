@@ -13,9 +13,9 @@ from cortex.agent import Agent
 from cortex.config import NodeConfig
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import BUILTIN_EXECUTORS
-from cortex.membership import NodeRegistration
+from cortex.membership import HeartbeatSender, NodeRegistration, ResourceBoard, ResourceSampler
 from cortex.raft import Proposer, RaftGroup, RaftSettings
-from cortex.scheduler import SchedulerLoop
+from cortex.scheduler.loop import SchedulerLoop
 from cortex.service import TaskService, join_proof
 from cortex.state import StateMachine
 from cortex.state import entries as e
@@ -92,12 +92,14 @@ class Node:
             on_ready=self._ready.set,
         )
         self.proposer = Proposer(self.group)
+        self.board = ResourceBoard()
         self.service = TaskService(
             config.node_id,
             self.group,
             self.proposer,
             self.machine,
             self.reader,
+            self.board,
             secret,
             config.max_spec_bytes,
             config.propose_timeout_s,
@@ -108,6 +110,7 @@ class Node:
             lambda: self.group.is_leader,
             self.proposer,
             self.reader,
+            self.board,
             self.service.reachable,
             config.scheduler_interval_s,
         )
@@ -133,6 +136,22 @@ class Node:
             self.reader,
             self._ready.is_set,
         )
+        declared = config.resources.model_dump(exclude_none=True)
+        self.heartbeats = HeartbeatSender(
+            config.node_id,
+            secret,
+            ResourceSampler(
+                str(self.data_dir),
+                declared,
+                declared.get("bandwidth_mbps"),
+                tuple(config.gaming_processes),
+            ),
+            self.board,
+            self.reader,
+            lambda: self.agent.running_count,
+            dict(config.capabilities),
+            config.heartbeat_interval_s,
+        )
         self.machine.add_listener(self._on_change)
         self._grpc_server = None
         self._stopped = threading.Event()
@@ -147,6 +166,7 @@ class Node:
 
         self._grpc_server = serve(self.service, self.config.grpc)
         self.registration.start()
+        self.heartbeats.start()
         self.scheduler.start()
         self.agent.start()
         log.info(
@@ -162,6 +182,7 @@ class Node:
             return
         self._stopped.set()
         self.registration.stop()
+        self.heartbeats.stop()
         self.scheduler.stop()
         self.agent.stop()
         self.proposer.stop()

@@ -17,10 +17,13 @@ from cortex.errors import (
     Unauthenticated,
     Unavailable,
 )
+from cortex.membership.board import NodeReport, ResourceBoard
+from cortex.membership.heartbeat import heartbeat_proof
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
-from cortex.scheduler import candidates, explain
-from cortex.scheduler.loop import pending
+from cortex.scheduler import explain
+from cortex.scheduler.loop import build_candidates, pending
+from cortex.scheduler.model import NodeResources
 from cortex.spec import parse_task_spec
 from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
@@ -54,6 +57,7 @@ class NodeStatusView:
     connected: bool
     is_leader: bool
     active_tasks: int
+    report: NodeReport | None = None
 
 
 @dataclass(frozen=True)
@@ -81,10 +85,12 @@ class TaskService:
         proposer: Proposer,
         machine: StateMachine,
         reader: StateReader,
+        board: ResourceBoard,
         secret: str,
         max_spec_bytes: int,
         propose_timeout_s: float,
     ) -> None:
+        self.board = board
         self.node_id = node_id
         self._group = group
         self._proposer = proposer
@@ -137,10 +143,7 @@ class TaskService:
             return []
         if task.scheduled_after > int(time.time() * 1000):
             return [f"backing off until {task.scheduled_after} (ms since epoch)"]
-        nodes = candidates(
-            self._reader.nodes(), self._reader.active_counts_by_node(), self.reachable
-        )
-        return explain(pending(task), nodes)
+        return explain(pending(task), build_candidates(self._reader, self.board, self.reachable))
 
     def wait_for_task(self, task_id: str, timeout_s: float) -> TaskView:
         """Returns the task once terminal, or as it is when the timeout ends."""
@@ -225,12 +228,43 @@ class TaskService:
             has_quorum=bool(status["has_quorum"]),
             raft_state={0: "follower", 1: "candidate", 2: "leader"}.get(status["state"], "unknown"),
             log_size=int(status["log_len"]),
-            nodes=[
-                NodeStatusView(n, self.reachable(n), n.raft_address == leader, active.get(n.id, 0))
-                for n in nodes
-            ],
+            nodes=self._node_views(nodes, leader, active),
             task_counts=self._reader.counts_by_state(),
         )
+
+    def _node_views(
+        self, nodes: list[NodeView], leader: str | None, active: dict[str, int]
+    ) -> list[NodeStatusView]:
+        reports = self.board.all()
+        return [
+            NodeStatusView(
+                n,
+                self.reachable(n),
+                n.raft_address == leader,
+                active.get(n.id, 0),
+                reports.get(n.id),
+            )
+            for n in nodes
+        ]
+
+    def list_nodes(self) -> list[NodeStatusView]:
+        return self._node_views(
+            self._reader.nodes(), self._group.leader_address, self._reader.active_counts_by_node()
+        )
+
+    def record_heartbeat(
+        self,
+        node_id: str,
+        resources: NodeResources,
+        capabilities: dict[str, str],
+        running_tasks: int,
+        sent_at_ms: int,
+        proof: str,
+    ) -> None:
+        expected = heartbeat_proof(self._secret, node_id, sent_at_ms)
+        if not proof or not hmac.compare_digest(expected, proof):
+            raise Unauthenticated("heartbeat refused: not signed with this cluster's secret")
+        self.board.record(node_id, resources, capabilities, running_tasks)
 
     def admit_node(self, node_id: str, raft_address: str, proof: str) -> list[str]:
         """Adds a node to the Raft group once it proves it holds the secret."""

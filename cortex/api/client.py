@@ -84,6 +84,9 @@ class CortexClient:
     def cluster_status(self) -> pb.ClusterStatusResponse:
         return self._call("ClusterStatus", pb.ClusterStatusRequest())
 
+    def list_nodes(self) -> pb.ListNodesResponse:
+        return self._call("ListNodes", pb.ListNodesRequest())
+
     def join_cluster(
         self, node_id: str, raft_address: str, grpc_address: str, proof: str
     ) -> list[str]:

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from cortex.errors import InvalidArgument
-from cortex.service import ClusterView
+from cortex.scheduler.model import GpuInfo, NodeResources
+from cortex.service import ClusterView, NodeStatusView
 from cortex.state.queries import EventView, TaskView
 from cortex.v1 import cortex_pb2 as pb
 
@@ -173,21 +174,83 @@ def cluster_to_proto(view: ClusterView) -> pb.ClusterStatusResponse:
         state_digest=view.state_digest,
         has_quorum=view.has_quorum,
         raft_state=view.raft_state,
-        nodes=[
-            pb.NodeInfo(
-                node_id=n.node.id,
-                raft_address=n.node.raft_address,
-                grpc_address=n.node.grpc_address,
-                status=n.node.status,
-                connected=n.connected,
-                is_leader=n.is_leader,
-                running_tasks=n.active_tasks,
-                labels=n.node.labels,
-                executors=n.node.executors,
-            )
-            for n in view.nodes
-        ],
+        nodes=[node_to_proto(n) for n in view.nodes],
         task_counts=view.task_counts,
         log_size=view.log_size,
         applied_index=view.applied_index,
     )
+
+
+def resources_to_proto(res: NodeResources) -> pb.NodeResources:
+    message = pb.NodeResources(
+        cpu_cores=res.cpu_cores,
+        cpu_usage_percent=res.cpu_usage_percent,
+        load_1m=res.load_1m,
+        memory_total_mb=res.memory_total_mb,
+        memory_available_mb=res.memory_available_mb,
+        disk_total_gb=res.disk_total_gb,
+        disk_available_gb=res.disk_available_gb,
+        disk_io_util_percent=res.disk_io_util_percent,
+        network_bandwidth_mbps=res.network_bandwidth_mbps,
+        network_throughput_mbps=res.network_throughput_mbps,
+        gaming_detected=res.gaming_detected,
+        declared=sorted(res.declared),
+    )
+    if res.gpu is not None:
+        message.gpu.CopyFrom(
+            pb.GpuInfo(
+                name=res.gpu.name,
+                memory_total_mb=res.gpu.memory_total_mb,
+                memory_used_mb=res.gpu.memory_used_mb,
+                usage_percent=res.gpu.usage_percent,
+            )
+        )
+    return message
+
+
+def resources_from_proto(message: pb.NodeResources) -> NodeResources:
+    gpu = None
+    if message.HasField("gpu"):
+        gpu = GpuInfo(
+            message.gpu.name,
+            message.gpu.memory_total_mb,
+            message.gpu.memory_used_mb,
+            message.gpu.usage_percent,
+        )
+    return NodeResources(
+        cpu_cores=message.cpu_cores,
+        cpu_usage_percent=message.cpu_usage_percent,
+        load_1m=message.load_1m,
+        memory_total_mb=message.memory_total_mb,
+        memory_available_mb=message.memory_available_mb,
+        disk_total_gb=message.disk_total_gb,
+        disk_available_gb=message.disk_available_gb,
+        disk_io_util_percent=message.disk_io_util_percent,
+        network_bandwidth_mbps=message.network_bandwidth_mbps,
+        network_throughput_mbps=message.network_throughput_mbps,
+        gpu=gpu,
+        gaming_detected=message.gaming_detected,
+        declared=frozenset(message.declared),
+    )
+
+
+def node_to_proto(view: NodeStatusView) -> pb.NodeInfo:
+    node = view.node
+    message = pb.NodeInfo(
+        node_id=node.id,
+        raft_address=node.raft_address,
+        grpc_address=node.grpc_address,
+        status=node.status,
+        connected=view.connected,
+        is_leader=view.is_leader,
+        running_tasks=view.active_tasks,
+        labels=node.labels,
+        executors=node.executors,
+        max_tasks=int(node.resources.get("max_tasks", 0) or 0),
+    )
+    if view.report is not None:
+        message.has_resources = True
+        message.resources.CopyFrom(resources_to_proto(view.report.resources))
+        message.report_age_ms = int(view.report.age_s * 1000)
+        message.capabilities.update(view.report.capabilities)
+    return message

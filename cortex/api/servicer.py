@@ -10,7 +10,13 @@ from typing import Any, TypeVar
 
 import grpc
 
-from cortex.api.convert import cluster_to_proto, spec_from_proto, task_to_proto
+from cortex.api.convert import (
+    cluster_to_proto,
+    node_to_proto,
+    resources_from_proto,
+    spec_from_proto,
+    task_to_proto,
+)
 from cortex.errors import (
     CortexError,
     FailedPrecondition,
@@ -120,6 +126,28 @@ class CortexServicer(pb_grpc.CortexServicer):
         self, request: pb.ClusterStatusRequest, context: grpc.ServicerContext
     ) -> pb.ClusterStatusResponse:
         return cluster_to_proto(self._service.cluster_status())
+
+    @_maps_errors
+    def Heartbeat(
+        self, request: pb.HeartbeatRequest, context: grpc.ServicerContext
+    ) -> pb.HeartbeatResponse:
+        if not request.node_id:
+            raise InvalidArgument("node_id is required")
+        self._service.record_heartbeat(
+            request.node_id,
+            resources_from_proto(request.resources),
+            dict(request.capabilities),
+            request.running_tasks,
+            request.sent_at_ms,
+            request.proof,
+        )
+        return pb.HeartbeatResponse()
+
+    @_maps_errors
+    def ListNodes(
+        self, request: pb.ListNodesRequest, context: grpc.ServicerContext
+    ) -> pb.ListNodesResponse:
+        return pb.ListNodesResponse(nodes=[node_to_proto(n) for n in self._service.list_nodes()])
 
     @_maps_errors
     def JoinCluster(

@@ -26,10 +26,26 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
         "--join", metavar="GRPC_ADDR", help="join the cluster served at this gRPC address"
     )
     start.add_argument("--secret", help="cluster secret (required with --peers or --join)")
-    start.add_argument("--label", action="append", default=[], metavar="K=V", help="node label")
+    start.add_argument(
+        "--label", action="append", default=[], metavar="K=V", help="node label (repeatable)"
+    )
+    start.add_argument(
+        "--capability", action="append", default=[], metavar="K=V", help="node capability"
+    )
+    start.add_argument(
+        "--resource",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="declare a resource instead of measuring it: cpu_cores, memory_mb, disk_gb, "
+        "bandwidth_mbps, gpu=NAME[:MEMORY_MB], gaming=true|false",
+    )
+    start.add_argument("--heartbeat-interval", type=float, help="seconds between resource reports")
     start.add_argument("--max-tasks", type=int, help="most tasks this node runs at once")
     start.add_argument("--compaction-min-entries", type=int, help="log entries before compaction")
     start.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
+    listing = node_commands.add_parser("list", help="nodes with status, resources and active tasks")
+    listing.add_argument("--json", action="store_true")
 
 
 def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -54,6 +70,20 @@ def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
     submit.add_argument("--timeout-ms", type=int)
     submit.add_argument("--priority", type=int, help="0-10, higher runs first")
     submit.add_argument("--max-retries", type=int)
+    submit.add_argument("--label", action="append", default=[], metavar="LABEL",
+                        help="required node label, `key` or `key=value` (repeatable)")  # fmt: skip
+    submit.add_argument("--min-memory-mb", type=int)
+    submit.add_argument("--min-disk-gb", type=float)
+    submit.add_argument("--target-node", help="run only on this node")
+    submit.add_argument("--gpu", action="store_true", help="needs a GPU")
+    submit.add_argument(
+        "--avoid-gaming", action="store_true", help="stay off nodes where a game runs"
+    )
+    submit.add_argument("--allow-node", action="append", default=[], metavar="NODE")
+    submit.add_argument("--forbid-node", action="append", default=[], metavar="NODE")
+    submit.add_argument("--capability", action="append", default=[], metavar="K=V",
+                        help="required node capability (repeatable)")  # fmt: skip
+    submit.add_argument("--max-parallel-per-node", type=int)
     submit.add_argument("--wait-timeout", type=float, default=300.0, help="seconds --wait waits")
     submit.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
     get = task_commands.add_parser("get", help="show one task")
@@ -82,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_node_start(commands)
     _add_task(commands)
+    top = commands.add_parser("top", help="live view of nodes and the task queue (q to quit)")
+    top.add_argument("--interval", type=float, default=1.0, help="refresh every N seconds")
     status = commands.add_parser("status", help="cluster status as seen by --node")
     status.add_argument("--json", action="store_true")
     dev = commands.add_parser("dev", help="start a local N-node cluster in the background")
@@ -104,9 +136,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "node":
+            if args.node_command == "list":
+                from cortex.cli.nodes import list_nodes
+
+                return list_nodes(args)
             from cortex.cli.node import run_node
 
             return run_node(args)
+        if args.command == "top":
+            from cortex.cli.nodes import top
+
+            return top(args)
         if args.command == "task":
             from cortex.cli import tasks
 

@@ -22,6 +22,24 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
     return pairs
 
 
+def parse_labels(items: list[str]) -> dict[str, str]:
+    """`key=value` or a bare `key` (an empty value)."""
+    return {key: value for key, _, value in (item.partition("=") for item in items) if key}
+
+
+def parse_resources(items: list[str]) -> dict[str, Any]:
+    declared: dict[str, Any] = {}
+    for key, value in parse_pairs(items, "--resource").items():
+        if key == "gpu":
+            name, _, memory = value.partition(":")
+            declared["gpu"] = {"name": name or "declared GPU", "memory_mb": memory or 0}
+        elif key == "gaming":
+            declared["gaming"] = value.lower() in ("1", "true", "yes")
+        else:
+            declared[key] = value
+    return declared
+
+
 def run_node(args: argparse.Namespace) -> int:
     from cortex.node import Node
 
@@ -33,7 +51,10 @@ def run_node(args: argparse.Namespace) -> int:
         "peers": [p.strip() for p in args.peers.split(",") if p.strip()] if args.peers else None,
         "join": args.join,
         "secret": args.secret,
-        "labels": parse_pairs(args.label, "--label") or None,
+        "labels": parse_labels(args.label) or None,
+        "capabilities": parse_pairs(args.capability, "--capability") or None,
+        "resources": parse_resources(args.resource) or None,
+        "heartbeat_interval_s": args.heartbeat_interval,
         "max_tasks": args.max_tasks,
         "compaction_min_entries": args.compaction_min_entries,
         "log_level": args.log_level,

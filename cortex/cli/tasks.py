@@ -28,7 +28,25 @@ def _spec(args: argparse.Namespace) -> pb.TaskSpec:
         spec.priority = args.priority
     if args.max_retries is not None:
         spec.retry_policy.max_retries = args.max_retries
+    _constraints(spec.constraints, args)
     return spec
+
+
+def _constraints(constraints: pb.Constraints, args: argparse.Namespace) -> None:
+    constraints.node_labels.extend(args.label)
+    constraints.allowed_nodes.extend(args.allow_node)
+    constraints.forbidden_nodes.extend(args.forbid_node)
+    constraints.requires_capabilities.update(parse_pairs(args.capability, "--capability"))
+    constraints.requires_gpu = args.gpu
+    constraints.avoid_gaming = args.avoid_gaming
+    if args.min_memory_mb is not None:
+        constraints.min_memory_mb = args.min_memory_mb
+    if args.min_disk_gb is not None:
+        constraints.min_disk_gb = args.min_disk_gb
+    if args.target_node:
+        constraints.target_node = args.target_node
+    if args.max_parallel_per_node is not None:
+        constraints.max_parallel_per_node = args.max_parallel_per_node
 
 
 def submit(client: CortexClient, args: argparse.Namespace) -> int:

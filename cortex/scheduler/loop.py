@@ -10,35 +10,60 @@ import time
 from collections.abc import Callable
 
 from cortex.errors import CortexError
+from cortex.membership.board import ResourceBoard
 from cortex.raft.proposer import Proposer
-from cortex.scheduler.placement import Candidate, PendingTask, RoundResult, schedule_round
+from cortex.scheduler.model import Candidate, PendingTask
+from cortex.scheduler.placement import schedule_round
+from cortex.spec import Constraints
 from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader, TaskView
 
 log = logging.getLogger(__name__)
 
-MAX_TASKS_PER_ROUND = 2000
+MAX_TASKS_PER_ROUND = 10_000
 
 
-def candidates(
-    nodes: list[NodeView], active: dict[str, int], reachable: Callable[[NodeView], bool]
+def build_candidates(
+    reader: StateReader, board: ResourceBoard, reachable: Callable[[NodeView], bool]
 ) -> list[Candidate]:
-    return [
-        Candidate(
-            id=node.id,
-            status=node.status,
-            reachable=reachable(node),
-            executors=frozenset(node.executors),
-            active_tasks=active.get(node.id, 0),
-            max_tasks=int(node.resources.get("max_tasks", 0) or 0),
-            labels=node.labels,
+    """The nodes as this node currently sees them: replicated status and
+    labels, the latest resource report, and active tasks."""
+    active = reader.active_counts_by_node()
+    reserved = reader.reserved_memory_by_node()
+    reports = board.all()
+    out = []
+    for node in reader.nodes():
+        report = reports.get(node.id)
+        resources = report.resources if report else None
+        memory_declared = resources is not None and "memory_available_mb" in resources.declared
+        out.append(
+            Candidate(
+                id=node.id,
+                status=node.status,
+                reachable=reachable(node),
+                executors=frozenset(node.executors),
+                active_tasks=active.get(node.id, 0),
+                max_tasks=int(node.resources.get("max_tasks", 0) or 0),
+                labels=node.labels,
+                capabilities=report.capabilities if report else {},
+                resources=resources,
+                # Measured memory already shows running tasks' use; declared
+                # memory does not, so the promises are subtracted.
+                reserved_memory_mb=reserved.get(node.id, 0.0) if memory_declared else 0.0,
+            )
         )
-        for node in nodes
-    ]
+    return out
 
 
 def pending(task: TaskView) -> PendingTask:
-    return PendingTask(id=task.id, type=task.type, attempt=task.attempt, priority=task.priority)
+    return PendingTask(
+        id=task.id,
+        type=task.type,
+        attempt=task.attempt,
+        priority=task.priority,
+        created_at=task.created_at,
+        constraints=Constraints.model_validate(task.spec.get("constraints") or {}),
+    )
 
 
 class SchedulerLoop:
@@ -48,6 +73,7 @@ class SchedulerLoop:
         is_leader: Callable[[], bool],
         proposer: Proposer,
         reader: StateReader,
+        board: ResourceBoard,
         reachable: Callable[[NodeView], bool],
         interval_s: float = 1.0,
     ) -> None:
@@ -55,11 +81,13 @@ class SchedulerLoop:
         self._is_leader = is_leader
         self._proposer = proposer
         self._reader = reader
+        self._board = board
         self._reachable = reachable
         self._interval_s = interval_s
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
+        self.rounds = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -86,15 +114,16 @@ class SchedulerLoop:
                 log.exception("scheduling round failed")
 
     def run_round(self) -> bool:
-        """Runs one round; returns True when it placed a full round, so more
-        may be waiting."""
+        """Runs one round; returns True when the round was full, so more
+        tasks may be waiting."""
         tasks = self._reader.queued_tasks(int(time.time() * 1000), MAX_TASKS_PER_ROUND)
         if not tasks:
             return False
-        result: RoundResult = schedule_round(
+        result = schedule_round(
             [pending(t) for t in tasks],
-            candidates(self._reader.nodes(), self._reader.active_counts_by_node(), self._reachable),
+            build_candidates(self._reader, self._board, self._reachable),
         )
+        self.rounds += 1
         if not result.placements:
             return False
         entry = e.Entry.create(

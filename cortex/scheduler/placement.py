@@ -1,117 +1,123 @@
-"""Placement as pure functions: queued tasks and node views in, assignments
-out. The first policy places each task on the eligible node with the fewest
-active tasks; filters and scores are separate so richer ones slot in."""
+"""The scheduling stack: filter the nodes, score the survivors, place the
+task, and account for it before the next task of the round.
+
+Tasks with the same type and constraints form a group. Each group keeps a
+max-heap of its statically feasible nodes; a node whose load changed since
+it was scored is re-scored when it reaches the top (loads only grow within a
+round, so scores only fall and a node that stops fitting never fits again)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cortex.scheduler.filters import first_failure
+from cortex.scheduler.model import Candidate, NodeLoad, PendingTask, Placement, RoundResult
+from cortex.scheduler.scores import score_node
 
-@dataclass(frozen=True)
-class Candidate:
-    """A node as the scheduler sees it this round."""
-
-    id: str
-    status: str
-    reachable: bool
-    executors: frozenset[str]
-    active_tasks: int
-    max_tasks: int
-    labels: dict[str, str] = field(default_factory=dict)
+_SCORE_DIGITS = 6
 
 
-@dataclass(frozen=True)
-class PendingTask:
-    id: str
-    type: str
-    attempt: int
-    priority: int = 5
+def order_tasks(tasks: Sequence[PendingTask]) -> list[PendingTask]:
+    """Priority first, then age; task id makes the order total."""
+    return sorted(tasks, key=lambda t: (-t.priority, t.created_at, t.id))
 
 
-@dataclass(frozen=True)
-class Placement:
-    task_id: str
-    node: str
-    attempt: int
-
-
-@dataclass
-class RoundResult:
-    placements: list[Placement]
-    # task id -> one reason per excluded node
-    unplaced: dict[str, list[str]]
-
-
-Filter = Callable[[PendingTask, Candidate, int], str | None]
-"""Returns why `node` cannot take `task` (given its load so far this round), or None."""
-
-
-def node_is_active(task: PendingTask, node: Candidate, load: int) -> str | None:
-    if node.status != "active":
-        return f"{node.id}: status {node.status}"
-    if not node.reachable:
-        return f"{node.id}: not reachable from the leader"
-    return None
-
-
-def node_runs_executor(task: PendingTask, node: Candidate, load: int) -> str | None:
-    if task.type not in node.executors:
-        return f"{node.id}: no {task.type} executor"
-    return None
-
-
-def node_has_free_slot(task: PendingTask, node: Candidate, load: int) -> str | None:
-    if node.max_tasks and load >= node.max_tasks:
-        return f"{node.id}: {load} active tasks, at its limit of {node.max_tasks}"
-    return None
-
-
-FILTERS: tuple[Filter, ...] = (node_is_active, node_runs_executor, node_has_free_slot)
-
-
-def fewest_active_tasks(node: Candidate, load: int) -> tuple[int, str]:
-    """Lower sorts first; ties break by node id."""
-    return (load, node.id)
+def initial_loads(nodes: Sequence[Candidate]) -> dict[str, NodeLoad]:
+    return {n.id: NodeLoad(n.active_tasks, n.reserved_memory_mb) for n in nodes}
 
 
 def exclusion_reasons(
-    task: PendingTask, nodes: Sequence[Candidate], loads: dict[str, int]
+    task: PendingTask, nodes: Sequence[Candidate], loads: dict[str, NodeLoad]
 ) -> list[str]:
-    reasons = []
-    for node in nodes:
-        for check in FILTERS:
-            why = check(task, node, loads[node.id])
-            if why:
-                reasons.append(why)
-                break
+    reasons = [why for n in nodes if (why := first_failure(task, n, loads[n.id]))]
     return reasons or ["no nodes have joined the cluster"]
+
+
+def _rank(task: PendingTask, node: Candidate, load: NodeLoad) -> tuple[float, str]:
+    # Heap order: best score first, ties to the lowest node id.
+    return (-round(score_node(task, node, load), _SCORE_DIGITS), node.id)
+
+
+@dataclass
+class _Group:
+    """Nodes feasible for one kind of task, best first."""
+
+    heap: list[tuple[float, str, int]] = field(default_factory=list)
+
+
+class _Round:
+    def __init__(self, nodes: Sequence[Candidate]) -> None:
+        self.nodes = {n.id: n for n in nodes}
+        self.ordered = list(nodes)
+        self.loads = initial_loads(nodes)
+        self.versions = dict.fromkeys(self.nodes, 0)
+        self.groups: dict[tuple[str, str], _Group] = {}
+
+    def group_for(self, task: PendingTask) -> _Group:
+        key = (task.type, task.constraints.model_dump_json())
+        group = self.groups.get(key)
+        if group is None:
+            group = _Group()
+            for node in self.ordered:
+                load = self.loads[node.id]
+                if first_failure(task, node, load) is None:
+                    score, node_id = _rank(task, node, load)
+                    group.heap.append((score, node_id, self.versions[node.id]))
+            heapq.heapify(group.heap)
+            self.groups[key] = group
+        return group
+
+    def choose(self, task: PendingTask) -> tuple[Candidate, float] | None:
+        heap = self.group_for(task).heap
+        while heap:
+            score, node_id, version = heap[0]
+            node, load = self.nodes[node_id], self.loads[node_id]
+            if version != self.versions[node_id]:
+                heapq.heapreplace(heap, (*_rank(task, node, load), self.versions[node_id]))
+                continue
+            if first_failure(task, node, load) is not None:
+                heapq.heappop(heap)
+                continue
+            return node, -score
+        return None
+
+    def place(self, task: PendingTask, node: Candidate) -> None:
+        load = self.loads[node.id]
+        load.tasks += 1
+        load.memory_reserved_mb += task.constraints.min_memory_mb
+        self.versions[node.id] += 1
+
+
+def choose_node(task: PendingTask, nodes: Sequence[Candidate]) -> tuple[Candidate, float] | None:
+    """The best feasible node for one task on its own, or None."""
+    return _Round(nodes).choose(task)
 
 
 def explain(task: PendingTask, nodes: Sequence[Candidate]) -> list[str]:
     """Why no node can take `task` now; empty when some node can."""
-    loads = {node.id: node.active_tasks for node in nodes}
-    if any(all(check(task, node, loads[node.id]) is None for check in FILTERS) for node in nodes):
+    if choose_node(task, nodes) is not None:
         return []
-    return exclusion_reasons(task, nodes, loads)
+    return exclusion_reasons(task, nodes, initial_loads(nodes))
 
 
 def schedule_round(tasks: Sequence[PendingTask], nodes: Sequence[Candidate]) -> RoundResult:
-    """Places tasks in the given order (callers sort by priority, then age);
-    each placement counts against its node for the rest of the round, so a
-    burst spreads."""
-    loads = {node.id: node.active_tasks for node in nodes}
+    """Places tasks by priority then age; each placement counts against its
+    node (tasks and reserved memory) for the rest of the round, so a burst
+    spreads. A `targetNode` leaves one feasible node, so scores don't matter."""
+    state = _Round(nodes)
     result = RoundResult([], {})
-    for task in tasks:
-        eligible = [
-            node
-            for node in nodes
-            if all(check(task, node, loads[node.id]) is None for check in FILTERS)
-        ]
-        if not eligible:
-            result.unplaced[task.id] = exclusion_reasons(task, nodes, loads)
+    reasons_by_group: dict[int, list[str]] = {}
+    for task in order_tasks(tasks):
+        choice = state.choose(task)
+        if choice is None:
+            group = id(state.group_for(task))
+            if group not in reasons_by_group:
+                reasons_by_group[group] = exclusion_reasons(task, state.ordered, state.loads)
+            result.unplaced[task.id] = reasons_by_group[group]
             continue
-        best = min(eligible, key=lambda node: fewest_active_tasks(node, loads[node.id]))
-        loads[best.id] += 1
-        result.placements.append(Placement(task.id, best.id, task.attempt + 1))
+        node, score = choice
+        state.place(task, node)
+        result.placements.append(Placement(task.id, node.id, task.attempt + 1, score))
     return result

@@ -209,6 +209,18 @@ class StateReader:
         )
         return {row[0]: row[1] for row in rows if row[0] is not None}
 
+    def reserved_memory_by_node(self) -> dict[str, float]:
+        """Memory promised through minMemoryMb to each node's active tasks."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT assigned_node, SUM(COALESCE(json_extract(constraints, '$.min_memory_mb'), 0))"
+                " FROM tasks WHERE state IN ('assigned', 'running') GROUP BY assigned_node"
+            )
+            .fetchall()
+        )
+        return {row[0]: float(row[1] or 0) for row in rows if row[0] is not None}
+
     def counts_by_state(self) -> dict[str, int]:
         rows = self._conn().execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
         return {row[0]: row[1] for row in rows}

@@ -243,9 +243,58 @@ class ClusterStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class GpuInfo(_message.Message):
+    __slots__ = ("name", "memory_total_mb", "memory_used_mb", "usage_percent")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_MB_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_MB_FIELD_NUMBER: _ClassVar[int]
+    USAGE_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    memory_total_mb: float
+    memory_used_mb: float
+    usage_percent: float
+    def __init__(self, name: _Optional[str] = ..., memory_total_mb: _Optional[float] = ..., memory_used_mb: _Optional[float] = ..., usage_percent: _Optional[float] = ...) -> None: ...
+
+class NodeResources(_message.Message):
+    __slots__ = ("cpu_cores", "cpu_usage_percent", "load_1m", "memory_total_mb", "memory_available_mb", "disk_total_gb", "disk_available_gb", "disk_io_util_percent", "network_bandwidth_mbps", "network_throughput_mbps", "gpu", "gaming_detected", "declared")
+    CPU_CORES_FIELD_NUMBER: _ClassVar[int]
+    CPU_USAGE_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    LOAD_1M_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_MB_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_AVAILABLE_MB_FIELD_NUMBER: _ClassVar[int]
+    DISK_TOTAL_GB_FIELD_NUMBER: _ClassVar[int]
+    DISK_AVAILABLE_GB_FIELD_NUMBER: _ClassVar[int]
+    DISK_IO_UTIL_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_BANDWIDTH_MBPS_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_THROUGHPUT_MBPS_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GAMING_DETECTED_FIELD_NUMBER: _ClassVar[int]
+    DECLARED_FIELD_NUMBER: _ClassVar[int]
+    cpu_cores: float
+    cpu_usage_percent: float
+    load_1m: float
+    memory_total_mb: float
+    memory_available_mb: float
+    disk_total_gb: float
+    disk_available_gb: float
+    disk_io_util_percent: float
+    network_bandwidth_mbps: float
+    network_throughput_mbps: float
+    gpu: GpuInfo
+    gaming_detected: bool
+    declared: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cpu_cores: _Optional[float] = ..., cpu_usage_percent: _Optional[float] = ..., load_1m: _Optional[float] = ..., memory_total_mb: _Optional[float] = ..., memory_available_mb: _Optional[float] = ..., disk_total_gb: _Optional[float] = ..., disk_available_gb: _Optional[float] = ..., disk_io_util_percent: _Optional[float] = ..., network_bandwidth_mbps: _Optional[float] = ..., network_throughput_mbps: _Optional[float] = ..., gpu: _Optional[_Union[GpuInfo, _Mapping]] = ..., gaming_detected: _Optional[bool] = ..., declared: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "raft_address", "grpc_address", "status", "connected", "is_leader", "running_tasks", "labels", "executors")
+    __slots__ = ("node_id", "raft_address", "grpc_address", "status", "connected", "is_leader", "running_tasks", "labels", "executors", "resources", "has_resources", "report_age_ms", "capabilities", "max_tasks")
     class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class CapabilitiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -261,6 +310,11 @@ class NodeInfo(_message.Message):
     RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    HAS_RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    REPORT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft_address: str
     grpc_address: str
@@ -270,7 +324,51 @@ class NodeInfo(_message.Message):
     running_tasks: int
     labels: _containers.ScalarMap[str, str]
     executors: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., status: _Optional[str] = ..., connected: _Optional[bool] = ..., is_leader: _Optional[bool] = ..., running_tasks: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., executors: _Optional[_Iterable[str]] = ...) -> None: ...
+    resources: NodeResources
+    has_resources: bool
+    report_age_ms: int
+    capabilities: _containers.ScalarMap[str, str]
+    max_tasks: int
+    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., status: _Optional[str] = ..., connected: _Optional[bool] = ..., is_leader: _Optional[bool] = ..., running_tasks: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., executors: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., has_resources: _Optional[bool] = ..., report_age_ms: _Optional[int] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., max_tasks: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("node_id", "resources", "capabilities", "running_tasks", "sent_at_ms", "proof")
+    class CapabilitiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PROOF_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    resources: NodeResources
+    capabilities: _containers.ScalarMap[str, str]
+    running_tasks: int
+    sent_at_ms: int
+    proof: str
+    def __init__(self, node_id: _Optional[str] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., running_tasks: _Optional[int] = ..., sent_at_ms: _Optional[int] = ..., proof: _Optional[str] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("leader",)
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    leader: str
+    def __init__(self, leader: _Optional[str] = ...) -> None: ...
+
+class ListNodesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListNodesResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatusResponse(_message.Message):
     __slots__ = ("node_id", "leader", "leader_node_id", "term", "last_applied", "commit_index", "state_digest", "has_quorum", "raft_state", "nodes", "task_counts", "log_size", "applied_index")

@@ -67,6 +67,16 @@ class CortexStub:
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.FromString,
                 _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/cortex.v1.Cortex/Heartbeat',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.ListNodes = channel.unary_unary(
+                '/cortex.v1.Cortex/ListNodes',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.FromString,
+                _registered_method=True)
         self.JoinCluster = channel.unary_unary(
                 '/cortex.v1.Cortex/JoinCluster',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.JoinClusterRequest.SerializeToString,
@@ -121,6 +131,21 @@ class CortexServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Heartbeat(self, request, context):
+        """Every node reports its resources to every other node every few seconds
+        (not through Raft). The leader schedules from these reports.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNodes(self, request, context):
+        """Nodes with their status, labels, last resource report and active tasks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def JoinCluster(self, request, context):
         """Adds a new node to the Raft group. The caller proves it knows the
         cluster secret; the answer lists the current Raft members.
@@ -161,6 +186,16 @@ def add_CortexServicer_to_server(servicer, server):
                     servicer.ClusterStatus,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'ListNodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNodes,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.SerializeToString,
             ),
             'JoinCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.JoinCluster,
@@ -333,6 +368,60 @@ class Cortex:
             '/cortex.v1.Cortex/ClusterStatus',
             cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/Heartbeat',
+            cortex_dot_v1_dot_cortex__pb2.HeartbeatRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/ListNodes',
+            cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,174 @@
+"""`cortex node list` and `cortex top`."""
+
+from __future__ import annotations
+
+import argparse
+import select
+import sys
+import termios
+import time
+import tty
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from cortex.api.client import CortexClient
+from cortex.cli import render
+from cortex.errors import CortexError
+from cortex.v1 import cortex_pb2 as pb
+
+
+def node_json(node: pb.NodeInfo) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "node_id": node.node_id,
+        "status": node.status,
+        "leader": node.is_leader,
+        "connected": node.connected,
+        "raft_address": node.raft_address,
+        "grpc_address": node.grpc_address,
+        "active_tasks": node.running_tasks,
+        "max_tasks": node.max_tasks,
+        "labels": dict(node.labels),
+        "capabilities": dict(node.capabilities),
+        "executors": list(node.executors),
+        "resources": None,
+    }
+    if node.has_resources:
+        r = node.resources
+        data["resources"] = {
+            "cpu_cores": r.cpu_cores,
+            "cpu_usage_percent": round(r.cpu_usage_percent, 1),
+            "load_1m": round(r.load_1m, 2),
+            "memory_total_mb": round(r.memory_total_mb),
+            "memory_available_mb": round(r.memory_available_mb),
+            "disk_total_gb": round(r.disk_total_gb, 1),
+            "disk_available_gb": round(r.disk_available_gb, 1),
+            "disk_io_util_percent": round(r.disk_io_util_percent, 1),
+            "network_bandwidth_mbps": r.network_bandwidth_mbps,
+            "network_throughput_mbps": round(r.network_throughput_mbps, 3),
+            "gpu": (
+                {
+                    "name": r.gpu.name,
+                    "memory_total_mb": r.gpu.memory_total_mb,
+                    "usage_percent": r.gpu.usage_percent,
+                }
+                if r.HasField("gpu")
+                else None
+            ),
+            "gaming_detected": r.gaming_detected,
+            "declared": list(r.declared),
+            "report_age_ms": node.report_age_ms,
+        }
+    return data
+
+
+def _bar(percent: float, width: int = 12) -> Text:
+    percent = max(0.0, min(100.0, percent))
+    filled = round(percent / 100 * width)
+    style = "green" if percent < 60 else "yellow" if percent < 85 else "red"
+    bar = Text("█" * filled, style=style)
+    bar.append("░" * (width - filled), style="dim")
+    bar.append(f" {percent:5.1f}%")
+    return bar
+
+
+def nodes_table(nodes: list[pb.NodeInfo]) -> Table:
+    table = Table("node", "status", "cpu", "memory", "disk", "tasks", "labels", box=None)
+    for node in nodes:
+        name = node.node_id + (" *" if node.is_leader else "")
+        status = node.status if node.connected else f"{node.status} (unreachable)"
+        if node.has_resources:
+            r = node.resources
+            mem_used = 100 - (
+                r.memory_available_mb / r.memory_total_mb * 100 if r.memory_total_mb else 100
+            )
+            disk_used = 100 - (
+                r.disk_available_gb / r.disk_total_gb * 100 if r.disk_total_gb else 100
+            )
+            declared = "memory_total_mb" in r.declared
+            mem = _bar(mem_used)
+            mem.append(
+                f" {r.memory_available_mb:,.0f} MB free" + (" (declared)" if declared else "")
+            )
+            cpu, disk = _bar(r.cpu_usage_percent), _bar(disk_used)
+        else:
+            cpu = mem = disk = Text("no report yet", style="dim")
+        tasks = f"{node.running_tasks}" + (f"/{node.max_tasks}" if node.max_tasks else "")
+        labels = ", ".join(f"{k}={v}" if v else k for k, v in sorted(node.labels.items()))
+        table.add_row(name, status, cpu, mem, disk, tasks, labels)
+    return table
+
+
+def list_nodes(args: argparse.Namespace) -> int:
+    with CortexClient(args.node) as client:
+        nodes = list(client.list_nodes().nodes)
+    if args.json:
+        render.print_json([node_json(n) for n in nodes])
+    else:
+        render.console.print(nodes_table(nodes))
+    return 0
+
+
+def _top_view(client: CortexClient) -> Group:
+    nodes = list(client.list_nodes().nodes)
+    status = client.cluster_status()
+    queue = client.list_tasks(states=["queued", "assigned", "running"], page_size=15)
+    header = Text.from_markup(
+        f"[bold]cortex top[/]  leader [bold]{status.leader_node_id or 'none'}[/]  term {status.term}  "
+        f"applied {status.last_applied}  "
+        + "  ".join(f"{k} {v}" for k, v in sorted(status.task_counts.items()))
+        + "   [dim](q to quit)[/]"
+    )
+    tasks = Table("task", "state", "node", "attempt", "prio", "command", box=None)
+    for task in queue.tasks:
+        command = task.spec.shell or " ".join(task.spec.command) or task.type
+        tasks.add_row(task.id[:8], render.styled_state(task.state), task.node, str(task.attempt),
+                      str(task.priority), command[:50])  # fmt: skip
+    return Group(header, Text(""), nodes_table(nodes), Text(""),
+                 Text(f"queue ({queue.total} active)", style="bold"), tasks)  # fmt: skip
+
+
+@contextmanager
+def _keys() -> Iterator[None]:
+    """Single keypresses without Enter, when stdin is a terminal."""
+    if not sys.stdin.isatty():
+        yield
+        return
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _quit_pressed(timeout_s: float) -> bool:
+    if not sys.stdin.isatty():
+        time.sleep(timeout_s)
+        return False
+    ready, _, _ = select.select([sys.stdin], [], [], timeout_s)
+    return bool(ready) and sys.stdin.read(1).lower() == "q"
+
+
+def top(args: argparse.Namespace) -> int:
+    with CortexClient(args.node, timeout_s=5) as client, _keys():
+        try:
+            with Live(
+                _top_view(client), console=render.console, screen=True, auto_refresh=False
+            ) as live:
+                while not _quit_pressed(args.interval):
+                    try:
+                        live.update(_top_view(client), refresh=True)
+                    except CortexError as err:
+                        live.update(
+                            Text(f"cortex top: {err} (retrying)", style="red"), refresh=True
+                        )
+        except KeyboardInterrupt:
+            pass
+    return 0

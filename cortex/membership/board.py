@@ -1,0 +1,48 @@
+"""The latest resource report of every node, held in memory on every node
+(reports are not Raft entries)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from cortex.scheduler.model import NodeResources
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    node_id: str
+    resources: NodeResources
+    capabilities: dict[str, str] = field(default_factory=dict)
+    running_tasks: int = 0
+    received_at: float = 0.0  # time.monotonic() on this node
+
+    @property
+    def age_s(self) -> float:
+        return time.monotonic() - self.received_at
+
+
+class ResourceBoard:
+    def __init__(self) -> None:
+        self._reports: dict[str, NodeReport] = {}
+        self._lock = threading.Lock()
+
+    def record(
+        self,
+        node_id: str,
+        resources: NodeResources,
+        capabilities: dict[str, str],
+        running_tasks: int,
+    ) -> None:
+        report = NodeReport(node_id, resources, dict(capabilities), running_tasks, time.monotonic())
+        with self._lock:
+            self._reports[node_id] = report
+
+    def get(self, node_id: str) -> NodeReport | None:
+        with self._lock:
+            return self._reports.get(node_id)
+
+    def all(self) -> dict[str, NodeReport]:
+        with self._lock:
+            return dict(self._reports)
