@@ -85,7 +85,7 @@ def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
                         help="required node capability (repeatable)")  # fmt: skip
     submit.add_argument("--max-parallel-per-node", type=int)
     submit.add_argument("--wait-timeout", type=float, default=300.0, help="seconds --wait waits")
-    submit.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
+    submit.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD", help="-- CMD [ARG...]")
     get = task_commands.add_parser("get", help="show one task")
     get.add_argument("task_id")
     get.add_argument("--json", action="store_true")

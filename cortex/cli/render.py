@@ -23,7 +23,7 @@ STATE_STYLES = {
     "dead_letter": "bold red",
 }
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)
 
 
 def _time(ms: int) -> str | None:

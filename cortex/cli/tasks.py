@@ -12,7 +12,7 @@ from cortex.v1 import cortex_pb2 as pb
 
 
 def _spec(args: argparse.Namespace) -> pb.TaskSpec:
-    command = list(args.command)
+    command = list(args.argv)
     if command and command[0] == "--":
         command = command[1:]
     if args.type == "shell" and not command:
