@@ -179,10 +179,11 @@ class Agent:
                 exit_code=-1, error=f"no {spec.type} executor on {self._node_id}"
             )
         work_dir = os.path.join(self._data_dir, "attempts", task.id, str(task.attempt))
-        os.makedirs(work_dir, exist_ok=True)
         context_file = os.path.join(work_dir, "context.json")
-        with open(context_file, "w") as handle:
-            handle.write("{}")
+        if executor.uses_work_dir:
+            os.makedirs(work_dir, exist_ok=True)
+            with open(context_file, "w") as handle:
+                handle.write("{}")
         execution = Execution(
             task_id=task.id,
             attempt=task.attempt,

@@ -56,6 +56,9 @@ class ExecutionResult:
 
 class Executor(Protocol):
     name: str
+    # Whether an attempt gets a work directory with output files and a
+    # context file; executors that touch nothing skip that cost.
+    uses_work_dir: bool
 
     def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
         """Runs the attempt to its end; returns early (killed) when `cancel` is set."""

@@ -9,6 +9,7 @@ from cortex.executors.base import Execution, ExecutionResult
 
 class NoopExecutor:
     name = "noop"
+    uses_work_dir = False
 
     def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
         duration_ms = float(execution.spec.options.get("duration_ms", 0) or 0)

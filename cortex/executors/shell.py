@@ -46,6 +46,7 @@ def kill_process_group(pgid: int, sig: int) -> bool:
 
 class ShellExecutor:
     name = "shell"
+    uses_work_dir = True
 
     def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
         spec = execution.spec

@@ -22,12 +22,16 @@ _Pending = tuple[Entry, "Future[dict[str, Any]]"]
 
 
 class Proposer:
+    """Few batches in flight on purpose: while they commit, new commands queue
+    up and leave together as the next batch (one Raft entry, one SQLite
+    transaction on every node)."""
+
     def __init__(
         self,
         group: RaftGroup,
         max_batch_entries: int = 512,
         max_batch_bytes: int = 4 * 1024 * 1024,
-        max_in_flight: int = 16,
+        max_in_flight: int = 2,
     ) -> None:
         self._group = group
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=50_000)

@@ -156,10 +156,13 @@ class NodeJoin(Payload):
 
 @dataclass(frozen=True)
 class NodeStatus(Payload):
+    """active / draining (with a deadline for running tasks) / cordoned / offline."""
+
     TYPE: ClassVar[str] = "NODE_STATUS"
     node_id: str
     status: str
     reason: str = ""
+    deadline_ms: int | None = None
 
 
 @dataclass(frozen=True)

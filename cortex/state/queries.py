@@ -94,6 +94,8 @@ class NodeView:
     labels: dict[str, str]
     executors: list[str]
     resources: dict[str, Any]
+    status_reason: str = ""
+    drain_deadline: int | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,18 @@ class StateReader:
         )
         return [TaskView.from_row(r) for r in rows]
 
+    def next_scheduled_after(self, now_ms: int) -> int | None:
+        """When the earliest backing-off queued task becomes runnable."""
+        row = (
+            self._conn()
+            .execute(
+                "SELECT MIN(scheduled_after) FROM tasks WHERE state = 'queued' AND scheduled_after > ?",
+                (now_ms,),
+            )
+            .fetchone()
+        )
+        return row[0] if row and row[0] is not None else None
+
     def tasks_on_node(self, node: str, states: tuple[str, ...]) -> list[TaskView]:
         rows = (
             self._conn()
@@ -236,6 +250,8 @@ class StateReader:
                 labels=json.loads(r["labels"]),
                 executors=json.loads(r["executors"]),
                 resources=json.loads(r["resources"]),
+                status_reason=r["status_reason"],
+                drain_deadline=r["drain_deadline"],
             )
             for r in rows
         ]

@@ -91,6 +91,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (workflow_id, task_key, depends_on_key)
     );
     """,
+    # 2: drain deadlines and why a node is in its status.
+    """
+    ALTER TABLE nodes ADD COLUMN drain_deadline INTEGER;
+    ALTER TABLE nodes ADD COLUMN status_reason TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.

@@ -310,6 +310,8 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
     if not p.node_id or not p.raft_address or not p.grpc_address:
         raise Rejected("node join needs node_id, raft_address and grpc_address")
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
+    # A node coming back from offline is active again; drain and cordon are
+    # operator decisions and survive a restart.
     status = "active" if row is None or row["status"] == "offline" else row["status"]
     ctx.cur.execute(
         "INSERT INTO nodes (id, raft_address, grpc_address, status, labels, executors,"
@@ -341,13 +343,18 @@ def node_status(ctx: ApplyContext, p: e.NodeStatus) -> dict[str, Any]:
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
     if row is None:
         raise Rejected(f"unknown node {p.node_id}")
+    deadline = p.deadline_ms if p.status == "draining" else None
     ctx.cur.execute(
-        "UPDATE nodes SET status = ?, updated_at = ? WHERE id = ?",
-        (p.status, ctx.entry.ts, p.node_id),
+        "UPDATE nodes SET status = ?, status_reason = ?, drain_deadline = ?, updated_at = ?"
+        " WHERE id = ?",
+        (p.status, p.reason, deadline, ctx.entry.ts, p.node_id),
     )
+    detail: dict[str, Any] = {"reason": p.reason}
+    if deadline is not None:
+        detail["deadline_ms"] = deadline
     ctx.event("node_status", node=p.node_id, from_state=row["status"], to_state=p.status,
-              detail={"reason": p.reason})  # fmt: skip
-    return {}
+              detail=detail)  # fmt: skip
+    return {"previous": row["status"]}
 
 
 def node_leave(ctx: ApplyContext, p: e.NodeLeave) -> dict[str, Any]:

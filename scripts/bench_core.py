@@ -1,0 +1,526 @@
+"""Core benchmark: a local 3-node cluster of real `cortex node start`
+processes, N `noop` tasks submitted concurrently round-robin to every node;
+reports end-to-end throughput, submit -> running latency, submit RPC latency,
+replicated entries per second and the batching factor, then checks that every
+node converged to the same state digest.
+
+    python scripts/bench_core.py --tasks 2000 --concurrency 32
+
+Exits non-zero when a task did not complete or the nodes' digests differ;
+missing the throughput or latency aim is reported, not failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import random
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import psutil
+
+from cortex.api.client import CortexClient
+from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
+from cortex.errors import CortexError, Unavailable
+from cortex.v1 import cortex_pb2 as pb
+
+AIM_TASKS_PER_S = 500.0
+AIM_P50_MS = 20.0
+NODE_COUNT = 3
+TERMINAL_STATES = ["completed", "failed", "cancelled", "skipped", "dead_letter"]
+SUBMIT_ATTEMPTS = 5
+
+T = TypeVar("T")
+
+
+@dataclass
+class SubmitRecord:
+    index: int
+    node: int
+    task_id: str = ""
+    rpc_ms: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class TaskTimeline:
+    task_id: str
+    state: str
+    events: dict[str, int] = field(default_factory=dict)
+
+    def span_ms(self, start: str, end: str) -> float | None:
+        if start in self.events and end in self.events:
+            return float(self.events[end] - self.events[start])
+        return None
+
+
+# -- cluster ------------------------------------------------------------------
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _free_base_port() -> int:
+    """A base port whose raft (base+i) and grpc (base+100+i) ports are free,
+    from a random start below the ephemeral range, so concurrent runs (and
+    `cortex demo`, which scans from 17100) rarely collide."""
+    start = random.randrange(20000, 30000, 10)
+    for base in itertools.chain(range(start, 31000, 10), range(20000, start, 10)):
+        if all(_port_free(base + i) and _port_free(base + 100 + i) for i in range(NODE_COUNT)):
+            return base
+    raise CortexError("no free block of ports found between 20000 and 31000")
+
+
+def _wait_all_active(nodes: Sequence[DevNode], timeout_s: float) -> None:
+    """Beyond `wait_ready`: every node sees a leader and every node active."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ready = True
+            for node in nodes:
+                with CortexClient(node.grpc, timeout_s=2) as client:
+                    status = client.cluster_status()
+                active = [n for n in status.nodes if n.status == "active"]
+                ready = ready and bool(status.leader) and len(active) >= len(nodes)
+            if ready:
+                return
+        except CortexError:
+            pass
+        if time.monotonic() > deadline:
+            raise Unavailable(f"cluster not ready (all nodes active) after {timeout_s:.0f}s")
+        time.sleep(0.2)
+
+
+def _cpu_seconds(nodes: Sequence[DevNode]) -> dict[str, float]:
+    """User + system CPU time of every node process and of this client."""
+    seconds: dict[str, float] = {}
+    for node in nodes:
+        try:
+            times = psutil.Process(node.pid).cpu_times()
+            seconds[node.node_id] = times.user + times.system
+        except psutil.Error:
+            seconds[node.node_id] = 0.0
+    own = psutil.Process().cpu_times()
+    seconds["client"] = own.user + own.system
+    return seconds
+
+
+def _leader_index(clients: Sequence[CortexClient]) -> int:
+    for i, client in enumerate(clients):
+        if client.cluster_status().raft_state == "leader":
+            return i
+    raise Unavailable("no node reports itself leader")
+
+
+# -- workload -----------------------------------------------------------------
+
+
+def _submit_all(
+    clients: Sequence[CortexClient],
+    tasks: int,
+    concurrency: int,
+    run_id: str,
+    stop: threading.Event,
+) -> list[SubmitRecord]:
+    """Submits `tasks` noop tasks from `concurrency` threads; task k goes to
+    node k % len(clients). Retries Unavailable with the same idempotency key."""
+    records = [SubmitRecord(index=k, node=k % len(clients)) for k in range(tasks)]
+    counter = itertools.count()
+    counter_lock = threading.Lock()
+    spec = pb.TaskSpec(type="noop")
+
+    def worker() -> None:
+        while not stop.is_set():
+            with counter_lock:
+                k = next(counter)
+            if k >= tasks:
+                return
+            record = records[k]
+            client = clients[record.node]
+            for attempt in range(SUBMIT_ATTEMPTS):
+                started = time.perf_counter()
+                try:
+                    reply = client.submit_task(spec, idempotency_key=f"bench-{run_id}-{k}")
+                except Unavailable as err:
+                    record.error = str(err)
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                except CortexError as err:
+                    record.error = str(err)
+                    break
+                record.rpc_ms = (time.perf_counter() - started) * 1000
+                record.task_id = reply.task_id
+                record.error = ""
+                break
+
+    threads = [
+        threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    return records
+
+
+def _terminal_count(client: CortexClient) -> int:
+    return int(client.list_tasks(states=TERMINAL_STATES, page_size=1).total)
+
+
+def _wait_terminal(
+    client: CortexClient, expected: int, timeout_s: float, poll_s: float = 0.02
+) -> int:
+    deadline = time.monotonic() + timeout_s
+    count = 0
+    while time.monotonic() < deadline:
+        try:
+            count = _terminal_count(client)
+        except CortexError:
+            pass
+        if count >= expected:
+            break
+        time.sleep(poll_s)
+    return count
+
+
+def _parallel_map(func: Callable[[int], T], count: int, threads: int) -> list[T]:
+    results: list[T | None] = [None] * count
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(counter)
+            if i >= count:
+                return
+            results[i] = func(i)
+
+    pool = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        while thread.is_alive():
+            thread.join(0.2)
+    return [r for r in results if r is not None]
+
+
+def _timelines(
+    clients: Sequence[CortexClient], task_ids: list[str], threads: int
+) -> list[TaskTimeline]:
+    def fetch(i: int) -> TaskTimeline:
+        try:
+            task = clients[i % len(clients)].get_task(task_ids[i], include_events=True)
+        except CortexError as err:
+            return TaskTimeline(task_ids[i], f"unreadable ({type(err).__name__})")
+        events: dict[str, int] = {}
+        for event in task.events:
+            events.setdefault(event.event, event.ts_ms)
+        return TaskTimeline(task.id, task.state, events)
+
+    return _parallel_map(fetch, len(task_ids), threads)
+
+
+def _wait_converged(
+    clients: Sequence[CortexClient], timeout_s: float
+) -> list[pb.ClusterStatusResponse]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            statuses = [c.cluster_status() for c in clients]
+        except CortexError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+            continue
+        same = len({(s.state_digest, s.last_applied) for s in statuses}) == 1
+        settled = all(s.commit_index <= s.last_applied for s in statuses)
+        if (same and settled) or time.monotonic() > deadline:
+            return statuses
+        time.sleep(0.3)
+
+
+# -- report -------------------------------------------------------------------
+
+
+@dataclass
+class BenchRun:
+    """Everything measured in one run, before any arithmetic."""
+
+    tasks: int
+    concurrency: int
+    node_ids: list[str]
+    load_before: float
+    elapsed_s: float
+    submit_elapsed_s: float
+    timed_out: bool
+    records: list[SubmitRecord]
+    timelines: list[TaskTimeline]
+    applied_before: int
+    applied_after: int
+    cpu_seconds: dict[str, float]
+    statuses: list[pb.ClusterStatusResponse]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
+    return ordered[rank - 1]
+
+
+def _spans(timelines: Sequence[TaskTimeline], start: str, end: str) -> list[float]:
+    return [s for t in timelines if (s := t.span_ms(start, end)) is not None]
+
+
+def _p50_p99(values: Sequence[float]) -> str:
+    return f"{percentile(values, 50):.1f} / {percentile(values, 99):.1f} ms"
+
+
+def _aim(value: float, aim: float, higher_is_better: bool) -> str:
+    met = value >= aim if higher_is_better else value <= aim
+    sign = ">=" if higher_is_better else "<="
+    return f"(aim {sign} {aim:g}: {'met' if met else 'MISSED'})"
+
+
+def _line(label: str, text: str) -> None:
+    print(f"  {label:<36} {text}")
+
+
+def report(run: BenchRun) -> list[str]:
+    """Prints the figures; returns the problems that make the run a failure."""
+    accepted = [r for r in run.records if r.task_id]
+    completed = [t for t in run.timelines if t.state == "completed"]
+    entries = run.applied_after - run.applied_before
+    elapsed = run.elapsed_s
+    cpus = os.cpu_count() or 1
+    throughput = len(completed) / elapsed if elapsed > 0 else 0.0
+    to_running = _spans(run.timelines, "submitted", "started")
+    p50_running = percentile(to_running, 50)
+
+    print()
+    print(
+        f"results: {run.tasks} noop tasks, concurrency {run.concurrency}, "
+        f"{len(run.node_ids)} nodes, {cpus} CPUs, host load {run.load_before:.1f} before the run"
+    )
+    _line("completed", f"{len(completed)}/{run.tasks}")
+    _line("wall time, first submit -> all done", f"{elapsed:.2f} s")
+    _line(
+        "end-to-end throughput",
+        f"{throughput:.0f} tasks/s {_aim(throughput, AIM_TASKS_PER_S, True)}",
+    )
+    submitted_ts = [t.events["submitted"] for t in run.timelines if "submitted" in t.events]
+    completed_ts = [t.events["completed"] for t in completed if "completed" in t.events]
+    if submitted_ts and completed_ts and max(completed_ts) > min(submitted_ts):
+        window = (max(completed_ts) - min(submitted_ts)) / 1000
+        _line(
+            "  same, by the events' clock",
+            f"{len(completed) / window:.0f} tasks/s over {window:.2f} s",
+        )
+    if run.submit_elapsed_s > 0:
+        _line("submit RPCs answered", f"{len(accepted) / run.submit_elapsed_s:.0f} /s")
+    _line(
+        "submit -> running p50 / p99",
+        f"{_p50_p99(to_running)} {_aim(p50_running, AIM_P50_MS, False)}",
+    )
+    for start, end in (
+        ("submitted", "assigned"),
+        ("assigned", "started"),
+        ("started", "completed"),
+    ):
+        _line(f"  {start} -> {end}", _p50_p99(_spans(run.timelines, start, end)))
+    _line(
+        "submit -> completed p50 / p99", _p50_p99(_spans(run.timelines, "submitted", "completed"))
+    )
+    _line("submit RPC latency p50 / p99", f"{_p50_p99([r.rpc_ms for r in accepted])} (client)")
+    _line(
+        "raft entries applied",
+        f"{entries} (last_applied {run.applied_before} -> {run.applied_after})",
+    )
+    if entries > 0 and elapsed > 0:
+        events = sum(len(t.events) for t in run.timelines)
+        _line("replicated entries/s", f"{entries / elapsed:.0f}")
+        _line("tasks per entry (batching)", f"{len(accepted) / entries:.2f}")
+        _line("  task events per entry", f"{events / entries:.2f} (4 events per noop task)")
+    busy = sum(run.cpu_seconds.values())
+    _line(
+        "CPU seconds during the run",
+        ", ".join(f"{name} {used:.1f}" for name, used in run.cpu_seconds.items())
+        + f"; {busy:.1f} of {elapsed * cpus:.1f} available",
+    )
+    if completed and busy > 0:
+        per_task_ms = busy * 1000 / len(completed)
+        _line(
+            "CPU per task (all processes)",
+            f"{per_task_ms:.2f} ms, so at most ~{cpus * 1000 / per_task_ms:.0f} tasks/s "
+            f"on {cpus} idle CPUs",
+        )
+
+    print()
+    print("convergence")
+    for node_id, status in zip(run.node_ids, run.statuses, strict=True):
+        print(
+            f"  {node_id} {status.raft_state:<8} last_applied {status.last_applied:<7} "
+            f"commit {status.commit_index:<7} digest {status.state_digest}"
+        )
+    converged = len({(s.state_digest, s.last_applied) for s in run.statuses}) == 1
+    print(f"  {'all nodes agree' if converged else 'NODES DISAGREE'}")
+
+    problems = []
+    failed_submits = [r for r in run.records if not r.task_id]
+    if failed_submits:
+        problems.append(f"{len(failed_submits)} submits failed, e.g. {failed_submits[0].error}")
+    if len(completed) < run.tasks:
+        states: dict[str, int] = {}
+        for t in run.timelines:
+            if t.state != "completed":
+                states[t.state] = states.get(t.state, 0) + 1
+        problems.append(f"{run.tasks - len(completed)} tasks did not complete (states {states})")
+    if run.timed_out:
+        problems.append("timed out waiting for every task to finish")
+    if not converged:
+        problems.append("state digests or applied indexes differ between nodes")
+    return problems
+
+
+# -- main ---------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-bench-")).resolve()
+    base_port = _free_base_port()
+    print(
+        f"starting {NODE_COUNT} nodes on 127.0.0.1 (raft {base_port}+, grpc {base_port + 100}+), "
+        f"data in {data_dir}"
+    )
+    nodes = start_cluster(NODE_COUNT, base_port, data_dir)
+    clients: list[CortexClient] = []
+    stop = threading.Event()
+    problems = ["interrupted before the end of the run"]
+    try:
+        started = time.monotonic()
+        wait_ready(nodes, timeout_s=args.ready_timeout)
+        _wait_all_active(nodes, timeout_s=args.ready_timeout)
+        clients = [CortexClient(n.grpc, timeout_s=30) for n in nodes]
+        leader = _leader_index(clients)
+        print(f"cluster ready in {time.monotonic() - started:.1f}s; leader {nodes[leader].node_id}")
+        problems = report(measure(args, nodes, clients, leader, stop))
+    finally:
+        stop.set()
+        for client in clients:
+            client.close()
+        stop_cluster(data_dir)
+        # Node logs explain a failure, so a failed run keeps them.
+        if args.data_dir or args.keep_data or problems:
+            print(f"cluster stopped; data and node logs kept in {data_dir}")
+        else:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            print("cluster stopped")
+    for problem in problems:
+        print(f"FAIL: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def measure(
+    args: argparse.Namespace,
+    nodes: Sequence[DevNode],
+    clients: Sequence[CortexClient],
+    leader: int,
+    stop: threading.Event,
+) -> BenchRun:
+    """Submits the tasks, waits for them all to finish, then gathers every
+    task's events and every node's final status."""
+    before = clients[leader].cluster_status()
+    baseline = _terminal_count(clients[leader])
+    load_before = os.getloadavg()[0]
+    print(
+        f"submitting {args.tasks} noop tasks from {args.concurrency} threads, "
+        f"round-robin over {len(nodes)} nodes ..."
+    )
+    cpu_before = _cpu_seconds(nodes)
+    t0 = time.perf_counter()
+    records = _submit_all(clients, args.tasks, args.concurrency, f"{time.time_ns()}", stop)
+    t_submitted = time.perf_counter()
+    finished = _wait_terminal(clients[leader], baseline + args.tasks, args.timeout)
+    t_done = time.perf_counter()
+    cpu_after = _cpu_seconds(nodes)
+    applied_after = clients[leader].cluster_status().last_applied
+    task_ids = [r.task_id for r in records if r.task_id]
+    return BenchRun(
+        tasks=args.tasks,
+        concurrency=args.concurrency,
+        node_ids=[n.node_id for n in nodes],
+        load_before=load_before,
+        elapsed_s=t_done - t0,
+        submit_elapsed_s=t_submitted - t0,
+        timed_out=finished < baseline + args.tasks,
+        records=records,
+        timelines=_timelines(clients, task_ids, min(args.concurrency, 16)),
+        applied_before=before.last_applied,
+        applied_after=applied_after,
+        cpu_seconds={k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after},
+        statuses=_wait_converged(clients, timeout_s=30),
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=2000, help="noop tasks to run (default 2000)")
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="client submit threads (default 32)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        help="seconds to wait, after the last submit, for every task to finish (default 180)",
+    )
+    parser.add_argument(
+        "--ready-timeout", type=float, default=60.0, help="seconds to wait for the cluster"
+    )
+    parser.add_argument(
+        "--data-dir", help="data directory (default: a temp dir, removed afterwards)"
+    )
+    parser.add_argument(
+        "--keep-data", action="store_true", help="keep the temp data dir (node logs)"
+    )
+    args = parser.parse_args(argv)
+    if args.tasks < 1 or args.concurrency < 1:
+        parser.error("--tasks and --concurrency must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except CortexError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
