@@ -62,6 +62,8 @@ class NodeConfig(BaseModel):
     capabilities: dict[str, str] = Field(default_factory=dict)
     resources: DeclaredResources = Field(default_factory=DeclaredResources)
     heartbeat_interval_s: float = Field(2.0, gt=0, le=60)
+    failure_timeout_s: float = Field(15.0, gt=0, le=3600)
+    shutdown_drain_s: float = Field(10.0, ge=0, le=3600)
     gaming_processes: list[str] = Field(
         default_factory=lambda: ["steam", "steamwebhelper", "gameoverlayui", "epicgameslauncher"]
     )

@@ -7,13 +7,21 @@ import json
 import logging
 import secrets
 import threading
+import time
 from pathlib import Path
 
 from cortex.agent import Agent
 from cortex.config import NodeConfig
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import BUILTIN_EXECUTORS
-from cortex.membership import HeartbeatSender, NodeRegistration, ResourceBoard, ResourceSampler
+from cortex.membership import (
+    HeartbeatSender,
+    NodeRegistration,
+    NodeSupervisor,
+    ResourceBoard,
+    ResourceSampler,
+)
+from cortex.membership.registry import SHUTDOWN_REASON
 from cortex.raft import Proposer, RaftGroup, RaftSettings
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.service import TaskService, join_proof
@@ -152,6 +160,14 @@ class Node:
             dict(config.capabilities),
             config.heartbeat_interval_s,
         )
+        self.supervisor = NodeSupervisor(
+            config.node_id,
+            lambda: self.group.is_leader,
+            self.proposer,
+            self.reader,
+            self.board,
+            config.failure_timeout_s,
+        )
         self.machine.add_listener(self._on_change)
         self._grpc_server = None
         self._stopped = threading.Event()
@@ -167,6 +183,7 @@ class Node:
         self._grpc_server = serve(self.service, self.config.grpc)
         self.registration.start()
         self.heartbeats.start()
+        self.supervisor.start()
         self.scheduler.start()
         self.agent.start()
         log.info(
@@ -177,11 +194,35 @@ class Node:
     def wait(self) -> None:
         self._stopped.wait()
 
+    def drain_self(self, timeout_s: float) -> None:
+        """Graceful shutdown: stop taking work and let running tasks finish
+        (or move) before the process exits."""
+        if timeout_s <= 0 or self.agent.running_count == 0:
+            return
+        deadline = time.monotonic() + timeout_s
+        until_ms = int(time.time() * 1000 + timeout_s * 1000)
+        try:
+            self.proposer.propose_one(
+                e.Entry.create(
+                    e.NodeStatus(self.config.node_id, "draining", SHUTDOWN_REASON, until_ms),
+                    self.config.node_id,
+                ),
+                timeout=min(timeout_s, 5.0),
+            )
+        except CortexError as err:
+            log.warning("could not announce the shutdown drain: %s", err)
+            return
+        log.info("draining before shutdown: %d running tasks", self.agent.running_count)
+        while self.agent.running_count and time.monotonic() < deadline:
+            time.sleep(0.1)
+
     def stop(self) -> None:
         if self._stopped.is_set():
             return
+        self.drain_self(self.config.shutdown_drain_s)
         self._stopped.set()
         self.registration.stop()
+        self.supervisor.stop()
         self.heartbeats.stop()
         self.scheduler.stop()
         self.agent.stop()

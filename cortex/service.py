@@ -35,6 +35,7 @@ TASK_STATES = (
     "failed", "cancelled", "skipped", "dead_letter",
 )  # fmt: skip
 MAX_PAGE_SIZE = 1000
+DEFAULT_DRAIN_MS = 300_000
 MAX_IDEMPOTENCY_KEY = 256
 
 
@@ -199,6 +200,50 @@ class TaskService:
                 f"task {task_id} could not be cancelled: {result.get('reason')}"
             )
         return current
+
+    def list_dead_letter(self, page_size: int = 100, page_token: str = "") -> TaskPage:
+        return self.list_tasks(["dead_letter"], page_size=page_size, page_token=page_token)
+
+    def retry_dead_letter(self, task_id: str) -> TaskView:
+        task = self.get_task(task_id)
+        if task.state != "dead_letter":
+            raise FailedPrecondition(f"task {task_id} is {task.state}, not dead_letter")
+        entry = e.Entry.create(
+            e.TaskRetry(task_id, task.attempt, "retried from the dead-letter queue"), self.node_id
+        )
+        result = self._proposer.propose_one(entry, self._timeout)
+        if not result.get("ok"):
+            raise FailedPrecondition(f"task {task_id} could not be retried: {result.get('reason')}")
+        return self.get_task(task_id)
+
+    # -- nodes -------------------------------------------------------------
+
+    def _node(self, node_id: str) -> NodeView:
+        _check_id(node_id, "node_id")
+        for node in self._reader.nodes():
+            if node.id == node_id:
+                return node
+        raise NotFound(f"no node with id {node_id}")
+
+    def set_node_status(
+        self, node_id: str, status: str, reason: str, deadline_ms: int | None = None
+    ) -> NodeStatusView:
+        node = self._node(node_id)
+        if node.status == "offline" and status != "offline":
+            raise FailedPrecondition(
+                f"node {node_id} is offline; it becomes active when it returns"
+            )
+        entry = e.Entry.create(e.NodeStatus(node_id, status, reason, deadline_ms), self.node_id)
+        result = self._proposer.propose_one(entry, self._timeout)
+        if not result.get("ok"):
+            raise FailedPrecondition(f"node {node_id}: {result.get('reason')}")
+        return next(v for v in self.list_nodes() if v.node.id == node_id)
+
+    def drain_node(self, node_id: str, deadline_ms: int = 0) -> NodeStatusView:
+        if deadline_ms < 0:
+            raise InvalidArgument("deadline_ms must not be negative")
+        until = int(time.time() * 1000) + (deadline_ms or DEFAULT_DRAIN_MS)
+        return self.set_node_status(node_id, "draining", "drained by request", until)
 
     # -- cluster -----------------------------------------------------------
 

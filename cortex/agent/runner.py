@@ -117,6 +117,7 @@ class Agent:
         mine = self._reader.tasks_on_node(self._node_id, ("assigned", "running"))
         first_pass = not self._recovered
         self._recovered = True
+        self._stop_lost_attempts({(t.id, t.attempt) for t in mine})
         for task in mine:
             with self._lock:
                 running = self._running.get(task.id)
@@ -129,6 +130,21 @@ class Agent:
                 threading.Thread(
                     target=self._report_lost, args=(task,), name=f"lost-{task.id[:8]}", daemon=True
                 ).start()
+
+    def _stop_lost_attempts(self, still_mine: set[tuple[str, int]]) -> None:
+        """Kills attempts the log gave to another node or ended while this node
+        was not listening (e.g. it was paused, or caught up from a snapshot)."""
+        with self._lock:
+            lost = [r for r in self._running.values() if (r.task_id, r.attempt) not in still_mine]
+        for running in lost:
+            current = self._reader.get_task(running.task_id)
+            if current is not None and current.state in ("completed", "failed", "dead_letter"):
+                running.cancel.set()
+                continue
+            log.warning("task %s attempt %d is no longer this node's; killing it",
+                        running.task_id, running.attempt)  # fmt: skip
+            running.superseded = True
+            running.cancel.set()
 
     def _start(self, task: TaskView) -> None:
         running = RunningAttempt(task.id, task.attempt, threading.Event())

@@ -84,6 +84,26 @@ class CortexClient:
     def cluster_status(self) -> pb.ClusterStatusResponse:
         return self._call("ClusterStatus", pb.ClusterStatusRequest())
 
+    def list_dead_letter_tasks(
+        self, page_size: int = 100, page_token: str = ""
+    ) -> pb.ListTasksResponse:
+        request = pb.ListDeadLetterTasksRequest(page_size=page_size, page_token=page_token)
+        return self._call("ListDeadLetterTasks", request)
+
+    def retry_dead_letter_task(self, task_id: str) -> pb.Task:
+        return self._call("RetryDeadLetterTask", pb.RetryDeadLetterTaskRequest(task_id=task_id))
+
+    def drain_node(self, node_id: str, deadline_ms: int = 0) -> pb.NodeInfo:
+        return self._call(
+            "DrainNode", pb.DrainNodeRequest(node_id=node_id, deadline_ms=deadline_ms)
+        )
+
+    def cordon_node(self, node_id: str) -> pb.NodeInfo:
+        return self._call("CordonNode", pb.NodeRequest(node_id=node_id))
+
+    def uncordon_node(self, node_id: str) -> pb.NodeInfo:
+        return self._call("UncordonNode", pb.NodeRequest(node_id=node_id))
+
     def list_nodes(self) -> pb.ListNodesResponse:
         return self._call("ListNodes", pb.ListNodesRequest())
 

@@ -247,6 +247,8 @@ def node_to_proto(view: NodeStatusView) -> pb.NodeInfo:
         labels=node.labels,
         executors=node.executors,
         max_tasks=int(node.resources.get("max_tasks", 0) or 0),
+        status_reason=node.status_reason,
+        drain_deadline_ms=node.drain_deadline or 0,
     )
     if view.report is not None:
         message.has_resources = True

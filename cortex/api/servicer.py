@@ -128,6 +128,39 @@ class CortexServicer(pb_grpc.CortexServicer):
         return cluster_to_proto(self._service.cluster_status())
 
     @_maps_errors
+    def ListDeadLetterTasks(
+        self, request: pb.ListDeadLetterTasksRequest, context: grpc.ServicerContext
+    ) -> pb.ListTasksResponse:
+        page = self._service.list_dead_letter(request.page_size, request.page_token)
+        return pb.ListTasksResponse(
+            tasks=[task_to_proto(t) for t in page.tasks],
+            next_page_token=str(page.next_offset) if page.next_offset is not None else "",
+            total=page.total,
+        )
+
+    @_maps_errors
+    def RetryDeadLetterTask(
+        self, request: pb.RetryDeadLetterTaskRequest, context: grpc.ServicerContext
+    ) -> pb.Task:
+        return task_to_proto(self._service.retry_dead_letter(request.task_id))
+
+    @_maps_errors
+    def DrainNode(self, request: pb.DrainNodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
+        return node_to_proto(self._service.drain_node(request.node_id, request.deadline_ms))
+
+    @_maps_errors
+    def CordonNode(self, request: pb.NodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
+        return node_to_proto(
+            self._service.set_node_status(request.node_id, "cordoned", "cordoned by request")
+        )
+
+    @_maps_errors
+    def UncordonNode(self, request: pb.NodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
+        return node_to_proto(
+            self._service.set_node_status(request.node_id, "active", "uncordoned by request")
+        )
+
+    @_maps_errors
     def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.ServicerContext
     ) -> pb.HeartbeatResponse:

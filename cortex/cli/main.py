@@ -41,11 +41,30 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
         "bandwidth_mbps, gpu=NAME[:MEMORY_MB], gaming=true|false",
     )
     start.add_argument("--heartbeat-interval", type=float, help="seconds between resource reports")
+    start.add_argument(
+        "--failure-timeout", type=float, help="seconds of silence before a node is offline"
+    )
+    start.add_argument("--shutdown-drain", type=float, help="seconds running tasks get on SIGTERM")
     start.add_argument("--max-tasks", type=int, help="most tasks this node runs at once")
     start.add_argument("--compaction-min-entries", type=int, help="log entries before compaction")
     start.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
     listing = node_commands.add_parser("list", help="nodes with status, resources and active tasks")
     listing.add_argument("--json", action="store_true")
+    drain = node_commands.add_parser(
+        "drain", help="move work off a node; running tasks get a deadline"
+    )
+    drain.add_argument("node_id")
+    drain.add_argument(
+        "--deadline", type=float, default=300.0, help="seconds running tasks may finish in"
+    )
+    drain.add_argument("--json", action="store_true")
+    for verb, text in (
+        ("cordon", "stop new assignments to a node"),
+        ("uncordon", "make a node active again"),
+    ):
+        command = node_commands.add_parser(verb, help=text)
+        command.add_argument("node_id")
+        command.add_argument("--json", action="store_true")
 
 
 def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -112,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_node_start(commands)
     _add_task(commands)
+    dlq = commands.add_parser("dlq", help="the dead-letter queue")
+    dlq_commands = dlq.add_subparsers(dest="dlq_command", required=True)
+    dlq_list = dlq_commands.add_parser("list", help="tasks that exhausted their retries")
+    dlq_list.add_argument("--json", action="store_true")
+    dlq_list.add_argument("--limit", type=int, default=100)
+    dlq_retry = dlq_commands.add_parser("retry", help="queue a dead-lettered task again")
+    dlq_retry.add_argument("task_id")
+    dlq_retry.add_argument("--json", action="store_true")
     top = commands.add_parser("top", help="live view of nodes and the task queue (q to quit)")
     top.add_argument("--interval", type=float, default=1.0, help="refresh every N seconds")
     status = commands.add_parser("status", help="cluster status as seen by --node")
@@ -136,13 +163,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "node":
-            if args.node_command == "list":
-                from cortex.cli.nodes import list_nodes
+            if args.node_command != "start":
+                from cortex.cli.nodes import run as run_nodes
 
-                return list_nodes(args)
+                return run_nodes(args)
             from cortex.cli.node import run_node
 
             return run_node(args)
+        if args.command == "dlq":
+            from cortex.cli.tasks import run_dlq
+
+            return run_dlq(args)
         if args.command == "top":
             from cortex.cli.nodes import top
 

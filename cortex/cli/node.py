@@ -55,6 +55,8 @@ def run_node(args: argparse.Namespace) -> int:
         "capabilities": parse_pairs(args.capability, "--capability") or None,
         "resources": parse_resources(args.resource) or None,
         "heartbeat_interval_s": args.heartbeat_interval,
+        "failure_timeout_s": args.failure_timeout,
+        "shutdown_drain_s": args.shutdown_drain,
         "max_tasks": args.max_tasks,
         "compaction_min_entries": args.compaction_min_entries,
         "log_level": args.log_level,

@@ -36,6 +36,8 @@ def node_json(node: pb.NodeInfo) -> dict[str, Any]:
         "labels": dict(node.labels),
         "capabilities": dict(node.capabilities),
         "executors": list(node.executors),
+        "status_reason": node.status_reason or None,
+        "drain_deadline_ms": node.drain_deadline_ms or None,
         "resources": None,
     }
     if node.has_resources:
@@ -104,13 +106,26 @@ def nodes_table(nodes: list[pb.NodeInfo]) -> Table:
     return table
 
 
-def list_nodes(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """`cortex node list|drain|cordon|uncordon`."""
     with CortexClient(args.node) as client:
-        nodes = list(client.list_nodes().nodes)
+        if args.node_command == "list":
+            nodes = list(client.list_nodes().nodes)
+            if args.json:
+                render.print_json([node_json(n) for n in nodes])
+            else:
+                render.console.print(nodes_table(nodes))
+            return 0
+        if args.node_command == "drain":
+            node = client.drain_node(args.node_id, int(args.deadline * 1000))
+        elif args.node_command == "cordon":
+            node = client.cordon_node(args.node_id)
+        else:
+            node = client.uncordon_node(args.node_id)
     if args.json:
-        render.print_json([node_json(n) for n in nodes])
+        render.print_json(node_json(node))
     else:
-        render.console.print(nodes_table(nodes))
+        render.console.print(f"{node.node_id} {node.status}")
     return 0
 
 

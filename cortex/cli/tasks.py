@@ -109,6 +109,25 @@ def run(args: argparse.Namespace) -> int:
     return 2
 
 
+def run_dlq(args: argparse.Namespace) -> int:
+    with CortexClient(args.node) as client:
+        if args.dlq_command == "list":
+            reply = client.list_dead_letter_tasks(page_size=args.limit)
+            if args.json:
+                render.print_json(
+                    {"tasks": [render.task_json(t) for t in reply.tasks], "total": reply.total}
+                )
+            else:
+                render.print_task_table(list(reply.tasks), reply.total)
+            return 0
+        task = client.retry_dead_letter_task(args.task_id)
+    if args.json:
+        render.print_json(render.task_json(task))
+    else:
+        print(f"{task.id} {task.state}")
+    return 0
+
+
 def show_status(args: argparse.Namespace) -> int:
     with CortexClient(args.node) as client:
         status = client.cluster_status()

@@ -14,6 +14,8 @@ from cortex.state.queries import StateReader
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_REASON = "graceful shutdown"
+
 
 class NodeRegistration:
     def __init__(
@@ -38,6 +40,12 @@ class NodeRegistration:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _back_from_shutdown(self) -> bool:
+        for node in self._reader.nodes():
+            if node.id == self._join.node_id:
+                return node.status == "draining" and node.status_reason == SHUTDOWN_REASON
+        return False
 
     def _current(self) -> bool:
         for node in self._reader.nodes():

@@ -101,7 +101,7 @@ class SchedulerLoop:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self._interval_s)
+            self._wake.wait(self._next_wait())
             self._wake.clear()
             if self._stop.is_set() or not self._is_leader():
                 continue
@@ -112,6 +112,16 @@ class SchedulerLoop:
                 log.warning("scheduling round not committed: %s", err)
             except Exception:
                 log.exception("scheduling round failed")
+
+    def _next_wait(self) -> float:
+        """The interval, or less when a backing-off task becomes runnable sooner."""
+        if not self._is_leader():
+            return self._interval_s
+        now_ms = int(time.time() * 1000)
+        due = self._reader.next_scheduled_after(now_ms)
+        if due is None:
+            return self._interval_s
+        return max(0.005, min(self._interval_s, (due - now_ms) / 1000))
 
     def run_round(self) -> bool:
         """Runs one round; returns True when the round was full, so more

@@ -286,7 +286,7 @@ class NodeResources(_message.Message):
     def __init__(self, cpu_cores: _Optional[float] = ..., cpu_usage_percent: _Optional[float] = ..., load_1m: _Optional[float] = ..., memory_total_mb: _Optional[float] = ..., memory_available_mb: _Optional[float] = ..., disk_total_gb: _Optional[float] = ..., disk_available_gb: _Optional[float] = ..., disk_io_util_percent: _Optional[float] = ..., network_bandwidth_mbps: _Optional[float] = ..., network_throughput_mbps: _Optional[float] = ..., gpu: _Optional[_Union[GpuInfo, _Mapping]] = ..., gaming_detected: _Optional[bool] = ..., declared: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "raft_address", "grpc_address", "status", "connected", "is_leader", "running_tasks", "labels", "executors", "resources", "has_resources", "report_age_ms", "capabilities", "max_tasks")
+    __slots__ = ("node_id", "raft_address", "grpc_address", "status", "connected", "is_leader", "running_tasks", "labels", "executors", "resources", "has_resources", "report_age_ms", "capabilities", "max_tasks", "status_reason", "drain_deadline_ms")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +315,8 @@ class NodeInfo(_message.Message):
     REPORT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft_address: str
     grpc_address: str
@@ -329,7 +331,9 @@ class NodeInfo(_message.Message):
     report_age_ms: int
     capabilities: _containers.ScalarMap[str, str]
     max_tasks: int
-    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., status: _Optional[str] = ..., connected: _Optional[bool] = ..., is_leader: _Optional[bool] = ..., running_tasks: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., executors: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., has_resources: _Optional[bool] = ..., report_age_ms: _Optional[int] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., max_tasks: _Optional[int] = ...) -> None: ...
+    status_reason: str
+    drain_deadline_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., status: _Optional[str] = ..., connected: _Optional[bool] = ..., is_leader: _Optional[bool] = ..., running_tasks: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., executors: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., has_resources: _Optional[bool] = ..., report_age_ms: _Optional[int] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., max_tasks: _Optional[int] = ..., status_reason: _Optional[str] = ..., drain_deadline_ms: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("node_id", "resources", "capabilities", "running_tasks", "sent_at_ms", "proof")
@@ -363,6 +367,34 @@ class HeartbeatResponse(_message.Message):
 class ListNodesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ListDeadLetterTasksRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class RetryDeadLetterTaskRequest(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
+class DrainNodeRequest(_message.Message):
+    __slots__ = ("node_id", "deadline_ms")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    deadline_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+
+class NodeRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)

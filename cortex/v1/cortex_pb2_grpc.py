@@ -67,6 +67,31 @@ class CortexStub:
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.FromString,
                 _registered_method=True)
+        self.ListDeadLetterTasks = channel.unary_unary(
+                '/cortex.v1.Cortex/ListDeadLetterTasks',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListTasksResponse.FromString,
+                _registered_method=True)
+        self.RetryDeadLetterTask = channel.unary_unary(
+                '/cortex.v1.Cortex/RetryDeadLetterTask',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Task.FromString,
+                _registered_method=True)
+        self.DrainNode = channel.unary_unary(
+                '/cortex.v1.Cortex/DrainNode',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
+                _registered_method=True)
+        self.CordonNode = channel.unary_unary(
+                '/cortex.v1.Cortex/CordonNode',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
+                _registered_method=True)
+        self.UncordonNode = channel.unary_unary(
+                '/cortex.v1.Cortex/UncordonNode',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
+                _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/cortex.v1.Cortex/Heartbeat',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatRequest.SerializeToString,
@@ -131,6 +156,41 @@ class CortexServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDeadLetterTasks(self, request, context):
+        """Tasks that exhausted their retries, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryDeadLetterTask(self, request, context):
+        """Puts a dead-lettered task back in the queue with a fresh retry budget.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainNode(self, request, context):
+        """No new assignments; assigned tasks move elsewhere at once (no attempt
+        spent); running tasks get until the deadline, then are re-queued.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CordonNode(self, request, context):
+        """Stop / resume new assignments only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UncordonNode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Heartbeat(self, request, context):
         """Every node reports its resources to every other node every few seconds
         (not through Raft). The leader schedules from these reports.
@@ -186,6 +246,31 @@ def add_CortexServicer_to_server(servicer, server):
                     servicer.ClusterStatus,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.SerializeToString,
+            ),
+            'ListDeadLetterTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadLetterTasks,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ListTasksResponse.SerializeToString,
+            ),
+            'RetryDeadLetterTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryDeadLetterTask,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Task.SerializeToString,
+            ),
+            'DrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainNode,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.SerializeToString,
+            ),
+            'CordonNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.CordonNode,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.SerializeToString,
+            ),
+            'UncordonNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.UncordonNode,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
@@ -368,6 +453,141 @@ class Cortex:
             '/cortex.v1.Cortex/ClusterStatus',
             cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadLetterTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/ListDeadLetterTasks',
+            cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.ListTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryDeadLetterTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/RetryDeadLetterTask',
+            cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.Task.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/DrainNode',
+            cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CordonNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/CordonNode',
+            cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UncordonNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/UncordonNode',
+            cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,105 @@
+"""Leader-only supervision of nodes: marks a node offline once it has been
+silent for the failure timeout and re-queues its attempts; enforces drains.
+
+A new leader has heard from nobody yet, so it waits one full timeout before
+judging any node."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from cortex.errors import CortexError
+from cortex.membership.board import ResourceBoard
+from cortex.raft.proposer import Proposer
+from cortex.state import entries as e
+from cortex.state.queries import NodeView, StateReader
+
+log = logging.getLogger(__name__)
+
+
+class NodeSupervisor:
+    def __init__(
+        self,
+        node_id: str,
+        is_leader: Callable[[], bool],
+        proposer: Proposer,
+        reader: StateReader,
+        board: ResourceBoard,
+        failure_timeout_s: float = 15.0,
+        interval_s: float = 0.5,
+    ) -> None:
+        self._node_id = node_id
+        self._is_leader = is_leader
+        self._proposer = proposer
+        self._reader = reader
+        self._board = board
+        self._timeout_s = failure_timeout_s
+        self._interval_s = interval_s
+        self._leader_since: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            if not self._is_leader():
+                self._leader_since = None
+                continue
+            now = time.monotonic()
+            if self._leader_since is None:
+                self._leader_since = now
+                log.info("leader: judging node liveness after %.1fs", self._timeout_s)
+            try:
+                if now - self._leader_since >= self._timeout_s:
+                    self.check_liveness(now)
+                self.enforce_drains(int(time.time() * 1000))
+            except CortexError as err:
+                log.warning("node supervision not committed: %s", err)
+            except Exception:
+                log.exception("node supervision failed")
+
+    def _silent(self, node: NodeView, now: float) -> bool:
+        report = self._board.get(node.id)
+        heard_at = report.received_at if report else self._leader_since or now
+        return now - heard_at > self._timeout_s
+
+    def check_liveness(self, now: float) -> None:
+        for node in self._reader.nodes():
+            if node.id == self._node_id or node.status == "offline" or not self._silent(node, now):
+                continue
+            reason = f"node {node.id} silent for over {self._timeout_s:g}s"
+            log.warning("marking %s offline: %s", node.id, reason)
+            entries = [e.Entry.create(e.NodeStatus(node.id, "offline", reason), self._node_id)]
+            for task in self._reader.tasks_on_node(node.id, ("assigned", "running")):
+                entries.append(
+                    e.Entry.create(e.TaskRetry(task.id, task.attempt, reason), self._node_id)
+                )
+            self._proposer.propose(entries)
+
+    def enforce_drains(self, now_ms: int) -> None:
+        """A draining node's assigned tasks move at once, without spending an
+        attempt; its running tasks move when the drain deadline passes."""
+        for node in self._reader.nodes():
+            if node.status != "draining":
+                continue
+            overdue = node.drain_deadline is not None and now_ms >= node.drain_deadline
+            states = ("assigned", "running") if overdue else ("assigned",)
+            entries = [
+                e.Entry.create(
+                    e.TaskRetry(
+                        task.id, task.attempt, f"node {node.id} draining", spend_attempt=False
+                    ),
+                    self._node_id,
+                )
+                for task in self._reader.tasks_on_node(node.id, states)
+            ]
+            if entries:
+                self._proposer.propose(entries)
