@@ -12,6 +12,7 @@ from cortex.errors import InvalidArgument
 
 EXECUTOR_TYPES = ("shell", "noop")
 DEFAULT_MAX_SPEC_BYTES = 1024 * 1024
+MAX_BACKOFF_MS = 86_400_000
 
 
 class _Strict(BaseModel):
@@ -25,8 +26,10 @@ class RetryPolicy(_Strict):
     retryable: bool = True
 
     def delay_ms(self, retry_number: int) -> int:
-        """Back-off before retry number `retry_number` (1-based): 1x, 2x, 4x ..."""
-        return int(self.backoff_ms * self.backoff_multiplier ** max(retry_number - 1, 0))
+        """Back-off before retry number `retry_number` (1-based): 1x, 2x, 4x ...,
+        capped at a day."""
+        exponent = min(max(retry_number - 1, 0), 64)
+        return int(min(self.backoff_ms * self.backoff_multiplier**exponent, MAX_BACKOFF_MS))
 
 
 class Constraints(_Strict):

@@ -14,7 +14,13 @@ SCHEMA_VERSION = 1
 
 
 class EntryDecodeError(ValueError):
-    """An entry's bytes or fields do not form a valid entry."""
+    """An entry's bytes or fields do not form a valid entry. Carries the
+    entry's id and type when those at least were readable, for the audit row."""
+
+    def __init__(self, message: str, entry_id: str = "", entry_type: str = "INVALID") -> None:
+        super().__init__(message)
+        self.entry_id = entry_id
+        self.entry_type = entry_type
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,9 @@ class Payload:
             _check_type(cls.TYPE, f.name, getattr(payload, f.name), f.type)
         return payload
 
+
+# What SQLite can store as an INTEGER.
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
 _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,),
@@ -52,6 +61,12 @@ def _check_type(entry_type: str, name: str, value: Any, annotation: Any) -> None
         if accepted is None:
             continue
         if isinstance(value, bool) and accepted == (int,):
+            continue
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not _INT_MIN <= value <= _INT_MAX
+        ):
             continue
         if isinstance(value, accepted):
             return
@@ -224,6 +239,22 @@ class Entry:
         return cls.from_dict(self.payload)
 
 
+def _check_envelope(entry: Entry) -> None:
+    for name, kinds in (
+        ("type", str),
+        ("id", str),
+        ("node", str),
+        ("payload", dict),
+        ("trace", dict),
+    ):
+        if not isinstance(getattr(entry, name), kinds):
+            raise EntryDecodeError(f"envelope field {name} has the wrong type")
+    for name in ("ts", "v"):
+        value = getattr(entry, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT_MAX:
+            raise EntryDecodeError(f"envelope field {name} is not a valid integer")
+
+
 def encode_batch(entries: list[Entry]) -> bytes:
     return json.dumps([asdict(e) for e in entries], separators=(",", ":")).encode()
 
@@ -233,8 +264,8 @@ def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
     its slot so the rest of the batch still applies."""
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as err:
-        return [EntryDecodeError(f"batch is not valid JSON: {err}")]
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        return [EntryDecodeError(f"batch is not valid JSON: {type(err).__name__}")]
     if not isinstance(raw, list):
         return [EntryDecodeError("batch is not a list")]
     out: list[Entry | EntryDecodeError] = []
@@ -243,9 +274,16 @@ def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
             if not isinstance(item, dict):
                 raise EntryDecodeError("entry is not an object")
             entry = Entry(**item)
-            if not isinstance(entry.ts, int) or not isinstance(entry.type, str):
-                raise EntryDecodeError("entry ts/type have wrong types")
+            _check_envelope(entry)
             out.append(entry)
         except (TypeError, EntryDecodeError) as err:
-            out.append(EntryDecodeError(f"malformed envelope: {err}"))
+            raw = item if isinstance(item, dict) else {}
+            raw_id, raw_type = raw.get("id"), raw.get("type")
+            out.append(
+                EntryDecodeError(
+                    f"malformed envelope: {err}",
+                    raw_id if isinstance(raw_id, str) else "",
+                    raw_type if isinstance(raw_type, str) else "INVALID",
+                )
+            )
     return out

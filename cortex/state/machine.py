@@ -104,7 +104,7 @@ class StateMachine:
         changes: list[TaskChange],
     ) -> dict[str, Any]:
         if isinstance(item, e.EntryDecodeError):
-            entry = e.Entry(type="INVALID", id="", ts=0, node="", payload={})
+            entry = e.Entry(type=item.entry_type, id=item.entry_id, ts=0, node="", payload={})
             return self._reject(ApplyContext(cur, index, entry, changes), str(item))
         ctx = ApplyContext(cur, index, item, [])
         cur.execute("SAVEPOINT entry")

@@ -1,0 +1,258 @@
+"""Task spec validation and node configuration loading: errors name the field
+or config key at fault (and, for config, where the value came from)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortex.config import NodeConfig, load_config
+from cortex.errors import ConfigError, InvalidArgument
+from cortex.spec import RetryPolicy, TaskSpec, parse_task_spec
+
+# ---------------------------------------------------------------- task specs
+
+
+def spec_error(data: dict[str, Any], **kwargs: Any) -> str:
+    with pytest.raises(InvalidArgument) as caught:
+        parse_task_spec(data, **kwargs)
+    return str(caught.value)
+
+
+def test_valid_specs_parse_with_defaults() -> None:
+    argv = parse_task_spec({"command": ["echo", "hi"]})
+    assert isinstance(argv, TaskSpec)
+    assert (argv.type, argv.command, argv.priority, argv.timeout_ms) == (
+        "shell",
+        ["echo", "hi"],
+        5,
+        None,
+    )
+    assert argv.retry_policy == RetryPolicy(maxRetries=3, backoffMs=1000, backoffMultiplier=2.0)
+    assert argv.retry_policy.retryable is True
+
+    full = parse_task_spec(
+        {
+            "command": "echo $HOME",
+            "timeoutMs": 1500,
+            "env": {"A": "1"},
+            "priority": 9,
+            "constraints": {"requiresGpu": True, "nodeLabels": ["fast"]},
+            "retryPolicy": {"maxRetries": 0, "retryable": False},
+        }
+    )
+    assert full.command == "echo $HOME"
+    assert full.timeout_ms == 1500
+    assert full.constraints.requires_gpu is True and full.constraints.node_labels == ["fast"]
+    assert (full.retry_policy.max_retries, full.retry_policy.retryable) == (0, False)
+    assert parse_task_spec({"type": "noop"}).command is None
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "words"),
+    [
+        ({"command": ""}, "spec.command", "empty"),
+        ({"command": "   "}, "spec.command", "empty"),
+        ({"command": []}, "spec.command", "empty"),
+        ({"command": ["", "x"]}, "spec.command", "empty"),
+        ({"command": ["x"], "type": "docker"}, "spec.type", "shell"),
+        ({"command": ["x"], "timeoutMs": -1}, "spec.timeoutMs", "greater than 0"),
+        ({"command": ["x"], "timeoutMs": 0}, "spec.timeoutMs", "greater than 0"),
+        ({"command": ["x"], "bogus": 1}, "spec.bogus", "not permitted"),
+        ({"command": ["x"], "constraints": {"gpu": True}}, "spec.constraints.gpu", "not permitted"),
+        ({"command": ["x"], "priority": 11}, "spec.priority", "10"),
+        ({"command": ["x"], "retryPolicy": {"maxRetries": -1}}, "spec.retryPolicy.maxRetries", "0"),
+        ({"command": ["x"], "env": {"A=B": "1"}}, "spec.env", "A=B"),
+        ({"command": 42}, "spec.command", ""),
+    ],
+)
+def test_spec_errors_name_the_field(data: dict[str, Any], field: str, words: str) -> None:
+    message = spec_error(data)
+    assert message.startswith(f"{field}:") or f"; {field}:" in message or f"{field}." in message, (
+        message
+    )
+    assert words in message
+
+
+def test_shell_spec_without_command_is_an_error() -> None:
+    message = spec_error({"type": "shell"})
+    assert "command" in message
+
+
+def test_spec_over_the_size_limit_is_rejected_before_validation() -> None:
+    data = {"command": ["echo", "x" * 5000], "bogus": 1}
+    message = spec_error(data, max_bytes=1024)
+    assert "1024" in message and "limit" in message
+    assert "bogus" not in message
+    assert parse_task_spec({"command": ["echo", "x" * 500]}, max_bytes=1024).command
+
+
+def test_default_size_limit_is_one_mebibyte() -> None:
+    message = spec_error({"command": ["echo", "x" * (1024 * 1024 + 1)]})
+    assert str(1024 * 1024) in message
+
+
+def test_several_problems_are_all_reported() -> None:
+    message = spec_error({"command": "", "priority": -1, "extra": True})
+    for field in ("spec.command", "spec.priority", "spec.extra"):
+        assert field in message
+
+
+@pytest.mark.parametrize(
+    ("policy", "delays"),
+    [
+        ({}, [1000, 2000, 4000]),
+        ({"backoffMs": 500, "backoffMultiplier": 3}, [500, 1500, 4500]),
+        ({"backoffMs": 250, "backoffMultiplier": 1}, [250, 250, 250]),
+        ({"backoffMs": 0}, [0, 0, 0]),
+    ],
+)
+def test_retry_delay_grows_by_the_multiplier(policy: dict[str, Any], delays: list[int]) -> None:
+    retry = RetryPolicy.model_validate(policy)
+    assert [retry.delay_ms(n) for n in (1, 2, 3)] == delays
+
+
+def test_retry_policy_accepts_field_names_and_aliases() -> None:
+    assert RetryPolicy(max_retries=2) == RetryPolicy.model_validate({"maxRetries": 2})
+
+
+# ---------------------------------------------------------------- config
+
+
+def write(tmp_path: Path, text: str, name: str = "node.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def config_error(**kwargs: Any) -> str:
+    kwargs.setdefault("environ", {})
+    with pytest.raises(ConfigError) as caught:
+        load_config(**kwargs)
+    return str(caught.value)
+
+
+def test_no_config_gives_a_local_single_node() -> None:
+    config = load_config(environ={})
+    assert isinstance(config, NodeConfig)
+    assert config.raft.startswith("127.0.0.1:") and config.grpc.startswith("127.0.0.1:")
+    assert config.data_dir == "./cortex-data"
+    assert config.clustered is False
+    assert config.secret is None
+
+
+def test_precedence_file_then_env_then_flags(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "node_id: from-file\nmax_tasks: 10\nraft: 127.0.0.1:7001\nlabels: {zone: a}\n",
+    )
+    env = {"CORTEX_MAX_TASKS": "20", "CORTEX_RAFT": "127.0.0.1:7002"}
+
+    only_file = load_config(path, environ={})
+    assert (only_file.node_id, only_file.max_tasks, only_file.raft) == (
+        "from-file",
+        10,
+        "127.0.0.1:7001",
+    )
+    assert only_file.labels == {"zone": "a"}
+
+    with_env = load_config(path, environ=env)
+    assert (with_env.node_id, with_env.max_tasks, with_env.raft) == (
+        "from-file",
+        20,
+        "127.0.0.1:7002",
+    )
+
+    with_flags = load_config(path, flags={"max_tasks": 30, "raft": None}, environ=env)
+    assert with_flags.max_tasks == 30
+    assert with_flags.raft == "127.0.0.1:7002"  # a flag left unset does not override
+    assert with_flags.node_id == "from-file"
+    assert with_flags.labels == {"zone": "a"}
+
+
+def test_environment_lists_and_maps(tmp_path: Path) -> None:
+    config = load_config(
+        environ={
+            "CORTEX_PEERS": "127.0.0.1:7101, 127.0.0.1:7102",
+            "CORTEX_LABELS": "zone=b, gpu = yes",
+            "CORTEX_EXECUTORS": "shell",
+            "UNRELATED": "ignored",
+        }
+    )
+    assert config.peers == ["127.0.0.1:7101", "127.0.0.1:7102"]
+    assert config.labels == {"zone": "b", "gpu": "yes"}
+    assert config.executors == ["shell"]
+    assert config.clustered is True
+
+
+def test_file_keys_may_use_dashes(tmp_path: Path) -> None:
+    path = write(tmp_path, "max-tasks: 7\nscheduler-interval-s: 0.5\n")
+    config = load_config(path, environ={})
+    assert (config.max_tasks, config.scheduler_interval_s) == (7, 0.5)
+
+
+def test_bad_yaml_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "raft: 127.0.0.1:7100\npeers: [unclosed\n")
+    message = config_error(path=path)
+    assert path in message and "YAML" in message
+
+
+def test_yaml_that_is_not_a_mapping(tmp_path: Path) -> None:
+    path = write(tmp_path, "- a\n- b\n")
+    message = config_error(path=path)
+    assert path in message and "mapping" in message
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    path = str(tmp_path / "absent.yaml")
+    assert path in config_error(path=path)
+
+
+def test_unknown_key_is_named_with_its_source(tmp_path: Path) -> None:
+    path = write(tmp_path, "node_id: a\nmax_taks: 3\n")
+    message = config_error(path=path)
+    assert "max_taks" in message and f"config file {path}" in message
+    assert "unknown" in message
+
+
+@pytest.mark.parametrize("value", ["nohost", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", ":80"])
+def test_bad_address_from_a_flag(value: str) -> None:
+    message = config_error(flags={"raft": value})
+    assert "config key raft" in message and "flag --raft" in message
+    assert value in message
+
+
+def test_bad_peer_address_from_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "peers: ['127.0.0.1:7101', 'bad-peer']\n")
+    message = config_error(path=path)
+    assert "peers" in message and "bad-peer" in message and path in message
+
+
+def test_wrong_type_from_an_environment_variable() -> None:
+    message = config_error(environ={"CORTEX_MAX_TASKS": "lots"})
+    assert "max_tasks" in message and "CORTEX_MAX_TASKS" in message
+    assert "integer" in message
+
+
+def test_out_of_range_value_from_an_environment_variable() -> None:
+    message = config_error(environ={"CORTEX_MAX_TASKS": "0"})
+    assert "max_tasks" in message and "CORTEX_MAX_TASKS" in message
+
+
+def test_malformed_labels_from_an_environment_variable() -> None:
+    message = config_error(environ={"CORTEX_LABELS": "zone"})
+    assert "labels" in message and "CORTEX_LABELS" in message
+
+
+def test_unknown_executor_and_bad_node_id() -> None:
+    message = config_error(flags={"executors": ["shell", "docker"], "node_id": "bad id!"})
+    assert "executors" in message and "docker" in message
+    assert "node_id" in message
+
+
+def test_error_names_the_layer_that_supplied_the_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "grpc: 127.0.0.1:7200\n")
+    message = config_error(path=path, environ={"CORTEX_GRPC": "not-an-address"})
+    assert "grpc" in message and "CORTEX_GRPC" in message and path not in message
