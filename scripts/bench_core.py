@@ -16,9 +16,7 @@ import argparse
 import itertools
 import math
 import os
-import random
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import psutil
+from _cluster import free_base_port, leader_index, wait_all_active
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
@@ -68,46 +67,6 @@ class TaskTimeline:
 # -- cluster ------------------------------------------------------------------
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def _free_base_port() -> int:
-    """A base port whose raft (base+i) and grpc (base+100+i) ports are free,
-    from a random start below the ephemeral range, so concurrent runs (and
-    `cortex demo`, which scans from 17100) rarely collide."""
-    start = random.randrange(20000, 30000, 10)
-    for base in itertools.chain(range(start, 31000, 10), range(20000, start, 10)):
-        if all(_port_free(base + i) and _port_free(base + 100 + i) for i in range(NODE_COUNT)):
-            return base
-    raise CortexError("no free block of ports found between 20000 and 31000")
-
-
-def _wait_all_active(nodes: Sequence[DevNode], timeout_s: float) -> None:
-    """Beyond `wait_ready`: every node sees a leader and every node active."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            ready = True
-            for node in nodes:
-                with CortexClient(node.grpc, timeout_s=2) as client:
-                    status = client.cluster_status()
-                active = [n for n in status.nodes if n.status == "active"]
-                ready = ready and bool(status.leader) and len(active) >= len(nodes)
-            if ready:
-                return
-        except CortexError:
-            pass
-        if time.monotonic() > deadline:
-            raise Unavailable(f"cluster not ready (all nodes active) after {timeout_s:.0f}s")
-        time.sleep(0.2)
-
-
 def _cpu_seconds(nodes: Sequence[DevNode]) -> dict[str, float]:
     """User + system CPU time of every node process and of this client."""
     seconds: dict[str, float] = {}
@@ -120,13 +79,6 @@ def _cpu_seconds(nodes: Sequence[DevNode]) -> dict[str, float]:
     own = psutil.Process().cpu_times()
     seconds["client"] = own.user + own.system
     return seconds
-
-
-def _leader_index(clients: Sequence[CortexClient]) -> int:
-    for i, client in enumerate(clients):
-        if client.cluster_status().raft_state == "leader":
-            return i
-    raise Unavailable("no node reports itself leader")
 
 
 # -- workload -----------------------------------------------------------------
@@ -408,7 +360,7 @@ def report(run: BenchRun) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-bench-")).resolve()
-    base_port = _free_base_port()
+    base_port = free_base_port(NODE_COUNT)
     print(
         f"starting {NODE_COUNT} nodes on 127.0.0.1 (raft {base_port}+, grpc {base_port + 100}+), "
         f"data in {data_dir}"
@@ -420,9 +372,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         started = time.monotonic()
         wait_ready(nodes, timeout_s=args.ready_timeout)
-        _wait_all_active(nodes, timeout_s=args.ready_timeout)
+        wait_all_active(nodes, timeout_s=args.ready_timeout)
         clients = [CortexClient(n.grpc, timeout_s=30) for n in nodes]
-        leader = _leader_index(clients)
+        leader = leader_index(clients)
         print(f"cluster ready in {time.monotonic() - started:.1f}s; leader {nodes[leader].node_id}")
         problems = report(measure(args, nodes, clients, leader, stop))
     finally:

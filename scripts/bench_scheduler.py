@@ -81,7 +81,9 @@ def main() -> None:
     best, median = min(times), statistics.median(times)
     print(f"round of {args.tasks} queued tasks over {args.nodes} nodes ({args.rounds} runs)")
     print(f"  placed {placed}, left queued with reasons {args.tasks - placed}")
-    print(f"  round time: median {median * 1000:.0f} ms, best {best * 1000:.0f} ms   (aim <= 1000 ms)")
+    print(
+        f"  round time: median {median * 1000:.0f} ms, best {best * 1000:.0f} ms   (aim <= 1000 ms)"
+    )
     print(f"  placements/s: {placed / median:,.0f}")
 
 

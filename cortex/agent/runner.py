@@ -97,7 +97,7 @@ class Agent:
                     and change.state in ("assigned", "running")
                 )
                 if not still_ours:
-                    running.superseded = change.state not in ("completed", "failed", "dead_letter")
+                    running.superseded = True
                     running.cancel.set()
         if wake or not changes:
             self._wake.set()
@@ -137,10 +137,6 @@ class Agent:
         with self._lock:
             lost = [r for r in self._running.values() if (r.task_id, r.attempt) not in still_mine]
         for running in lost:
-            current = self._reader.get_task(running.task_id)
-            if current is not None and current.state in ("completed", "failed", "dead_letter"):
-                running.cancel.set()
-                continue
             log.warning("task %s attempt %d is no longer this node's; killing it",
                         running.task_id, running.attempt)  # fmt: skip
             running.superseded = True

@@ -215,12 +215,15 @@ def test_zombie_report_is_rejected_and_its_process_killed(make_cluster, tmp_path
     leader = cluster.leader()
     zombie = cluster.followers()[0]
     pid_file = tmp_path / "pid"
-    command = f'echo $$ > {pid_file}.$CORTEX_ATTEMPT; sleep 6; echo "attempt $CORTEX_ATTEMPT"'
+    # The first attempt would outlive the test unless its node kills it.
+    command = (f'echo $$ > {pid_file}.$CORTEX_ATTEMPT; '
+               f'if [ "$CORTEX_ATTEMPT" = 1 ]; then sleep 120; fi; echo "attempt $CORTEX_ATTEMPT"')  # fmt: skip
     with leader.client() as client:
+        # Pin the first attempt to the zombie by cordoning the other follower.
+        other = next(n for n in cluster.followers() if n is not zombie)
+        assert client.cordon_node(other.node_id).status == "cordoned"
         task_id = client.submit_task(shell_spec(command, constraints=pb.Constraints(
             forbidden_nodes=[leader.node_id]), retry_policy=pb.RetryPolicy(backoff_ms=100))).task_id  # fmt: skip
-        other = next(n for n in cluster.followers() if n is not zombie)
-        client.cordon_node(other.node_id)
         task = _wait_running(client, task_id)
         assert task.node == zombie.node_id
         client.uncordon_node(other.node_id)
@@ -232,12 +235,15 @@ def test_zombie_report_is_rejected_and_its_process_killed(make_cluster, tmp_path
             assert done.state == "completed" and done.attempt == 2 and done.node == other.node_id
         finally:
             os.kill(zombie.process.pid, signal.SIGCONT)
-        first_result = done.result.stdout
+        assert done.result.stdout == b"attempt 2\n"
+        assert _pid_alive(zombie_pid), "the paused node's attempt should still be running"
         cluster.wait_converged(timeout=60)
         wait_until(lambda: not _pid_alive(zombie_pid), 15, what="the zombie attempt killed")
         final = client.get_task(task_id, include_events=True)
-    assert final.state == "completed" and final.result.stdout == first_result
+    assert final.state == "completed" and final.result.stdout == b"attempt 2\n"
     assert [ev.event for ev in final.events].count("completed") == 1
+    # A report the zombie may still have sent was fenced off, not applied.
+    assert not any(ev.event == "attempt_failed" and ev.attempt == 1 for ev in final.events)
 
 
 def test_task_over_timeout_is_killed_and_retried(make_cluster):

@@ -1,0 +1,62 @@
+"""Helpers the benchmarks share around `cortex.cli.dev` clusters: picking a
+free block of ports, waiting until every node is active, finding the leader."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import socket
+import time
+from collections.abc import Sequence
+
+from cortex.api.client import CortexClient
+from cortex.cli.dev import DevNode
+from cortex.errors import CortexError, Unavailable
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_base_port(count: int) -> int:
+    """A base port whose raft (base+i) and grpc (base+100+i) ports are free,
+    from a random start below the ephemeral range, so concurrent runs (and
+    `cortex demo`, which scans from 17100) rarely collide."""
+    start = random.randrange(20000, 30000, 10)
+    for base in itertools.chain(range(start, 31000, 10), range(20000, start, 10)):
+        if all(port_free(base + i) and port_free(base + 100 + i) for i in range(count)):
+            return base
+    raise CortexError("no free block of ports found between 20000 and 31000")
+
+
+def wait_all_active(nodes: Sequence[DevNode], timeout_s: float) -> None:
+    """Beyond `wait_ready`: every node sees a leader and every node active."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ready = True
+            for node in nodes:
+                with CortexClient(node.grpc, timeout_s=2) as client:
+                    status = client.cluster_status()
+                active = [n for n in status.nodes if n.status == "active"]
+                ready = ready and bool(status.leader) and len(active) >= len(nodes)
+            if ready:
+                return
+        except CortexError:
+            pass
+        if time.monotonic() > deadline:
+            raise Unavailable(f"cluster not ready (all nodes active) after {timeout_s:.0f}s")
+        time.sleep(0.2)
+
+
+def leader_index(clients: Sequence[CortexClient]) -> int:
+    """The index of the client whose node reports itself Raft leader."""
+    for i, client in enumerate(clients):
+        if client.cluster_status().raft_state == "leader":
+            return i
+    raise Unavailable("no node reports itself leader")
