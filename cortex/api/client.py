@@ -3,6 +3,7 @@ matching Cortex exception, with the server's message."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -103,6 +104,49 @@ class CortexClient:
 
     def uncordon_node(self, node_id: str) -> pb.NodeInfo:
         return self._call("UncordonNode", pb.NodeRequest(node_id=node_id))
+
+    def submit_workflow(
+        self, definition: str, format: str = "", idempotency_key: str = ""
+    ) -> pb.SubmitWorkflowResponse:
+        request = pb.SubmitWorkflowRequest(
+            definition=definition, format=format, idempotency_key=idempotency_key
+        )
+        return self._call("SubmitWorkflow", request)
+
+    def get_workflow_status(self, workflow_id: str) -> pb.Workflow:
+        return self._call("GetWorkflowStatus", pb.GetWorkflowStatusRequest(workflow_id=workflow_id))
+
+    def list_workflows(self, **filters: Any) -> pb.ListWorkflowsResponse:
+        return self._call("ListWorkflows", pb.ListWorkflowsRequest(**filters))
+
+    def cancel_workflow(self, workflow_id: str, reason: str = "") -> pb.Workflow:
+        return self._call("CancelWorkflow", pb.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason))
+
+    def stream_task_output(
+        self,
+        task_id: str,
+        attempt: int = 0,
+        from_offset: int = 0,
+        follow: bool = False,
+        stream: str = "",
+        timeout_s: float | None = None,
+    ) -> Iterator[pb.OutputChunk]:
+        """Yields chunks, then the end message. Errors arrive as Cortex exceptions."""
+        request = pb.StreamTaskOutputRequest(
+            task_id=task_id, attempt=attempt, from_offset=from_offset, follow=follow, stream=stream
+        )
+        yield from self._stream("StreamTaskOutput", request, timeout_s)
+
+    def watch_events(self, timeout_s: float | None = None, **filters: Any) -> Iterator[pb.Event]:
+        yield from self._stream("WatchEvents", pb.WatchEventsRequest(**filters), timeout_s)
+
+    def _stream(self, method: str, request: Any, timeout_s: float | None) -> Iterator[Any]:
+        try:
+            yield from getattr(self._stub, method)(request, timeout=timeout_s)
+        except grpc.RpcError as err:
+            code = err.code()
+            kind = _ERROR_FOR_STATUS.get(code, CortexError)
+            raise kind(err.details() or str(code)) from None
 
     def list_nodes(self) -> pb.ListNodesResponse:
         return self._call("ListNodes", pb.ListNodesRequest())

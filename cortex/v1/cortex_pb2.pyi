@@ -458,3 +458,199 @@ class JoinClusterResponse(_message.Message):
     raft_members: _containers.RepeatedScalarFieldContainer[str]
     leader: str
     def __init__(self, raft_members: _Optional[_Iterable[str]] = ..., leader: _Optional[str] = ...) -> None: ...
+
+class SubmitWorkflowRequest(_message.Message):
+    __slots__ = ("definition", "format", "idempotency_key")
+    DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    definition: str
+    format: str
+    idempotency_key: str
+    def __init__(self, definition: _Optional[str] = ..., format: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SubmitWorkflowResponse(_message.Message):
+    __slots__ = ("workflow_id", "created")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    created: bool
+    def __init__(self, workflow_id: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class WorkflowTask(_message.Message):
+    __slots__ = ("key", "task_id", "type", "state", "attempt", "node", "depends_on", "condition", "skip_reason", "started_at_ms", "finished_at_ms", "has_result", "exit_code")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    SKIP_REASON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    HAS_RESULT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    task_id: str
+    type: str
+    state: str
+    attempt: int
+    node: str
+    depends_on: _containers.RepeatedScalarFieldContainer[str]
+    condition: str
+    skip_reason: str
+    started_at_ms: int
+    finished_at_ms: int
+    has_result: bool
+    exit_code: int
+    def __init__(self, key: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., node: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ..., condition: _Optional[str] = ..., skip_reason: _Optional[str] = ..., started_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., has_result: _Optional[bool] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class Workflow(_message.Message):
+    __slots__ = ("id", "name", "state", "context_json", "tasks", "created_at_ms", "completed_at_ms", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    state: str
+    context_json: str
+    tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTask]
+    created_at_ms: int
+    completed_at_ms: int
+    error: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., context_json: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTask, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., completed_at_ms: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class GetWorkflowStatusRequest(_message.Message):
+    __slots__ = ("workflow_id",)
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    def __init__(self, workflow_id: _Optional[str] = ...) -> None: ...
+
+class ListWorkflowsRequest(_message.Message):
+    __slots__ = ("states", "page_size", "page_token")
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    states: _containers.RepeatedScalarFieldContainer[str]
+    page_size: int
+    page_token: str
+    def __init__(self, states: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListWorkflowsResponse(_message.Message):
+    __slots__ = ("workflows", "next_page_token", "total")
+    WORKFLOWS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    workflows: _containers.RepeatedCompositeFieldContainer[Workflow]
+    next_page_token: str
+    total: int
+    def __init__(self, workflows: _Optional[_Iterable[_Union[Workflow, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+
+class CancelWorkflowRequest(_message.Message):
+    __slots__ = ("workflow_id", "reason")
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow_id: str
+    reason: str
+    def __init__(self, workflow_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class StreamTaskOutputRequest(_message.Message):
+    __slots__ = ("task_id", "attempt", "from_offset", "follow", "stream")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FROM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    from_offset: int
+    follow: bool
+    stream: str
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., from_offset: _Optional[int] = ..., follow: _Optional[bool] = ..., stream: _Optional[str] = ...) -> None: ...
+
+class OutputData(_message.Message):
+    __slots__ = ("stream", "offset", "data", "ts_ms")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TS_MS_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    offset: int
+    data: bytes
+    ts_ms: int
+    def __init__(self, stream: _Optional[str] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ..., ts_ms: _Optional[int] = ...) -> None: ...
+
+class OutputEnd(_message.Message):
+    __slots__ = ("attempt", "state", "exit_code", "error", "total_bytes", "interrupted")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    state: str
+    exit_code: int
+    error: str
+    total_bytes: int
+    interrupted: bool
+    def __init__(self, attempt: _Optional[int] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., total_bytes: _Optional[int] = ..., interrupted: _Optional[bool] = ...) -> None: ...
+
+class OutputChunk(_message.Message):
+    __slots__ = ("attempt", "data", "end")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    data: OutputData
+    end: OutputEnd
+    def __init__(self, attempt: _Optional[int] = ..., data: _Optional[_Union[OutputData, _Mapping]] = ..., end: _Optional[_Union[OutputEnd, _Mapping]] = ...) -> None: ...
+
+class WatchEventsRequest(_message.Message):
+    __slots__ = ("task_id", "workflow_id", "events", "after_seq", "from_start")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    FROM_START_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    workflow_id: str
+    events: _containers.RepeatedScalarFieldContainer[str]
+    after_seq: int
+    from_start: bool
+    def __init__(self, task_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., after_seq: _Optional[int] = ..., from_start: _Optional[bool] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("seq", "event", "task_id", "workflow_id", "from_state", "to_state", "node", "attempt", "detail_json", "ts_ms", "raft_index", "entry_type")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_STATE_FIELD_NUMBER: _ClassVar[int]
+    TO_STATE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_JSON_FIELD_NUMBER: _ClassVar[int]
+    TS_MS_FIELD_NUMBER: _ClassVar[int]
+    RAFT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    event: str
+    task_id: str
+    workflow_id: str
+    from_state: str
+    to_state: str
+    node: str
+    attempt: int
+    detail_json: str
+    ts_ms: int
+    raft_index: int
+    entry_type: str
+    def __init__(self, seq: _Optional[int] = ..., event: _Optional[str] = ..., task_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., from_state: _Optional[str] = ..., to_state: _Optional[str] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., detail_json: _Optional[str] = ..., ts_ms: _Optional[int] = ..., raft_index: _Optional[int] = ..., entry_type: _Optional[str] = ...) -> None: ...

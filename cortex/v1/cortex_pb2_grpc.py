@@ -92,6 +92,36 @@ class CortexStub:
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
                 _registered_method=True)
+        self.SubmitWorkflow = channel.unary_unary(
+                '/cortex.v1.Cortex/SubmitWorkflow',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowResponse.FromString,
+                _registered_method=True)
+        self.GetWorkflowStatus = channel.unary_unary(
+                '/cortex.v1.Cortex/GetWorkflowStatus',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.GetWorkflowStatusRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Workflow.FromString,
+                _registered_method=True)
+        self.ListWorkflows = channel.unary_unary(
+                '/cortex.v1.Cortex/ListWorkflows',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.ListWorkflowsRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListWorkflowsResponse.FromString,
+                _registered_method=True)
+        self.CancelWorkflow = channel.unary_unary(
+                '/cortex.v1.Cortex/CancelWorkflow',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.CancelWorkflowRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Workflow.FromString,
+                _registered_method=True)
+        self.StreamTaskOutput = channel.unary_stream(
+                '/cortex.v1.Cortex/StreamTaskOutput',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.OutputChunk.FromString,
+                _registered_method=True)
+        self.WatchEvents = channel.unary_stream(
+                '/cortex.v1.Cortex/WatchEvents',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.WatchEventsRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Event.FromString,
+                _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/cortex.v1.Cortex/Heartbeat',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatRequest.SerializeToString,
@@ -191,6 +221,49 @@ class CortexServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitWorkflow(self, request, context):
+        """Validates a workflow definition (JSON or YAML) and proposes
+        WORKFLOW_SUBMIT; nothing is written when validation fails.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkflowStatus(self, request, context):
+        """The whole DAG with each task's state, attempt, node and timing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkflows(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelWorkflow(self, request, context):
+        """Cancels every non-terminal task of the workflow.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamTaskOutput(self, request, context):
+        """A task attempt's output from any node: backlog from from_offset, then
+        live chunks while follow is set, then an end message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchEvents(self, request, context):
+        """Task, workflow and node events as they are applied.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Heartbeat(self, request, context):
         """Every node reports its resources to every other node every few seconds
         (not through Raft). The leader schedules from these reports.
@@ -271,6 +344,36 @@ def add_CortexServicer_to_server(servicer, server):
                     servicer.UncordonNode,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.SerializeToString,
+            ),
+            'SubmitWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitWorkflow,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowResponse.SerializeToString,
+            ),
+            'GetWorkflowStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkflowStatus,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetWorkflowStatusRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Workflow.SerializeToString,
+            ),
+            'ListWorkflows': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkflows,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListWorkflowsRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ListWorkflowsResponse.SerializeToString,
+            ),
+            'CancelWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWorkflow,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.CancelWorkflowRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Workflow.SerializeToString,
+            ),
+            'StreamTaskOutput': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamTaskOutput,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.OutputChunk.SerializeToString,
+            ),
+            'WatchEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchEvents,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.WatchEventsRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Event.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
@@ -588,6 +691,168 @@ class Cortex:
             '/cortex.v1.Cortex/UncordonNode',
             cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/SubmitWorkflow',
+            cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkflowStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/GetWorkflowStatus',
+            cortex_dot_v1_dot_cortex__pb2.GetWorkflowStatusRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.Workflow.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkflows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/ListWorkflows',
+            cortex_dot_v1_dot_cortex__pb2.ListWorkflowsRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.ListWorkflowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/CancelWorkflow',
+            cortex_dot_v1_dot_cortex__pb2.CancelWorkflowRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.Workflow.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamTaskOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/cortex.v1.Cortex/StreamTaskOutput',
+            cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.OutputChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/cortex.v1.Cortex/WatchEvents',
+            cortex_dot_v1_dot_cortex__pb2.WatchEventsRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.Event.FromString,
             options,
             channel_credentials,
             insecure,
