@@ -20,7 +20,7 @@ DEFAULT_GRPC_PORT = 7200
 DEFAULT_GRPC_ADDRESS = f"127.0.0.1:{DEFAULT_GRPC_PORT}"
 
 
-def _check_address(value: str) -> str:
+def check_address(value: str) -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"{value!r} is not HOST:PORT")
@@ -80,12 +80,12 @@ class NodeConfig(BaseModel):
     @field_validator("raft", "grpc", "join")
     @classmethod
     def _address(cls, value: str | None) -> str | None:
-        return None if value is None else _check_address(value)
+        return None if value is None else check_address(value)
 
     @field_validator("peers")
     @classmethod
     def _peer_addresses(cls, value: list[str]) -> list[str]:
-        return [_check_address(peer) for peer in value]
+        return [check_address(peer) for peer in value]
 
     @field_validator("node_id")
     @classmethod

@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_retry = dlq_commands.add_parser("retry", help="queue a dead-lettered task again")
     dlq_retry.add_argument("task_id")
     dlq_retry.add_argument("--json", action="store_true")
+    mcp = commands.add_parser("mcp", help="serve the MCP tools for agents (stdio, or --http)")
+    mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp")
     top = commands.add_parser("top", help="live view of nodes and the task queue (q to quit)")
     top.add_argument("--interval", type=float, default=1.0, help="refresh every N seconds")
     status = commands.add_parser("status", help="cluster status as seen by --node")
@@ -174,6 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cortex.cli.tasks import run_dlq
 
             return run_dlq(args)
+        if args.command == "mcp":
+            from cortex.cli.mcp import serve_mcp
+
+            return serve_mcp(args)
         if args.command == "top":
             from cortex.cli.nodes import top
 

@@ -10,7 +10,6 @@ import time
 import tty
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from rich.console import Group
 from rich.live import Live
@@ -18,55 +17,10 @@ from rich.table import Table
 from rich.text import Text
 
 from cortex.api.client import CortexClient
+from cortex.api.views import node_json
 from cortex.cli import render
 from cortex.errors import CortexError
 from cortex.v1 import cortex_pb2 as pb
-
-
-def node_json(node: pb.NodeInfo) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "node_id": node.node_id,
-        "status": node.status,
-        "leader": node.is_leader,
-        "connected": node.connected,
-        "raft_address": node.raft_address,
-        "grpc_address": node.grpc_address,
-        "active_tasks": node.running_tasks,
-        "max_tasks": node.max_tasks,
-        "labels": dict(node.labels),
-        "capabilities": dict(node.capabilities),
-        "executors": list(node.executors),
-        "status_reason": node.status_reason or None,
-        "drain_deadline_ms": node.drain_deadline_ms or None,
-        "resources": None,
-    }
-    if node.has_resources:
-        r = node.resources
-        data["resources"] = {
-            "cpu_cores": r.cpu_cores,
-            "cpu_usage_percent": round(r.cpu_usage_percent, 1),
-            "load_1m": round(r.load_1m, 2),
-            "memory_total_mb": round(r.memory_total_mb),
-            "memory_available_mb": round(r.memory_available_mb),
-            "disk_total_gb": round(r.disk_total_gb, 1),
-            "disk_available_gb": round(r.disk_available_gb, 1),
-            "disk_io_util_percent": round(r.disk_io_util_percent, 1),
-            "network_bandwidth_mbps": r.network_bandwidth_mbps,
-            "network_throughput_mbps": round(r.network_throughput_mbps, 3),
-            "gpu": (
-                {
-                    "name": r.gpu.name,
-                    "memory_total_mb": r.gpu.memory_total_mb,
-                    "usage_percent": r.gpu.usage_percent,
-                }
-                if r.HasField("gpu")
-                else None
-            ),
-            "gaming_detected": r.gaming_detected,
-            "declared": list(r.declared),
-            "report_age_ms": node.report_age_ms,
-        }
-    return data
 
 
 def _bar(percent: float, width: int = 12) -> Text:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from cortex.api.views import node_json, status_json, task_json
 from cortex.v1 import cortex_pb2 as pb
+
+__all__ = ["node_json", "status_json", "task_json"]
 
 STATE_STYLES = {
     "pending": "dim",
@@ -24,89 +26,6 @@ STATE_STYLES = {
 }
 
 console = Console(highlight=False, soft_wrap=True)
-
-
-def _time(ms: int) -> str | None:
-    if not ms:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-
-
-def task_json(task: pb.Task) -> dict[str, Any]:
-    spec = task.spec
-    command: Any = spec.shell or list(spec.command)
-    data: dict[str, Any] = {
-        "id": task.id,
-        "state": task.state,
-        "type": task.type,
-        "attempt": task.attempt,
-        "node": task.node or None,
-        "priority": task.priority,
-        "command": command,
-        "idempotency_key": task.idempotency_key or None,
-        "error": task.error or None,
-        "created_at": _time(task.created_at_ms),
-        "updated_at": _time(task.updated_at_ms),
-        "result": None,
-    }
-    if task.has_result:
-        data["result"] = {
-            "exit_code": task.result.exit_code,
-            "stdout": task.result.stdout.decode("utf-8", errors="replace"),
-            "stderr": task.result.stderr.decode("utf-8", errors="replace"),
-            "stdout_truncated": task.result.stdout_truncated,
-            "stderr_truncated": task.result.stderr_truncated,
-            "timed_out": task.result.timed_out,
-            "error": task.result.error or None,
-        }
-    if task.pending_reasons:
-        data["pending_reasons"] = list(task.pending_reasons)
-    if task.events:
-        data["events"] = [
-            {
-                "seq": ev.seq,
-                "event": ev.event,
-                "from": ev.from_state or None,
-                "to": ev.to_state or None,
-                "node": ev.node or None,
-                "attempt": ev.attempt,
-                "detail": json.loads(ev.detail_json) if ev.detail_json else None,
-                "at": _time(ev.ts_ms),
-            }
-            for ev in task.events
-        ]
-    return data
-
-
-def status_json(status: pb.ClusterStatusResponse) -> dict[str, Any]:
-    return {
-        "node_id": status.node_id,
-        "leader": status.leader_node_id or status.leader or None,
-        "leader_address": status.leader or None,
-        "term": status.term,
-        "raft_state": status.raft_state,
-        "has_quorum": status.has_quorum,
-        "last_applied": status.last_applied,
-        "applied_index": status.applied_index,
-        "commit_index": status.commit_index,
-        "log_size": status.log_size,
-        "state_digest": status.state_digest,
-        "task_counts": dict(status.task_counts),
-        "nodes": [
-            {
-                "node_id": n.node_id,
-                "raft_address": n.raft_address,
-                "grpc_address": n.grpc_address,
-                "status": n.status,
-                "connected": n.connected,
-                "leader": n.is_leader,
-                "active_tasks": n.running_tasks,
-                "labels": dict(n.labels),
-                "executors": list(n.executors),
-            }
-            for n in status.nodes
-        ],
-    }
 
 
 def styled_state(state: str) -> str:
