@@ -120,10 +120,10 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
             spec.timeout_ms = timeout_ms
         if priority is not None:
             spec.priority = priority
-        if (c := _constraints(constraints)) is not None:
-            spec.constraints.CopyFrom(c)
-        if (r := _retry_policy(retry_policy)) is not None:
-            spec.retry_policy.CopyFrom(r)
+        if (placement := _constraints(constraints)) is not None:
+            spec.constraints.CopyFrom(placement)
+        if (policy := _retry_policy(retry_policy)) is not None:
+            spec.retry_policy.CopyFrom(policy)
         with client() as c:
             reply = _call(lambda: c.submit_task(spec, idempotency_key or ""))
             out: dict[str, Any] = {"task_id": reply.task_id, "created": reply.created}
