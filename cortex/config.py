@@ -27,6 +27,20 @@ def check_address(value: str) -> str:
     return value
 
 
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
+               "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}  # fmt: skip
+
+
+def parse_byte_size(value: str) -> int:
+    """`4096`, `64KiB`, `256MB`, `4GiB` (binary units are 1024-based)."""
+    text = value.strip().lower().replace(" ", "")
+    number = text.rstrip("kmgib")
+    unit = text[len(number) :]
+    if unit not in _BYTE_UNITS or not number.replace(".", "", 1).isdigit():
+        raise ValueError(f"{value!r} is not a size such as 4096, 64KiB, 256MiB or 4GiB")
+    return int(float(number) * _BYTE_UNITS[unit])
+
+
 class DeclaredGpu(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,6 +90,16 @@ class NodeConfig(BaseModel):
     kill_grace_s: float = Field(5.0, ge=0)
     propose_timeout_s: float = Field(10.0, gt=0)
     log_level: str = "INFO"
+    # Task output kept on the executing node; oldest removed first.
+    output_max_bytes_per_attempt: int = Field(256 * 1024**2, ge=1024**2)
+    output_max_total_bytes: int = Field(4 * 1024**3, ge=1024**2)
+    # Output and event streams a node serves at once (each holds a gRPC thread).
+    max_streams: int = Field(32, ge=1, le=1024)
+
+    @field_validator("output_max_bytes_per_attempt", "output_max_total_bytes", mode="before")
+    @classmethod
+    def _byte_size(cls, value: Any) -> Any:
+        return parse_byte_size(value) if isinstance(value, str) else value
 
     @field_validator("raft", "grpc", "join")
     @classmethod

@@ -22,6 +22,7 @@ from cortex.membership import (
     ResourceSampler,
 )
 from cortex.membership.registry import SHUTDOWN_REASON
+from cortex.output import OutputHub, OutputLimits, StreamingService
 from cortex.raft import Proposer, RaftGroup, RaftSettings
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.service import TaskService, join_proof
@@ -29,6 +30,7 @@ from cortex.state import StateMachine
 from cortex.state import entries as e
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.workflows.engine import WorkflowEngine
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +124,10 @@ class Node:
             self.service.reachable,
             config.scheduler_interval_s,
         )
+        self.output = OutputHub(
+            self.data_dir / "attempts",
+            OutputLimits(config.output_max_bytes_per_attempt, config.output_max_total_bytes),
+        )
         self.agent = Agent(
             config.node_id,
             self.proposer,
@@ -130,6 +136,7 @@ class Node:
             str(self.data_dir),
             self._ready.is_set,
             config.kill_grace_s,
+            output=self.output,
         )
         self.registration = NodeRegistration(
             e.NodeJoin(
@@ -169,6 +176,20 @@ class Node:
             config.failure_timeout_s,
         )
         self.machine.add_listener(self._on_change)
+        self.workflow_engine = WorkflowEngine(
+            config.node_id,
+            lambda: self.group.is_leader,
+            self.proposer,
+            self.reader,
+            self.service.workflows.sandbox,
+            config.scheduler_interval_s,
+            config.propose_timeout_s,
+        )
+        self.machine.add_listener(self.workflow_engine.on_change)
+        self.streaming = StreamingService(
+            config.node_id, db_path, self.reader, self.output, config.max_streams
+        )
+        self.machine.add_listener(self.streaming.on_change)
         self._grpc_server = None
         self._stopped = threading.Event()
 
@@ -180,11 +201,14 @@ class Node:
     def start(self) -> None:
         from cortex.api.server import serve
 
-        self._grpc_server = serve(self.service, self.config.grpc)
+        self.output.start()
+        self.streaming.start()
+        self._grpc_server = serve(self.service, self.config.grpc, streaming=self.streaming)
         self.registration.start()
         self.heartbeats.start()
         self.supervisor.start()
         self.scheduler.start()
+        self.workflow_engine.start()
         self.agent.start()
         log.info(
             "node %s started: raft %s, grpc %s, data %s",
@@ -225,8 +249,12 @@ class Node:
         self.supervisor.stop()
         self.heartbeats.stop()
         self.scheduler.stop()
+        self.workflow_engine.stop()
+        self.service.workflows.close()
         self.agent.stop()
         self.proposer.stop()
+        self.streaming.stop()
+        self.output.stop()
         if self._grpc_server is not None:
             self._grpc_server.stop(grace=1.0)
         try:

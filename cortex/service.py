@@ -29,6 +29,7 @@ from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
+from cortex.workflows.service import WorkflowService
 
 TASK_STATES = (
     "pending", "queued", "assigned", "running", "completed",
@@ -100,6 +101,9 @@ class TaskService:
         self._secret = secret
         self._max_spec_bytes = max_spec_bytes
         self._timeout = propose_timeout_s
+        self.workflows = WorkflowService(
+            node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes
+        )
 
     # -- tasks -------------------------------------------------------------
 

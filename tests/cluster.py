@@ -34,7 +34,9 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def wait_until(check: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> T:
+def wait_until(
+    check: Callable[[], T], timeout: float = 30.0, interval: float = 0.1, what: str = ""
+) -> T:
     """Polls `check` until it returns something truthy; fails after `timeout`."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
@@ -46,7 +48,9 @@ def wait_until(check: Callable[[], T], timeout: float = 30.0, interval: float = 
         except CortexError as err:
             last_error = err
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last error {last_error}")
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what or check}: last error {last_error}"
+    )
 
 
 @dataclass
@@ -63,7 +67,9 @@ class ClusterNode:
     def log_path(self) -> Path:
         return self.data_dir.parent / f"{self.node_id}.log"
 
-    def start(self, peers: list[str] | None = None, join: str | None = None, secret: str | None = SECRET) -> None:
+    def start(
+        self, peers: list[str] | None = None, join: str | None = None, secret: str | None = SECRET
+    ) -> None:
         args = [
             sys.executable, "-m", "cortex.cli.main", "node", "start",
             "--node-id", self.node_id, "--data-dir", str(self.data_dir),
@@ -157,7 +163,10 @@ class Cluster:
         def ready() -> bool:
             for node in nodes:
                 status = node.status()
-                if not status.leader or len([n for n in status.nodes if n.status == "active"]) < expected:
+                if (
+                    not status.leader
+                    or len([n for n in status.nodes if n.status == "active"]) < expected
+                ):
                     return False
             return True
 
@@ -176,7 +185,9 @@ class Cluster:
         leader = self.leader()
         return [n for n in self.nodes if n.alive and n is not leader]
 
-    def wait_converged(self, nodes: list[ClusterNode] | None = None, timeout: float = 60.0) -> tuple[str, int]:
+    def wait_converged(
+        self, nodes: list[ClusterNode] | None = None, timeout: float = 60.0
+    ) -> tuple[str, int]:
         """Waits until the given (default: live) nodes report the same applied
         index and state digest; returns them."""
         nodes = nodes or [n for n in self.nodes if n.alive]

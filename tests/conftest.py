@@ -12,7 +12,9 @@ from tests.cluster import Cluster
 
 
 @pytest.fixture
-def make_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Cluster]]:
+def make_cluster(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Cluster]]:
     clusters: list[Cluster] = []
 
     def make(size: int = 3, extra_args: list[str] | None = None, start: bool = True) -> Cluster:

@@ -10,15 +10,17 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cortex.errors import CortexError
 from cortex.executors import Execution, ExecutionResult, Executor
+from cortex.output import OutputHub
 from cortex.raft.proposer import Proposer
 from cortex.spec import TaskSpec
 from cortex.state import entries as e
 from cortex.state.queries import StateReader, TaskView
 from cortex.state.transitions import TaskChange
+from cortex.workflows.context import initial_context, read_context_update
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ class Agent:
         data_dir: str,
         is_ready: Callable[[], bool],
         kill_grace_s: float = 5.0,
+        output: OutputHub | None = None,
     ) -> None:
         self._node_id = node_id
         self._proposer = proposer
@@ -58,6 +61,7 @@ class Agent:
         self._data_dir = data_dir
         self._is_ready = is_ready
         self._kill_grace_s = kill_grace_s
+        self._output = output
         self._running: dict[str, RunningAttempt] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -192,10 +196,11 @@ class Agent:
             )
         work_dir = os.path.join(self._data_dir, "attempts", task.id, str(task.attempt))
         context_file = os.path.join(work_dir, "context.json")
+        context_in = initial_context(self._reader, task)
         if executor.uses_work_dir:
             os.makedirs(work_dir, exist_ok=True)
             with open(context_file, "w") as handle:
-                handle.write("{}")
+                handle.write(context_in)
         execution = Execution(
             task_id=task.id,
             attempt=task.attempt,
@@ -216,7 +221,33 @@ class Agent:
             )
         )
         log.debug("task %s attempt %d starting", task.id, task.attempt)
-        return executor.run(execution, running.cancel)
+        result = self._run_with_output(executor, execution, running.cancel)
+        if task.workflow_id and executor.uses_work_dir and result.succeeded:
+            result.context_update = read_context_update(context_file, context_in)
+        return result
+
+    def _run_with_output(
+        self, executor: Executor, execution: Execution, cancel: threading.Event
+    ) -> ExecutionResult:
+        """Runs the attempt with its output going to this node's output log,
+        closed with the outcome when the executor returns."""
+        if self._output is None or not executor.uses_work_dir:
+            return executor.run(execution, cancel)
+        try:
+            sink = self._output.open(execution.task_id, execution.attempt)
+        except (OSError, ValueError) as err:
+            log.error("task %s attempt %d: cannot open its output log: %s",
+                      execution.task_id, execution.attempt, err)  # fmt: skip
+            return executor.run(execution, cancel)
+        result: ExecutionResult | None = None
+        try:
+            result = executor.run(replace(execution, output=sink), cancel)
+            return result
+        finally:
+            if result is None:
+                sink.close(error="the executor failed")
+            else:
+                sink.close(result.exit_code, result.error)
 
     def _report_lost(self, task: TaskView) -> None:
         log.warning("task %s attempt %d was running when this node stopped", task.id, task.attempt)

@@ -120,7 +120,9 @@ class CortexClient:
         return self._call("ListWorkflows", pb.ListWorkflowsRequest(**filters))
 
     def cancel_workflow(self, workflow_id: str, reason: str = "") -> pb.Workflow:
-        return self._call("CancelWorkflow", pb.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason))
+        return self._call(
+            "CancelWorkflow", pb.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason)
+        )
 
     def stream_task_output(
         self,
@@ -139,6 +141,24 @@ class CortexClient:
 
     def watch_events(self, timeout_s: float | None = None, **filters: Any) -> Iterator[pb.Event]:
         yield from self._stream("WatchEvents", pb.WatchEventsRequest(**filters), timeout_s)
+
+    def watch_events_backlog(
+        self, timeout_s: float | None = None, **filters: Any
+    ) -> tuple[int, Iterator[pb.Event]]:
+        """`watch_events`, plus the seq of the last event already applied that
+        the watch sends (0 when none), from the `cortex-backlog-end` header:
+        a caller that wants only the backlog stops there."""
+        call = self._stub.WatchEvents(pb.WatchEventsRequest(**filters), timeout=timeout_s)
+        headers = dict(call.initial_metadata() or ())
+        return int(headers.get("cortex-backlog-end", 0) or 0), self._mapped(call)
+
+    @staticmethod
+    def _mapped(call: Iterator[Any]) -> Iterator[Any]:
+        try:
+            yield from call
+        except grpc.RpcError as err:
+            code = err.code()
+            raise _ERROR_FOR_STATUS.get(code, CortexError)(err.details() or str(code)) from None
 
     def _stream(self, method: str, request: Any, timeout_s: float | None) -> Iterator[Any]:
         try:

@@ -10,13 +10,19 @@ from grpc_reflection.v1alpha import reflection
 
 from cortex.api.servicer import CortexServicer
 from cortex.errors import ConfigError
+from cortex.output import StreamingService
 from cortex.service import TaskService
 from cortex.v1 import cortex_pb2, cortex_pb2_grpc
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-def serve(service: TaskService, address: str, max_workers: int = 64) -> grpc.Server:
+def serve(
+    service: TaskService,
+    address: str,
+    max_workers: int = 64,
+    streaming: StreamingService | None = None,
+) -> grpc.Server:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         options=[
@@ -25,7 +31,7 @@ def serve(service: TaskService, address: str, max_workers: int = 64) -> grpc.Ser
             ("grpc.so_reuseport", 0),
         ],
     )
-    cortex_pb2_grpc.add_CortexServicer_to_server(CortexServicer(service), server)
+    cortex_pb2_grpc.add_CortexServicer_to_server(CortexServicer(service, streaming), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
@@ -17,6 +17,7 @@ from cortex.api.convert import (
     spec_from_proto,
     task_to_proto,
 )
+from cortex.api.workflow_convert import workflow_to_proto
 from cortex.errors import (
     CortexError,
     FailedPrecondition,
@@ -25,6 +26,7 @@ from cortex.errors import (
     Unauthenticated,
     Unavailable,
 )
+from cortex.output import StreamingService
 from cortex.service import TaskService
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
@@ -60,9 +62,29 @@ def _maps_errors(method: Handler) -> Handler:
     return wrapper  # type: ignore[return-value]
 
 
+def _maps_stream_errors(method: Handler) -> Handler:
+    """`_maps_errors` for server streams: errors surface while iterating."""
+
+    @functools.wraps(method)
+    def wrapper(self: CortexServicer, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            yield from method(self, request, context)
+        except CortexError as err:
+            code = STATUS_FOR_ERROR.get(type(err), grpc.StatusCode.INTERNAL)
+            context.abort(code, str(err))
+        except Exception:
+            log.exception("%s failed", method.__name__)
+            context.abort(
+                grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}; see node log"
+            )
+
+    return wrapper  # type: ignore[return-value]
+
+
 class CortexServicer(pb_grpc.CortexServicer):
-    def __init__(self, service: TaskService) -> None:
+    def __init__(self, service: TaskService, streaming: StreamingService | None = None) -> None:
         self._service = service
+        self._streaming = streaming
 
     @_maps_errors
     def SubmitTask(
@@ -145,6 +167,42 @@ class CortexServicer(pb_grpc.CortexServicer):
         return task_to_proto(self._service.retry_dead_letter(request.task_id))
 
     @_maps_errors
+    def SubmitWorkflow(
+        self, request: pb.SubmitWorkflowRequest, context: grpc.ServicerContext
+    ) -> pb.SubmitWorkflowResponse:
+        outcome = self._service.workflows.submit(
+            request.definition, request.format, request.idempotency_key or None
+        )
+        return pb.SubmitWorkflowResponse(workflow_id=outcome.workflow_id, created=outcome.created)
+
+    @_maps_errors
+    def GetWorkflowStatus(
+        self, request: pb.GetWorkflowStatusRequest, context: grpc.ServicerContext
+    ) -> pb.Workflow:
+        return workflow_to_proto(self._service.workflows.get(request.workflow_id))
+
+    @_maps_errors
+    def ListWorkflows(
+        self, request: pb.ListWorkflowsRequest, context: grpc.ServicerContext
+    ) -> pb.ListWorkflowsResponse:
+        page = self._service.workflows.list_workflows(
+            list(request.states), request.page_size, request.page_token
+        )
+        return pb.ListWorkflowsResponse(
+            workflows=[workflow_to_proto(w) for w in page.workflows],
+            next_page_token=str(page.next_offset) if page.next_offset is not None else "",
+            total=page.total,
+        )
+
+    @_maps_errors
+    def CancelWorkflow(
+        self, request: pb.CancelWorkflowRequest, context: grpc.ServicerContext
+    ) -> pb.Workflow:
+        return workflow_to_proto(
+            self._service.workflows.cancel(request.workflow_id, request.reason)
+        )
+
+    @_maps_errors
     def DrainNode(self, request: pb.DrainNodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
         return node_to_proto(self._service.drain_node(request.node_id, request.deadline_ms))
 
@@ -192,3 +250,19 @@ class CortexServicer(pb_grpc.CortexServicer):
         return pb.JoinClusterResponse(
             raft_members=members, leader=self._service.cluster_status().leader or ""
         )
+
+    @_maps_stream_errors
+    def StreamTaskOutput(
+        self, request: pb.StreamTaskOutputRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.OutputChunk]:
+        if self._streaming is None:
+            raise FailedPrecondition("this server does not stream output")
+        return self._streaming.task_output(request, context)
+
+    @_maps_stream_errors
+    def WatchEvents(
+        self, request: pb.WatchEventsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Event]:
+        if self._streaming is None:
+            raise FailedPrecondition("this server does not stream events")
+        return self._streaming.watch_events(request, context)

@@ -121,6 +121,36 @@ def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
     cancel.add_argument("--json", action="store_true")
 
 
+def _add_workflow(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    workflow = commands.add_parser("workflow", help="submit and inspect DAG workflows")
+    sub = workflow.add_subparsers(dest="workflow_command", required=True)
+    submit = sub.add_parser("submit", help="submit a workflow definition (JSON or YAML)")
+    submit.add_argument("file", help="definition file, or - for standard input")
+    submit.add_argument("--format", choices=["json", "yaml"], help="default: from the file name")
+    submit.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="set a key of the initial context (VALUE parsed as JSON if it can be)",
+    )  # fmt: skip
+    submit.add_argument("--idempotency-key", default="")
+    submit.add_argument("--wait", action="store_true", help="wait for the workflow to end")
+    submit.add_argument("--wait-timeout", type=float, default=600.0, help="seconds --wait waits")
+    submit.add_argument("--all", action="store_true", help="show every task in the tree")
+    submit.add_argument("--json", action="store_true")
+    status = sub.add_parser("status", help="a workflow's DAG with each task's state")
+    status.add_argument("workflow_id")
+    status.add_argument("--all", action="store_true", help="show every task in the tree")
+    status.add_argument("--json", action="store_true")
+    listing = sub.add_parser("list", help="workflows, newest first")
+    listing.add_argument("--state", action="append", default=[])
+    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--page-token", default="")
+    listing.add_argument("--json", action="store_true")
+    cancel = sub.add_parser("cancel", help="cancel a workflow and its unfinished tasks")
+    cancel.add_argument("workflow_id")
+    cancel.add_argument("--reason", default="")
+    cancel.add_argument("--json", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cortex", description="Cortex distributed task engine")
     parser.add_argument(
@@ -131,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_node_start(commands)
     _add_task(commands)
+    _add_workflow(commands)
     dlq = commands.add_parser("dlq", help="the dead-letter queue")
     dlq_commands = dlq.add_subparsers(dest="dlq_command", required=True)
     dlq_list = dlq_commands.add_parser("list", help="tasks that exhausted their retries")
@@ -140,7 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_retry.add_argument("task_id")
     dlq_retry.add_argument("--json", action="store_true")
     mcp = commands.add_parser("mcp", help="serve the MCP tools for agents (stdio, or --http)")
-    mcp.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp")
+    mcp.add_argument(
+        "--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp"
+    )
     top = commands.add_parser("top", help="live view of nodes and the task queue (q to quit)")
     top.add_argument("--interval", type=float, default=1.0, help="refresh every N seconds")
     status = commands.add_parser("status", help="cluster status as seen by --node")
@@ -158,7 +191,35 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--nodes", type=int, default=3)
     demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     demo.add_argument("--data-dir", default=None)
+    _add_streams(commands)
     return parser
+
+
+def _add_streams(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    logs = commands.add_parser(
+        "logs", help="a task's output; -f follows it live (exits with the task's status)"
+    )
+    logs.add_argument("task_id")
+    logs.add_argument("-f", "--follow", action="store_true", help="stream new output as it comes")
+    logs.add_argument(
+        "--attempt", type=int, default=0, help="one attempt (default: the latest, then retries)"
+    )
+    which = logs.add_mutually_exclusive_group()
+    which.add_argument("--stdout", action="store_true", help="only the task's stdout")
+    which.add_argument("--stderr", action="store_true", help="only the task's stderr")
+    logs.add_argument(
+        "--from-offset", type=int, default=0, metavar="BYTES", help="start at this byte offset"
+    )
+    logs.add_argument("--json", action="store_true", help="one JSON object per chunk")
+    events = commands.add_parser("events", help="the event log; -f follows it live")
+    events.add_argument("-f", "--follow", action="store_true", help="keep streaming new events")
+    events.add_argument("--task", metavar="TASK_ID", help="only this task's events")
+    events.add_argument("--workflow", metavar="WORKFLOW_ID", help="only this workflow's events")
+    events.add_argument("--event", action="append", default=[], metavar="NAME",
+                        help="only these events (repeatable)")  # fmt: skip
+    events.add_argument("--after-seq", type=int, default=0, metavar="SEQ",
+                        help="start after this event sequence number (default: the first)")  # fmt: skip
+    events.add_argument("--json", action="store_true", help="one JSON object per event")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -188,6 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cortex.cli import tasks
 
             return tasks.run(args)
+        if args.command == "workflow":
+            from cortex.cli import workflows
+
+            return workflows.run(args)
         if args.command == "status":
             from cortex.cli.tasks import show_status
 
@@ -200,6 +265,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cortex.cli.dev import run_demo
 
             return run_demo(args)
+        if args.command == "logs":
+            from cortex.cli.logs import run_logs
+
+            return run_logs(args)
+        if args.command == "events":
+            from cortex.cli.logs import run_events
+
+            return run_events(args)
     except CortexError as err:
         print(f"cortex: {err}", file=sys.stderr)
         return 1

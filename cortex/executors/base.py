@@ -13,6 +13,13 @@ from cortex.spec import TaskSpec
 DEFAULT_TAIL_BYTES = 64 * 1024
 
 
+class OutputSink(Protocol):
+    def write(self, stream: str, data: bytes) -> None:
+        """Takes a chunk of the attempt's `stdout` or `stderr` as it arrives;
+        called from one thread per stream."""
+        ...
+
+
 @dataclass(frozen=True)
 class Execution:
     task_id: str
@@ -22,6 +29,9 @@ class Execution:
     env: dict[str, str] = field(default_factory=dict)
     tail_bytes: int = DEFAULT_TAIL_BYTES
     kill_grace_s: float = 5.0
+    # Where the full output goes as it arrives; without one, the shell
+    # executor writes `stdout` and `stderr` files in the work dir.
+    output: OutputSink | None = None
 
 
 @dataclass
@@ -35,6 +45,8 @@ class ExecutionResult:
     cancelled: bool = False
     error: str | None = None
     pid: int | None = None
+    # Top-level keys a workflow task added to or changed in its context file.
+    context_update: dict[str, Any] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -43,7 +55,7 @@ class ExecutionResult:
     def to_dict(self) -> dict[str, Any]:
         """The replicated form: tails as text (invalid UTF-8 replaced; the raw
         bytes stay in the attempt's output files on the executing node)."""
-        return {
+        data: dict[str, Any] = {
             "exit_code": self.exit_code,
             "stdout": self.stdout.decode("utf-8", errors="replace"),
             "stderr": self.stderr.decode("utf-8", errors="replace"),
@@ -52,6 +64,9 @@ class ExecutionResult:
             "timed_out": self.timed_out,
             "error": self.error,
         }
+        if self.context_update is not None:
+            data["context_update"] = self.context_update
+        return data
 
 
 class Executor(Protocol):

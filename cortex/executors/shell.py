@@ -3,12 +3,14 @@ timeout or a cancel kills everything it started."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import IO
 
 from cortex.executors.base import Execution, ExecutionResult, TailBuffer
@@ -24,16 +26,43 @@ def _argv(command: list[str] | str) -> list[str]:
     return list(command)
 
 
-def _pump(stream: IO[bytes], sink: IO[bytes], tail: TailBuffer) -> None:
-    """Copies a pipe to the attempt's output file and keeps its tail."""
+def _pump(stream: IO[bytes], write: Callable[[bytes], None], tail: TailBuffer) -> None:
+    """Copies a pipe to the attempt's output and keeps its tail. A failing
+    write does not stop the copy: an undrained pipe would block the task."""
+    failed = False
     while True:
         chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
         if not chunk:
             break
-        sink.write(chunk)
-        sink.flush()
+        if not failed:
+            try:
+                write(chunk)
+            except Exception:
+                log.exception("writing task output failed; keeping only its tail")
+                failed = True
         tail.write(chunk)
     stream.close()
+
+
+def _output_writers(
+    execution: Execution, files: contextlib.ExitStack
+) -> tuple[Callable[[bytes], None], Callable[[bytes], None]]:
+    """Where stdout and stderr go: the attempt's output sink when it has
+    one, else `stdout` and `stderr` files in its work dir."""
+    sink = execution.output
+    if sink is not None:
+        return (lambda data: sink.write("stdout", data)), (lambda data: sink.write("stderr", data))
+
+    def file_writer(name: str) -> Callable[[bytes], None]:
+        handle = files.enter_context(open(os.path.join(execution.work_dir, name), "wb"))
+
+        def write(data: bytes) -> None:
+            handle.write(data)
+            handle.flush()
+
+        return write
+
+    return file_writer("stdout"), file_writer("stderr")
 
 
 def kill_process_group(pgid: int, sig: int) -> bool:
@@ -55,8 +84,6 @@ class ShellExecutor:
         env = {**os.environ, **spec.env, **execution.env}
         stdout_tail = TailBuffer(execution.tail_bytes)
         stderr_tail = TailBuffer(execution.tail_bytes)
-        stdout_path = os.path.join(execution.work_dir, "stdout")
-        stderr_path = os.path.join(execution.work_dir, "stderr")
         try:
             process = subprocess.Popen(
                 _argv(spec.command),
@@ -69,14 +96,15 @@ class ShellExecutor:
             )
         except (OSError, ValueError) as err:
             return ExecutionResult(exit_code=127, error=f"could not start command: {err}")
-        with open(stdout_path, "wb") as out_file, open(stderr_path, "wb") as err_file:
+        with contextlib.ExitStack() as files:
+            write_stdout, write_stderr = _output_writers(execution, files)
             assert process.stdout is not None and process.stderr is not None
             pumps = [
                 threading.Thread(
-                    target=_pump, args=(process.stdout, out_file, stdout_tail), daemon=True
+                    target=_pump, args=(process.stdout, write_stdout, stdout_tail), daemon=True
                 ),
                 threading.Thread(
-                    target=_pump, args=(process.stderr, err_file, stderr_tail), daemon=True
+                    target=_pump, args=(process.stderr, write_stderr, stderr_tail), daemon=True
                 ),
             ]
             for pump in pumps:

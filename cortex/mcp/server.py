@@ -46,7 +46,9 @@ def _retry_policy(policy: dict[str, Any] | None) -> pb.RetryPolicy | None:
              "backoffMultiplier": "backoff_multiplier", "retryable": "retryable"}  # fmt: skip
     unknown = sorted(set(policy) - set(names) - set(names.values()))
     if unknown:
-        raise ToolError(f"retry_policy: unknown keys {', '.join(unknown)} (known: {', '.join(names)})")
+        raise ToolError(
+            f"retry_policy: unknown keys {', '.join(unknown)} (known: {', '.join(names)})"
+        )
     return pb.RetryPolicy(**{names.get(k, k): v for k, v in policy.items()})
 
 
@@ -64,7 +66,9 @@ def _constraints(constraints: dict[str, Any] | None) -> pb.Constraints | None:
     known = set(_CONSTRAINT_NAMES) | set(_CONSTRAINT_NAMES.values())
     unknown = sorted(set(constraints) - known)
     if unknown:
-        raise ToolError(f"constraints: unknown keys {', '.join(unknown)} (known: {', '.join(_CONSTRAINT_NAMES)})")
+        raise ToolError(
+            f"constraints: unknown keys {', '.join(unknown)} (known: {', '.join(_CONSTRAINT_NAMES)})"
+        )
     try:
         return pb.Constraints(**{_CONSTRAINT_NAMES.get(k, k): v for k, v in constraints.items()})
     except (TypeError, ValueError) as err:
@@ -73,7 +77,9 @@ def _constraints(constraints: dict[str, Any] | None) -> pb.Constraints | None:
 
 def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
     """An MCP server whose tools act on the Cortex node at `node_address`."""
-    server = MCPServer(name="cortex", title="Cortex task engine", instructions=INSTRUCTIONS, version="0.1.0")
+    server = MCPServer(
+        name="cortex", title="Cortex task engine", instructions=INSTRUCTIONS, version="0.1.0"
+    )
 
     def client() -> CortexClient:
         return CortexClient(node_address, timeout_s=timeout_s)
@@ -82,31 +88,51 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
     def submit_task(
         command: Annotated[
             list[str] | str | None,
-            Field(description="argv list (['python', 'x.py']) or one string run with /bin/sh -c. "
-                  "Required for type 'shell'."),
+            Field(
+                description="argv list (['python', 'x.py']) or one string run with /bin/sh -c. "
+                "Required for type 'shell'."
+            ),
         ] = None,
         type: Annotated[Literal["shell", "noop"], Field(description="executor type")] = "shell",
-        env: Annotated[dict[str, str] | None, Field(description="extra environment variables")] = None,
-        cwd: Annotated[str | None, Field(description="working directory on the executing node")] = None,
-        timeout_ms: Annotated[int | None, Field(description="kill the task after this long", gt=0)] = None,
-        priority: Annotated[int | None, Field(description="0-10, higher runs first (default 5)", ge=0, le=10)] = None,
+        env: Annotated[
+            dict[str, str] | None, Field(description="extra environment variables")
+        ] = None,
+        cwd: Annotated[
+            str | None, Field(description="working directory on the executing node")
+        ] = None,
+        timeout_ms: Annotated[
+            int | None, Field(description="kill the task after this long", gt=0)
+        ] = None,
+        priority: Annotated[
+            int | None, Field(description="0-10, higher runs first (default 5)", ge=0, le=10)
+        ] = None,
         constraints: Annotated[
             dict[str, Any] | None,
-            Field(description="placement: requiresGpu, avoidGaming, minMemoryMb, minDiskGb, nodeLabels "
-                  "(['zone=eu', 'ssd']), targetNode, requiresCapabilities, allowedNodes, forbiddenNodes, "
-                  "maxParallelPerNode"),
+            Field(
+                description="placement: requiresGpu, avoidGaming, minMemoryMb, minDiskGb, nodeLabels "
+                "(['zone=eu', 'ssd']), targetNode, requiresCapabilities, allowedNodes, forbiddenNodes, "
+                "maxParallelPerNode"
+            ),
         ] = None,
         retry_policy: Annotated[
             dict[str, Any] | None,
-            Field(description="maxRetries (3), backoffMs (1000), backoffMultiplier (2), retryable (true)"),
+            Field(
+                description="maxRetries (3), backoffMs (1000), backoffMultiplier (2), retryable (true)"
+            ),
         ] = None,
         idempotency_key: Annotated[
             str | None,
-            Field(description="submitting again with the same key returns the same task instead of a new one; "
-                  "use it whenever you might retry"),
+            Field(
+                description="submitting again with the same key returns the same task instead of a new one; "
+                "use it whenever you might retry"
+            ),
         ] = None,
-        wait: Annotated[bool, Field(description="block until the task ends and return its result")] = False,
-        wait_timeout_s: Annotated[float, Field(description="how long wait blocks", gt=0, le=600)] = 60.0,
+        wait: Annotated[
+            bool, Field(description="block until the task ends and return its result")
+        ] = False,
+        wait_timeout_s: Annotated[
+            float, Field(description="how long wait blocks", gt=0, le=600)
+        ] = 60.0,
     ) -> dict[str, Any]:
         """Run one command on the cluster. The leader places it on the best node
         for its constraints. Returns {task_id, created}; with wait=true also the
@@ -128,7 +154,9 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
             reply = _call(lambda: c.submit_task(spec, idempotency_key or ""))
             out: dict[str, Any] = {"task_id": reply.task_id, "created": reply.created}
             if wait:
-                task = _call(lambda: c.get_task_result(reply.task_id, True, int(wait_timeout_s * 1000)))
+                task = _call(
+                    lambda: c.get_task_result(reply.task_id, True, int(wait_timeout_s * 1000))
+                )
                 out["task"] = task_json(task)
         return out
 
@@ -136,10 +164,14 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
     def submit_workflow(
         definition: Annotated[
             str | dict[str, Any],
-            Field(description="the workflow: a JSON/YAML text or an object {name, tasks: {key: {type, spec, "
-                  "dependsOn, condition, constraints, retryPolicy, priority}}, context}"),
+            Field(
+                description="the workflow: a JSON/YAML text or an object {name, tasks: {key: {type, spec, "
+                "dependsOn, condition, constraints, retryPolicy, priority}}, context}"
+            ),
         ],
-        idempotency_key: Annotated[str | None, Field(description="same key → same workflow")] = None,
+        idempotency_key: Annotated[
+            str | None, Field(description="same key → same workflow")
+        ] = None,
     ) -> dict[str, Any]:
         """Submit a DAG workflow. Tasks run when their dependencies end: with no
         condition only if all dependencies completed; a JavaScript condition such as
@@ -174,7 +206,9 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
 
     @server.tool()
     def list_tasks(
-        states: Annotated[list[str] | None, Field(description="filter, e.g. ['running', 'failed']")] = None,
+        states: Annotated[
+            list[str] | None, Field(description="filter, e.g. ['running', 'failed']")
+        ] = None,
         node: Annotated[str | None, Field(description="only tasks on this node")] = None,
         workflow_id: Annotated[str | None, Field(description="only tasks of this workflow")] = None,
         type: Annotated[str | None, Field(description="executor type")] = None,
@@ -191,13 +225,19 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
 
     @server.tool()
     def list_workflows(
-        states: Annotated[list[str] | None, Field(description="running, completed, failed, cancelled")] = None,
+        states: Annotated[
+            list[str] | None, Field(description="running, completed, failed, cancelled")
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=1000)] = 50,
         page_token: str = "",
     ) -> dict[str, Any]:
         """Workflows with their state and per-state task counts."""
         with client() as c:
-            reply = _call(lambda: c.list_workflows(states=states or [], page_size=limit, page_token=page_token))
+            reply = _call(
+                lambda: c.list_workflows(
+                    states=states or [], page_size=limit, page_token=page_token
+                )
+            )
         return {"workflows": [workflow_json(w) for w in reply.workflows], "total": reply.total,
                 "next_page_token": reply.next_page_token or None}  # fmt: skip
 
@@ -227,12 +267,18 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
 
     @server.tool()
     def drain_node_tasks(
-        node_id: Annotated[str, Field(min_length=1, description="a node id from the nodes resource")],
+        node_id: Annotated[
+            str, Field(min_length=1, description="a node id from the nodes resource")
+        ],
         action: Annotated[
             Literal["drain", "cordon", "uncordon"],
-            Field(description="drain: move work off the node; cordon: no new work; uncordon: active again"),
+            Field(
+                description="drain: move work off the node; cordon: no new work; uncordon: active again"
+            ),
         ] = "drain",
-        deadline_s: Annotated[float, Field(description="drain: time running tasks get", gt=0, le=86400)] = 300,
+        deadline_s: Annotated[
+            float, Field(description="drain: time running tasks get", gt=0, le=86400)
+        ] = 300,
     ) -> dict[str, Any]:
         """Take a node out of service (e.g. before maintenance): draining stops new
         assignments, moves its assigned tasks elsewhere without spending a retry and
@@ -250,9 +296,13 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
     async def stream_task_output(
         ctx: Context,
         task_id: Annotated[str, Field(min_length=1)],
-        from_offset: Annotated[int, Field(description="byte offset to read from; pass next_offset back", ge=0)] = 0,
+        from_offset: Annotated[
+            int, Field(description="byte offset to read from; pass next_offset back", ge=0)
+        ] = 0,
         attempt: Annotated[int, Field(description="0 = latest attempt", ge=0)] = 0,
-        wait_s: Annotated[float, Field(description="wait up to this long for new output", ge=0, le=60)] = 5.0,
+        wait_s: Annotated[
+            float, Field(description="wait up to this long for new output", ge=0, le=60)
+        ] = 5.0,
         max_bytes: Annotated[int, Field(ge=1, le=STREAM_CHUNK_LIMIT)] = 64 * 1024,
     ) -> dict[str, Any]:
         """Output of a task (stdout and stderr interleaved) since from_offset. Returns
@@ -264,7 +314,9 @@ def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
             return _read_output(client, task_id, from_offset, attempt, wait_s, max_bytes)
 
         result = await anyio.to_thread.run_sync(read)
-        await ctx.report_progress(result["next_offset"], None, f"{result['next_offset']} bytes read")
+        await ctx.report_progress(
+            result["next_offset"], None, f"{result['next_offset']} bytes read"
+        )
         return result
 
     @server.resource("cortex://cluster/status", mime_type="application/json")

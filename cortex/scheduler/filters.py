@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from cortex.scheduler.model import Candidate, NodeLoad, PendingTask
@@ -108,7 +109,8 @@ def min_memory(task: PendingTask, node: Candidate, load: NodeLoad) -> str | None
     if available is None:
         return f"{node.id}: minMemoryMb {needed} but no resource report yet"
     if needed > available:
-        return f"{node.id}: minMemoryMb {needed} > available {available:.0f}"
+        # Rounded down, so the figure shown never looks like enough.
+        return f"{node.id}: minMemoryMb {needed} > available {math.floor(available)}"
     return None
 
 
@@ -119,7 +121,8 @@ def min_disk(task: PendingTask, node: Candidate, load: NodeLoad) -> str | None:
     if node.resources is None:
         return f"{node.id}: minDiskGb {needed:g} but no resource report yet"
     if needed > node.resources.disk_available_gb:
-        return f"{node.id}: minDiskGb {needed:g} > available {node.resources.disk_available_gb:.1f}"
+        shown = math.floor(node.resources.disk_available_gb * 10) / 10
+        return f"{node.id}: minDiskGb {needed:g} > available {shown:.1f}"
     return None
 
 

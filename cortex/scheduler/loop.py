@@ -126,13 +126,28 @@ class SchedulerLoop:
     def run_round(self) -> bool:
         """Runs one round; returns True when the round was full, so more
         tasks may be waiting."""
-        tasks = self._reader.queued_tasks(int(time.time() * 1000), MAX_TASKS_PER_ROUND)
-        if not tasks:
+        rows = self._reader.runnable_queue(int(time.time() * 1000), MAX_TASKS_PER_ROUND)
+        if not rows:
             return False
-        result = schedule_round(
-            [pending(t) for t in tasks],
-            build_candidates(self._reader, self._board, self._reachable),
-        )
+        constraints: dict[str, Constraints] = {}
+        tasks = []
+        for row in rows:
+            # Tasks of one shape share one parsed Constraints.
+            parsed = constraints.get(row["constraints"])
+            if parsed is None:
+                parsed = Constraints.model_validate_json(row["constraints"])
+                constraints[row["constraints"]] = parsed
+            tasks.append(
+                PendingTask(
+                    row["id"],
+                    row["type"],
+                    row["attempt"],
+                    row["priority"],
+                    row["created_at"],
+                    parsed,
+                )
+            )
+        result = schedule_round(tasks, build_candidates(self._reader, self._board, self._reachable))
         self.rounds += 1
         if not result.placements:
             return False
@@ -146,4 +161,4 @@ class SchedulerLoop:
             self._node_id,
         )
         self._proposer.propose_one(entry, timeout=10.0)
-        return len(tasks) == MAX_TASKS_PER_ROUND
+        return len(rows) == MAX_TASKS_PER_ROUND

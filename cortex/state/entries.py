@@ -159,6 +159,39 @@ class TaskDeadLetter(Payload):
 
 
 @dataclass(frozen=True)
+class WorkflowSubmit(Payload):
+    """A whole DAG, ids chosen by the proposer. `tasks` items, in definition
+    order: `{key, task_id, spec, depends_on, condition}`. Tasks without
+    dependencies or condition start queued, the rest pending."""
+
+    TYPE: ClassVar[str] = "WORKFLOW_SUBMIT"
+    workflow_id: str
+    name: str
+    tasks: list[dict[str, Any]]
+    context: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowAdvance(Payload):
+    """The leader's decisions for pending tasks whose dependencies are all
+    terminal, in order: `{task_id, key, decision: run|skip, reason}`.
+    `basis_index` is the applied index the leader decided from (audit)."""
+
+    TYPE: ClassVar[str] = "WORKFLOW_ADVANCE"
+    workflow_id: str
+    decisions: list[dict[str, Any]]
+    basis_index: int = 0
+
+
+@dataclass(frozen=True)
+class WorkflowCancel(Payload):
+    TYPE: ClassVar[str] = "WORKFLOW_CANCEL"
+    workflow_id: str
+    reason: str = "cancelled by request"
+
+
+@dataclass(frozen=True)
 class NodeJoin(Payload):
     TYPE: ClassVar[str] = "NODE_JOIN"
     node_id: str
@@ -197,6 +230,9 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
         TaskRetry,
         TaskCancel,
         TaskDeadLetter,
+        WorkflowSubmit,
+        WorkflowAdvance,
+        WorkflowCancel,
         NodeJoin,
         NodeStatus,
         NodeLeave,

@@ -15,6 +15,7 @@ from typing import Any
 from cortex.state import entries as e
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
 from cortex.state.transitions import HANDLERS, ApplyContext, Rejected, TaskChange
+from cortex.state.workflow_transitions import settle_workflows
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class StateMachine:
         try:
             payload = item.decode_payload()
             result = HANDLERS[type(payload)](ctx, payload)
+            settle_workflows(ctx)
         except (Rejected, e.EntryDecodeError) as why:
             cur.execute("ROLLBACK TO entry")
             cur.execute("RELEASE entry")

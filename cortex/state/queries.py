@@ -11,6 +11,7 @@ from typing import Any
 
 from cortex.state.machine import state_digest
 from cortex.state.schema import connect
+from cortex.state.workflow_queries import WorkflowQueries
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class TaskPage:
     total: int
 
 
-class StateReader:
+class StateReader(WorkflowQueries):
     def __init__(self, path: str) -> None:
         self._path = path
         self._local = threading.local()
@@ -176,18 +177,19 @@ class StateReader:
         )
         return [EventView.from_row(r) for r in rows]
 
-    def queued_tasks(self, now_ms: int, limit: int) -> list[TaskView]:
-        """Runnable queued tasks in scheduling order: priority, then age."""
-        rows = (
+    def runnable_queue(self, now_ms: int, limit: int) -> list[sqlite3.Row]:
+        """What the scheduler needs of runnable queued tasks, in scheduling
+        order, without decoding whole specs."""
+        return (
             self._conn()
             .execute(
-                "SELECT * FROM tasks WHERE state = 'queued' AND scheduled_after <= ?"
+                "SELECT id, type, attempt, priority, created_at, constraints FROM tasks"
+                " WHERE state = 'queued' AND scheduled_after <= ?"
                 " ORDER BY priority DESC, created_at, submit_index LIMIT ?",
                 (now_ms, limit),
             )
             .fetchall()
         )
-        return [TaskView.from_row(r) for r in rows]
 
     def next_scheduled_after(self, now_ms: int) -> int | None:
         """When the earliest backing-off queued task becomes runnable."""

@@ -96,6 +96,20 @@ MIGRATIONS: list[str] = [
     ALTER TABLE nodes ADD COLUMN drain_deadline INTEGER;
     ALTER TABLE nodes ADD COLUMN status_reason TEXT NOT NULL DEFAULT '';
     """,
+    # 3: workflows: de-duplication, why one failed, log order; DAG lookups.
+    """
+    ALTER TABLE workflows ADD COLUMN idempotency_key TEXT;
+    ALTER TABLE workflows ADD COLUMN error TEXT;
+    ALTER TABLE workflows ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE workflows ADD COLUMN submit_index INTEGER NOT NULL DEFAULT 0;
+    CREATE UNIQUE INDEX workflows_by_idempotency_key ON workflows (idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE INDEX workflows_by_state ON workflows (state, submit_index);
+    CREATE INDEX tasks_by_workflow_key ON tasks (workflow_id, workflow_key);
+    CREATE INDEX tasks_by_workflow_state ON tasks (workflow_id, state);
+    CREATE INDEX task_dependencies_by_dependency
+        ON task_dependencies (workflow_id, depends_on_key);
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.cluster
 CLI = [sys.executable, "-m", "cortex.cli.main"]
 TERMINAL = {"completed", "failed", "cancelled", "skipped", "dead_letter"}
 
+
 def _env(**extra: str) -> dict[str, str]:
     """The caller's environment minus any CORTEX_* settings (so a developer's
     CORTEX_NODE cannot leak in), wide enough that rich never wraps a line."""

@@ -94,18 +94,20 @@ def test_always_failing_task_backs_off_then_dead_letters_and_can_be_retried(make
         assert [json.loads(ev.detail_json)["delay_ms"] for ev in retried] == [400, 800, 1600]
         assigned = [ev for ev in events if ev.event == "assigned"]
         assert [ev.attempt for ev in assigned] == [1, 2, 3, 4]
-        for retry, next_assign, expected in zip(retried, assigned[1:], [400, 800, 1600], strict=True):
+        for retry, next_assign, expected in zip(
+            retried, assigned[1:], [400, 800, 1600], strict=True
+        ):
             gap = next_assign.ts_ms - retry.ts_ms
             assert expected <= gap <= expected + 1500, (expected, gap)
         assert task_id in [t.id for t in client.list_dead_letter_tasks().tasks]
 
         with pytest.raises(FailedPrecondition):
-            client.retry_dead_letter_task(
-                client.submit_task(shell_spec(["true"])).task_id
-            )
+            client.retry_dead_letter_task(client.submit_task(shell_spec(["true"])).task_id)
         again = client.retry_dead_letter_task(task_id)
         assert again.state in ("queued", "assigned", "running")
-        wait_until(lambda: client.get_task(task_id).attempt >= 5, 30, what="the retried task to run")
+        wait_until(
+            lambda: client.get_task(task_id).attempt >= 5, 30, what="the retried task to run"
+        )
         final = client.get_task_result(task_id, wait=True, timeout_ms=60_000)
         assert final.state == "dead_letter" and final.attempt == 8
 
@@ -248,13 +250,17 @@ def test_zombie_report_is_rejected_and_its_process_killed(make_cluster, tmp_path
 
 def test_task_over_timeout_is_killed_and_retried(make_cluster):
     cluster = _fast_cluster(make_cluster)
-    spec = shell_spec(["sleep", "30"], timeout_ms=500, retry_policy=pb.RetryPolicy(max_retries=1, backoff_ms=100))
+    spec = shell_spec(
+        ["sleep", "30"], timeout_ms=500, retry_policy=pb.RetryPolicy(max_retries=1, backoff_ms=100)
+    )
     with cluster.nodes[0].client() as client:
         task_id = client.submit_task(spec).task_id
         task = client.get_task_result(task_id, wait=True, timeout_ms=30_000)
         assert task.state == "dead_letter" and task.attempt == 2
         assert task.result.timed_out
         events = _events(client, task_id)
-    failures = [json.loads(ev.detail_json)["reason"] for ev in events if ev.event == "attempt_failed"]
+    failures = [
+        json.loads(ev.detail_json)["reason"] for ev in events if ev.event == "attempt_failed"
+    ]
     assert failures == ["timed out after 500 ms"] * 2
     assert Counter(ev.event for ev in events)["retried"] == 1

@@ -1,0 +1,201 @@
+"""`cortex logs` (a task's output, optionally followed live across its
+attempts) and `cortex events` (the event log, optionally followed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import BinaryIO
+
+from cortex.api.client import CortexClient
+from cortex.errors import CortexError, InvalidArgument
+from cortex.v1 import cortex_pb2 as pb
+
+TERMINAL = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
+_NEXT_ATTEMPT_POLL_S = 0.25
+
+
+def _notice(text: str) -> None:
+    sys.stderr.write(f"cortex: {text}\n")
+    sys.stderr.flush()
+
+
+def exit_status(end: pb.OutputEnd) -> int:
+    """0 for a completed attempt, else its exit code (1 when it has none)."""
+    if end.state == "completed":
+        return 0
+    return end.exit_code if 0 < end.exit_code < 256 else 1
+
+
+class _Printer:
+    """Writes chunks to the matching descriptor (task stdout to stdout, task
+    stderr to stderr, byte for byte) or as JSON lines."""
+
+    def __init__(self, as_json: bool) -> None:
+        self._json = as_json
+        self._out: dict[str, BinaryIO] = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer}
+
+    def data(self, chunk: pb.OutputChunk) -> None:
+        data = chunk.data
+        if self._json:
+            record = {
+                "attempt": chunk.attempt,
+                "stream": data.stream,
+                "offset": data.offset,
+                "ts_ms": data.ts_ms,
+                "data": data.data.decode("utf-8", errors="replace"),
+            }
+            print(json.dumps(record), flush=True)
+            return
+        target = self._out.get(data.stream, sys.stdout.buffer)
+        target.write(data.data)
+        target.flush()
+
+    def end(self, end: pb.OutputEnd) -> None:
+        if self._json:
+            record = {
+                "end": {
+                    "attempt": end.attempt,
+                    "state": end.state,
+                    "exit_code": end.exit_code,
+                    "error": end.error or None,
+                    "total_bytes": end.total_bytes,
+                    "interrupted": end.interrupted,
+                }
+            }
+            print(json.dumps(record), flush=True)
+
+
+def _stream_attempt(
+    client: CortexClient, args: argparse.Namespace, attempt: int, printer: _Printer
+) -> pb.OutputEnd:
+    stream = "stdout" if args.stdout else "stderr" if args.stderr else ""
+    position = args.from_offset if attempt == args.attempt else 0
+    for chunk in client.stream_task_output(args.task_id, attempt, position, args.follow, stream):
+        if chunk.HasField("end"):
+            printer.end(chunk.end)
+            return chunk.end
+        if chunk.data.offset > position and not stream:
+            _notice(
+                f"bytes {position}-{chunk.data.offset - 1} of attempt {chunk.attempt}"
+                " are no longer kept (output retention)"
+            )
+        position = chunk.data.offset + len(chunk.data.data)
+        printer.data(chunk)
+    raise CortexError(f"the output stream of task {args.task_id} ended without an end message")
+
+
+def _wait_next_attempt(client: CortexClient, task_id: str, after: int) -> pb.Task:
+    """The task once it has an attempt after `after` or has ended."""
+    while True:
+        task = client.get_task(task_id)
+        if task.attempt > after or task.state in TERMINAL:
+            return task
+        time.sleep(_NEXT_ATTEMPT_POLL_S)
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    if args.attempt < 0:
+        raise InvalidArgument("--attempt must be 1 or more")
+    if args.from_offset < 0:
+        raise InvalidArgument("--from-offset must not be negative")
+    printer = _Printer(args.json)
+    try:
+        with CortexClient(args.node) as client:
+            end = _stream_attempt(client, args, args.attempt, printer)
+            # Following the task (not one attempt): go on with its retries.
+            while args.follow and not args.attempt and end.state not in TERMINAL:
+                how = "was interrupted" if end.interrupted else "ended"
+                detail = f": {end.error}" if end.error else ""
+                _notice(
+                    f"attempt {end.attempt} {how}{detail}; waiting for attempt {end.attempt + 1}"
+                )
+                task = _wait_next_attempt(client, args.task_id, end.attempt)
+                if task.attempt <= end.attempt:
+                    _notice(f"task {task.id} is {task.state}")
+                    return 0 if task.state == "completed" else 1
+                _notice(f"attempt {end.attempt + 1} runs on node {task.node or '?'}")
+                end = _stream_attempt(client, args, end.attempt + 1, printer)
+    except BrokenPipeError:
+        # The reader went away (`cortex logs -f T | head`): stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    if not args.follow:
+        return 0
+    if end.interrupted:
+        _notice(f"attempt {end.attempt} was interrupted: {end.error}")
+    return exit_status(end)
+
+
+def _event_line(event: pb.Event) -> str:
+    when = datetime.fromtimestamp(event.ts_ms / 1000, UTC).isoformat(timespec="milliseconds")
+    parts = [f"{event.seq:>6}", when, f"{event.event:<14}"]
+    if event.task_id:
+        parts.append(f"task={event.task_id}")
+    if event.workflow_id:
+        parts.append(f"workflow={event.workflow_id}")
+    if event.from_state or event.to_state:
+        parts.append(f"{event.from_state or '-'}->{event.to_state or '-'}")
+    if event.node:
+        parts.append(f"node={event.node}")
+    if event.attempt:
+        parts.append(f"attempt={event.attempt}")
+    if event.detail_json:
+        parts.append(event.detail_json)
+    return " ".join(parts)
+
+
+def _event_json(event: pb.Event) -> dict[str, object]:
+    return {
+        "seq": event.seq,
+        "event": event.event,
+        "task_id": event.task_id or None,
+        "workflow_id": event.workflow_id or None,
+        "from_state": event.from_state or None,
+        "to_state": event.to_state or None,
+        "node": event.node or None,
+        "attempt": event.attempt or None,
+        "detail": json.loads(event.detail_json) if event.detail_json else None,
+        "ts_ms": event.ts_ms,
+        "raft_index": event.raft_index,
+        "entry_type": event.entry_type or None,
+    }
+
+
+def _until(events: Iterator[pb.Event], last_seq: int) -> Iterator[pb.Event]:
+    """The events up to and including `last_seq`."""
+    if last_seq <= 0:
+        return
+    for event in events:
+        yield event
+        if event.seq >= last_seq:
+            return
+
+
+def run_events(args: argparse.Namespace) -> int:
+    if args.after_seq < 0:
+        raise InvalidArgument("--after-seq must not be negative")
+    filters = {
+        "task_id": args.task or "",
+        "workflow_id": args.workflow or "",
+        "events": args.event,
+        "after_seq": args.after_seq,
+        "from_start": not args.after_seq,
+    }
+    try:
+        with CortexClient(args.node) as client:
+            backlog_end, events = client.watch_events_backlog(**filters)
+            for event in events if args.follow else _until(events, backlog_end):
+                if args.json:
+                    print(json.dumps(_event_json(event)), flush=True)
+                else:
+                    print(_event_line(event), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    return 0

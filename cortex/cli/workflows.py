@@ -1,0 +1,285 @@
+"""`cortex workflow submit|status|list|cancel`: DAG workflows, shown as a
+tree of tasks with coloured states."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from cortex.api.client import CortexClient
+from cortex.api.views import iso_time
+from cortex.cli import render
+from cortex.errors import InvalidArgument
+from cortex.v1 import cortex_pb2 as pb
+
+TERMINAL_WORKFLOW_STATES = ("completed", "failed", "cancelled")
+WORKFLOW_STYLES = {"running": "bold blue", "completed": "green", "failed": "red",
+                   "cancelled": "yellow"}  # fmt: skip
+# Children shown under one task before the rest are summarised (--all shows all).
+MAX_CHILDREN = 12
+POLL_INTERVAL_S = 0.3
+
+
+# -- JSON views -------------------------------------------------------------------
+
+
+def workflow_json(workflow: pb.Workflow) -> dict[str, Any]:
+    return {
+        "id": workflow.id,
+        "name": workflow.name,
+        "state": workflow.state,
+        "error": workflow.error or None,
+        "context": json.loads(workflow.context_json) if workflow.context_json else {},
+        "created_at": iso_time(workflow.created_at_ms),
+        "completed_at": iso_time(workflow.completed_at_ms),
+        "tasks": [
+            {
+                "key": t.key,
+                "task_id": t.task_id,
+                "type": t.type,
+                "state": t.state,
+                "attempt": t.attempt,
+                "node": t.node or None,
+                "depends_on": list(t.depends_on),
+                "condition": t.condition or None,
+                "skip_reason": t.skip_reason or None,
+                "started_at": iso_time(t.started_at_ms),
+                "finished_at": iso_time(t.finished_at_ms),
+                "exit_code": t.exit_code if t.has_result else None,
+            }
+            for t in workflow.tasks
+        ],
+    }
+
+
+# -- rendering --------------------------------------------------------------------
+
+
+def _styled(state: str) -> str:
+    style = WORKFLOW_STYLES.get(state) or render.STATE_STYLES.get(state, "white")
+    return f"[{style}]{state}[/]"
+
+
+def _clock(ms: int) -> str:
+    """A local time for tables: HH:MM:SS today, else the date too."""
+    if not ms:
+        return ""
+    moment = datetime.fromtimestamp(ms / 1000)
+    same_day = moment.date() == datetime.now().date()
+    return moment.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S")
+
+
+def _duration(task: pb.WorkflowTask, now_ms: int) -> str:
+    if not task.started_at_ms:
+        return ""
+    end = task.finished_at_ms or now_ms
+    return f"{max(end - task.started_at_ms, 0) / 1000:.1f}s"
+
+
+def _task_label(task: pb.WorkflowTask, now_ms: int) -> str:
+    parts = [f"[bold]{escape(task.key)}[/]", _styled(task.state)]
+    facts = [task.type]
+    if task.node:
+        facts.append(f"on {escape(task.node)}")
+    if task.attempt > 1:
+        facts.append(f"attempt {task.attempt}")
+    duration = _duration(task, now_ms)
+    if duration:
+        facts.append(duration)
+    if task.has_result:
+        facts.append(f"exit {task.exit_code}")
+    parts.append(f"[dim]{', '.join(facts)}[/]")
+    others = list(task.depends_on)[1:]
+    if others:
+        shown = ", ".join(others[:3]) + (f" +{len(others) - 3} more" if len(others) > 3 else "")
+        parts.append(f"[dim]after {escape(task.depends_on[0])}, {escape(shown)}[/]")
+    if task.condition:
+        parts.append(f"[italic]if {escape(task.condition)}[/]")
+    if task.skip_reason:
+        parts.append(f"[dim]({escape(task.skip_reason)})[/]")
+    return " ".join(parts)
+
+
+def workflow_tree(workflow: pb.Workflow, show_all: bool = False) -> Tree:
+    """The DAG as a tree: each task under its first dependency (its other
+    dependencies named on its line), roots under the workflow."""
+    now_ms = int(time.time() * 1000)
+    header = f"[bold]{escape(workflow.name)}[/] {_styled(workflow.state)} [dim]{workflow.id}[/]"
+    if workflow.error:
+        header += f" [red]{escape(workflow.error)}[/]"
+    tree = Tree(header)
+    children: dict[str, list[pb.WorkflowTask]] = {}
+    roots = []
+    for task in workflow.tasks:
+        if task.depends_on:
+            children.setdefault(task.depends_on[0], []).append(task)
+        else:
+            roots.append(task)
+
+    def add(parent: Tree, tasks: list[pb.WorkflowTask]) -> None:
+        shown = tasks if show_all or len(tasks) <= MAX_CHILDREN else tasks[: MAX_CHILDREN - 2]
+        for task in shown:
+            add(parent.add(_task_label(task, now_ms)), children.get(task.key, []))
+        rest = tasks[len(shown) :]
+        if rest:
+            counts: dict[str, int] = {}
+            for task in rest:
+                counts[task.state] = counts.get(task.state, 0) + 1
+            summary = ", ".join(f"{_styled(s)} {n}" for s, n in sorted(counts.items()))
+            parent.add(f"[dim]… {len(rest)} more ({summary}[dim]); --all shows them[/]")
+            # Dependents of the tasks not shown still appear, one level up.
+            add(parent, [child for task in rest for child in children.get(task.key, [])])
+
+    add(tree, roots)
+    return tree
+
+
+def print_workflow(workflow: pb.Workflow, show_all: bool = False) -> None:
+    render.console.print(workflow_tree(workflow, show_all))
+    counts: dict[str, int] = {}
+    for task in workflow.tasks:
+        counts[task.state] = counts.get(task.state, 0) + 1
+    summary = ", ".join(f"{_styled(s)} {n}" for s, n in sorted(counts.items()))
+    render.console.print(f"[dim]{len(workflow.tasks)} tasks:[/] {summary}")
+    if workflow.context_json and workflow.context_json != "{}":
+        render.console.print(f"[dim]context:[/] {escape(workflow.context_json)}")
+
+
+def print_workflow_table(workflows: list[pb.Workflow], total: int) -> None:
+    table = Table(box=None)
+    table.add_column("id", no_wrap=True, min_width=36)
+    table.add_column("name", overflow="ellipsis", no_wrap=True, max_width=32)
+    table.add_column("state", no_wrap=True, min_width=9)
+    table.add_column("created", no_wrap=True, min_width=8)
+    table.add_column("ended", no_wrap=True, min_width=8)
+    table.add_column("error", overflow="ellipsis", no_wrap=True)
+    for w in workflows:
+        table.add_row(w.id, escape(w.name), _styled(w.state), _clock(w.created_at_ms),
+                      _clock(w.completed_at_ms), escape(w.error or ""))  # fmt: skip
+    render.console.print(table)
+    render.console.print(f"[dim]{len(workflows)} of {total} workflows[/]")
+
+
+# -- commands ---------------------------------------------------------------------
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def read_definition(args: argparse.Namespace) -> tuple[str, str]:
+    """The definition text and format to send; `--set` pairs are merged into
+    its `context` (the file is parsed here with the server's strict rules)."""
+    if args.file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(args.file).read_text()
+        except OSError as err:
+            raise InvalidArgument(f"cannot read {args.file}: {err.strerror}") from None
+    fmt = args.format or ""
+    if not fmt and args.file != "-":
+        suffix = Path(args.file).suffix.lower()
+        fmt = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}.get(suffix, "")
+    if not args.set:
+        return text, fmt
+    from cortex.workflows.definition import load_document
+
+    document = load_document(text, fmt)
+    context = document.get("context") or {}
+    if not isinstance(context, dict):
+        raise InvalidArgument("the definition's context is not an object")
+    for pair in args.set:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidArgument(f"--set {pair!r} is not KEY=VALUE")
+        context[key] = _parse_value(value)
+    document["context"] = context
+    return json.dumps(document), "json"
+
+
+def _wait(client: CortexClient, workflow_id: str, args: argparse.Namespace) -> pb.Workflow:
+    deadline = time.monotonic() + args.wait_timeout
+    workflow = client.get_workflow_status(workflow_id)
+    live = None
+    if not args.json and render.console.is_terminal:
+        live = Live(workflow_tree(workflow, args.all), console=render.console,
+                    refresh_per_second=4, transient=True)  # fmt: skip
+        live.start()
+    try:
+        while workflow.state not in TERMINAL_WORKFLOW_STATES and time.monotonic() < deadline:
+            time.sleep(POLL_INTERVAL_S)
+            workflow = client.get_workflow_status(workflow_id)
+            if live is not None:
+                live.update(workflow_tree(workflow, args.all))
+    finally:
+        if live is not None:
+            live.stop()
+    return workflow
+
+
+def submit(client: CortexClient, args: argparse.Namespace) -> int:
+    text, fmt = read_definition(args)
+    reply = client.submit_workflow(text, fmt, args.idempotency_key)
+    if not args.wait:
+        if args.json:
+            render.print_json({"id": reply.workflow_id, "created": reply.created})
+        else:
+            note = "" if reply.created else " (existing workflow for this idempotency key)"
+            print(f"{reply.workflow_id}{note}")
+        return 0
+    workflow = _wait(client, reply.workflow_id, args)
+    if args.json:
+        render.print_json(workflow_json(workflow))
+    else:
+        print_workflow(workflow, args.all)
+    return 0 if workflow.state == "completed" else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    with CortexClient(args.node) as client:
+        if args.workflow_command == "submit":
+            return submit(client, args)
+        if args.workflow_command == "status":
+            workflow = client.get_workflow_status(args.workflow_id)
+            if args.json:
+                render.print_json(workflow_json(workflow))
+            else:
+                print_workflow(workflow, args.all)
+            return 0
+        if args.workflow_command == "list":
+            reply = client.list_workflows(
+                states=args.state, page_size=args.limit, page_token=args.page_token
+            )
+            if args.json:
+                render.print_json(
+                    {
+                        "workflows": [workflow_json(w) for w in reply.workflows],
+                        "total": reply.total,
+                        "next_page_token": reply.next_page_token or None,
+                    }
+                )
+            else:
+                print_workflow_table(list(reply.workflows), reply.total)
+            return 0
+        if args.workflow_command == "cancel":
+            workflow = client.cancel_workflow(args.workflow_id, args.reason)
+            if args.json:
+                render.print_json(workflow_json(workflow))
+            else:
+                print(f"{workflow.id} {workflow.state}")
+            return 0
+    return 2

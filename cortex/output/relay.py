@@ -1,0 +1,230 @@
+"""Relaying an attempt's output from the node that executed it. The relay
+asks the source with a `cortex-relay` header (the source then serves only
+what it holds, so requests never loop), resumes at the exact byte after a
+dropped connection, and ends with `interrupted` when the source is gone.
+
+A source can also go silent without closing the connection (a partition): a
+watchdog cuts a relay that has received nothing for `stall_grace_s` once the
+log says the attempt is over, e.g. after the leader re-queued it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import grpc
+
+from cortex.errors import (
+    CortexError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
+from cortex.output.attempts import ACTIVE, AttemptInfo
+from cortex.state.transitions import TaskChange
+from cortex.v1 import cortex_pb2 as pb
+from cortex.v1 import cortex_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+RELAY_HEADER = "cortex-relay"
+# Sent first by the node serving a stream: which node answered.
+NODE_HEADER = "cortex-node"
+# Waits before reconnecting to a source that dropped the stream.
+RECONNECT_DELAYS_S = (0.2, 0.5, 1.0)
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    # A restarted source should be reachable again within seconds, not after
+    # gRPC's default reconnect back-off of up to two minutes.
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+_PASSED_THROUGH: dict[grpc.StatusCode, type[CortexError]] = {
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: Unavailable,
+}
+
+
+class StreamContext(Protocol):
+    """The part of `grpc.ServicerContext` a stream uses."""
+
+    def is_active(self) -> bool: ...
+
+    def add_callback(self, callback: Callable[[], None]) -> bool: ...
+
+
+@dataclass(eq=False)
+class _Relay:
+    task_id: str
+    attempt: int
+    last_message_at: float = field(default_factory=time.monotonic)
+    attempt_over_at: float | None = None
+    call: Any = None
+    cut: bool = False
+
+
+def source_lost_end(info: AttemptInfo, total_bytes: int, reason: str) -> pb.OutputChunk:
+    return pb.OutputChunk(
+        attempt=info.number,
+        end=pb.OutputEnd(
+            attempt=info.number,
+            state=info.state,
+            exit_code=-1 if info.exit_code is None else info.exit_code,
+            error=reason,
+            total_bytes=total_bytes,
+            interrupted=True,
+        ),
+    )
+
+
+class RelayClient:
+    def __init__(self, node_id: str, stall_grace_s: float = 5.0) -> None:
+        self._node_id = node_id
+        self._stall_grace_s = stall_grace_s
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._relays: set[_Relay] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="output-relay", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            relays, channels = list(self._relays), list(self._channels.values())
+            self._channels.clear()
+        for relay in relays:
+            if relay.call is not None:
+                relay.call.cancel()
+        for channel in channels:
+            channel.close()
+
+    def _stub(self, address: str) -> pb_grpc.CortexStub:
+        with self._lock:
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                self._channels[address] = channel
+        return pb_grpc.CortexStub(channel)
+
+    def on_change(self, index: int, changes: list[TaskChange]) -> None:
+        """StateMachine listener (Raft thread): notes relayed attempts that ended."""
+        if not changes:
+            return
+        with self._lock:
+            if not self._relays:
+                return
+            by_task: dict[str, list[_Relay]] = {}
+            for relay in self._relays:
+                by_task.setdefault(relay.task_id, []).append(relay)
+        now = time.monotonic()
+        for change in changes:
+            for relay in by_task.get(change.task_id, ()):
+                over = change.attempt != relay.attempt or change.state not in ACTIVE
+                if over and relay.attempt_over_at is None:
+                    relay.attempt_over_at = now
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            now = time.monotonic()
+            with self._lock:
+                stalled = [
+                    r
+                    for r in self._relays
+                    if r.attempt_over_at is not None
+                    and now - max(r.attempt_over_at, r.last_message_at) > self._stall_grace_s
+                ]
+            for relay in stalled:
+                log.warning("task %s attempt %d: source silent after the attempt ended; "
+                            "ending the relay", relay.task_id, relay.attempt)  # fmt: skip
+                relay.cut = True
+                if relay.call is not None:
+                    relay.call.cancel()
+
+    def relay(
+        self,
+        address: str,
+        source_node: str,
+        request: pb.StreamTaskOutputRequest,
+        context: StreamContext,
+        describe: Callable[[], AttemptInfo],
+    ) -> Iterator[pb.OutputChunk]:
+        """Yields the source's chunks and end message. A source that cannot
+        be reached at all raises Unavailable; one lost midway ends the stream
+        with `interrupted`. `describe` gives the attempt's state at that point."""
+        relay = _Relay(request.task_id, request.attempt)
+        with self._lock:
+            self._relays.add(relay)
+        position = request.from_offset
+        reached = False
+        failures = 0
+        first_error = ""
+        try:
+            while not self._stop.is_set():
+                forwarded = pb.StreamTaskOutputRequest()
+                forwarded.CopyFrom(request)
+                forwarded.from_offset = position
+                call = self._stub(address).StreamTaskOutput(
+                    forwarded, metadata=((RELAY_HEADER, self._node_id),)
+                )
+                relay.call = call
+                if not context.add_callback(call.cancel):
+                    call.cancel()
+                    return
+                try:
+                    # Sources send their headers first, so this tells a
+                    # source that answered from one that could not be reached.
+                    headers = dict(call.initial_metadata() or ())
+                    reached = reached or NODE_HEADER in headers
+                    for chunk in call:
+                        relay.last_message_at = time.monotonic()
+                        failures, first_error = 0, ""
+                        if chunk.HasField("data"):
+                            position = chunk.data.offset + len(chunk.data.data)
+                        yield chunk
+                        if chunk.HasField("end"):
+                            return
+                    error = "it ended the stream without an end message"
+                except grpc.RpcError as err:
+                    if not context.is_active():
+                        return
+                    code = err.code()
+                    if code in _PASSED_THROUGH and not relay.cut:
+                        raise _PASSED_THROUGH[code](err.details() or str(code)) from None
+                    error = (
+                        "it went silent after the attempt ended"
+                        if relay.cut
+                        else f"{code.name.lower()}: {err.details()}"
+                    )
+                first_error = first_error or error
+                if relay.cut or failures >= len(RECONNECT_DELAYS_S):
+                    break
+                self._stop.wait(RECONNECT_DELAYS_S[failures])
+                failures += 1
+                if not context.is_active():
+                    return
+            else:
+                error = first_error = "this node is shutting down"
+            reason = f"lost the output stream from node {source_node} ({address}): {first_error}"
+            if error != first_error:
+                reason += f"; reconnecting failed: {error}"
+            if not reached:
+                raise Unavailable(
+                    f"the output of task {request.task_id} attempt {request.attempt} is on node"
+                    f" {source_node} ({address}), which cannot be reached: {error}"
+                )
+            log.warning("task %s attempt %d: %s", request.task_id, request.attempt, reason)
+            yield source_lost_end(describe(), position, reason)
+        finally:
+            with self._lock:
+                self._relays.discard(relay)

@@ -1,0 +1,55 @@
+"""The node's two server streams, StreamTaskOutput and WatchEvents, built
+from its parts; the gRPC servicer hands requests here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cortex.output.events import EventFeed, EventWatcher
+from cortex.output.hub import OutputHub
+from cortex.output.relay import RelayClient, StreamContext
+from cortex.output.stream import OutputStreamer
+from cortex.output.ticker import StateTicker, StreamSlots
+from cortex.state.queries import StateReader
+from cortex.state.transitions import TaskChange
+from cortex.v1 import cortex_pb2 as pb
+
+
+class StreamingService:
+    def __init__(
+        self,
+        node_id: str,
+        db_path: str,
+        reader: StateReader,
+        hub: OutputHub,
+        max_streams: int,
+        relay_stall_grace_s: float = 5.0,
+    ) -> None:
+        self.ticker = StateTicker()
+        self.relay = RelayClient(node_id, relay_stall_grace_s)
+        self.slots = StreamSlots(node_id, max_streams)
+        self.output = OutputStreamer(node_id, reader, hub, self.ticker, self.relay, self.slots)
+        self.events = EventWatcher(EventFeed(db_path), self.ticker, self.slots)
+
+    def on_change(self, index: int, changes: list[TaskChange]) -> None:
+        """StateMachine listener (Raft thread): wakes waiting streams."""
+        self.ticker.on_change(index, changes)
+        self.relay.on_change(index, changes)
+
+    def start(self) -> None:
+        self.relay.start()
+
+    def stop(self) -> None:
+        """Ends every open stream promptly (relays are cancelled, waits return)."""
+        self.ticker.close()
+        self.relay.stop()
+
+    def task_output(
+        self, request: pb.StreamTaskOutputRequest, context: StreamContext
+    ) -> Iterator[pb.OutputChunk]:
+        return self.output.stream(request, context)
+
+    def watch_events(
+        self, request: pb.WatchEventsRequest, context: StreamContext
+    ) -> Iterator[pb.Event]:
+        return self.events.watch(request, context)

@@ -1,0 +1,192 @@
+"""Read queries over replicated workflow state, mixed into `StateReader`.
+Rows come back as typed views."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex.state.transitions import TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class WorkflowTaskView:
+    key: str
+    task_id: str
+    type: str
+    state: str
+    attempt: int
+    node: str | None
+    depends_on: list[str]
+    condition: str | None
+    error: str | None
+    result: dict[str, Any] | None
+    started_at: int | None
+    finished_at: int | None
+
+    @property
+    def skip_reason(self) -> str | None:
+        return self.error if self.state == "skipped" else None
+
+
+@dataclass(frozen=True)
+class WorkflowView:
+    id: str
+    name: str
+    state: str
+    context: dict[str, Any]
+    created_at: int
+    completed_at: int | None
+    error: str | None
+    idempotency_key: str | None
+    submit_index: int
+    # In definition order; empty in listings.
+    tasks: list[WorkflowTaskView] = field(default_factory=list)
+    task_counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkflowPage:
+    workflows: list[WorkflowView]
+    next_offset: int | None
+    total: int
+
+
+def _workflow_view(
+    row: sqlite3.Row,
+    tasks: list[WorkflowTaskView] | None = None,
+    counts: dict[str, int] | None = None,
+) -> WorkflowView:
+    return WorkflowView(
+        id=row["id"],
+        name=row["name"],
+        state=row["state"],
+        context=json.loads(row["context"]),
+        created_at=row["created_at"],
+        completed_at=row["completed_at"],
+        error=row["error"],
+        idempotency_key=row["idempotency_key"],
+        submit_index=row["submit_index"],
+        tasks=tasks or [],
+        task_counts=counts or {},
+    )
+
+
+class WorkflowQueries:
+    """Workflow reads; the host class supplies this thread's connection."""
+
+    def _conn(self) -> sqlite3.Connection:
+        raise NotImplementedError
+
+    def get_workflow(self, workflow_id: str, with_tasks: bool = True) -> WorkflowView | None:
+        """The workflow and, with `with_tasks`, its whole DAG in definition order."""
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            row = conn.execute("SELECT * FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+            if row is None:
+                return None
+            if not with_tasks:
+                return _workflow_view(row, counts=self._task_counts([workflow_id])[workflow_id])
+            rows = {
+                r["workflow_key"]: r
+                for r in conn.execute("SELECT * FROM tasks WHERE workflow_id = ?", (workflow_id,))
+            }
+        finally:
+            conn.execute("COMMIT")
+        tasks = []
+        counts: dict[str, int] = {}
+        for item in json.loads(row["definition"])["tasks"]:
+            task = rows.get(item["key"])
+            if task is None:
+                continue
+            counts[task["state"]] = counts.get(task["state"], 0) + 1
+            tasks.append(
+                WorkflowTaskView(
+                    key=item["key"],
+                    task_id=task["id"],
+                    type=task["type"],
+                    state=task["state"],
+                    attempt=task["attempt"],
+                    node=task["assigned_node"],
+                    depends_on=list(item.get("dependsOn") or []),
+                    condition=item.get("condition"),
+                    error=task["error"],
+                    result=json.loads(task["result"]) if task["result"] else None,
+                    started_at=task["started_at"],
+                    finished_at=task["completed_at"] if task["state"] in TERMINAL_STATES else None,
+                )
+            )
+        return _workflow_view(row, tasks, counts)
+
+    def _task_counts(self, workflow_ids: list[str]) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {wid: {} for wid in workflow_ids}
+        if not workflow_ids:
+            return counts
+        rows = self._conn().execute(
+            "SELECT workflow_id, state, COUNT(*) FROM tasks"
+            f" WHERE workflow_id IN ({','.join('?' * len(workflow_ids))})"
+            " GROUP BY workflow_id, state",
+            workflow_ids,
+        )
+        for workflow_id, state, count in rows:
+            counts[workflow_id][state] = count
+        return counts
+
+    def list_workflows(
+        self, states: list[str] | None = None, limit: int = 100, offset: int = 0
+    ) -> WorkflowPage:
+        """Workflows newest first (by log position), with task counts, without tasks."""
+        where, params = "", []
+        if states:
+            where = f"WHERE state IN ({','.join('?' * len(states))})"
+            params = list(states)
+        conn = self._conn()
+        total = conn.execute(f"SELECT COUNT(*) FROM workflows {where}", params).fetchone()[0]
+        rows = conn.execute(
+            f"SELECT * FROM workflows {where} ORDER BY submit_index DESC, id LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        ).fetchall()
+        counts = self._task_counts([r["id"] for r in rows])
+        next_offset = offset + len(rows) if offset + len(rows) < total else None
+        return WorkflowPage([_workflow_view(r, counts=counts[r["id"]]) for r in rows],
+                            next_offset, total)  # fmt: skip
+
+    def workflow_by_idempotency_key(self, key: str) -> str | None:
+        row = (
+            self._conn()
+            .execute("SELECT id FROM workflows WHERE idempotency_key = ?", (key,))
+            .fetchone()
+        )
+        return row["id"] if row else None
+
+    def workflow_context_text(self, workflow_id: str) -> str | None:
+        """The workflow's current context as stored (a JSON object)."""
+        row = (
+            self._conn()
+            .execute("SELECT context FROM workflows WHERE id = ?", (workflow_id,))
+            .fetchone()
+        )
+        return row["context"] if row else None
+
+    def ready_workflow_tasks(self, limit: int = 100_000) -> dict[str, list[str]]:
+        """Pending tasks of running workflows whose dependencies are all
+        terminal (the ones the leader must decide), by workflow."""
+        rows = self._conn().execute(
+            "SELECT t.workflow_id, t.id FROM tasks t"
+            " JOIN workflows w ON w.id = t.workflow_id AND w.state = 'running'"
+            " WHERE t.state = 'pending' AND NOT EXISTS ("
+            "   SELECT 1 FROM task_dependencies d"
+            "   WHERE d.workflow_id = t.workflow_id AND d.task_key = t.workflow_key"
+            "     AND (SELECT p.state FROM tasks p WHERE p.workflow_id = d.workflow_id"
+            "          AND p.workflow_key = d.depends_on_key)"
+            "       IN ('pending', 'queued', 'assigned', 'running'))"
+            " ORDER BY w.submit_index LIMIT ?",
+            (limit,),
+        )
+        ready: dict[str, list[str]] = {}
+        for workflow_id, task_id in rows:
+            ready.setdefault(workflow_id, []).append(task_id)
+        return ready

@@ -1,0 +1,382 @@
+"""The deterministic effect of workflow entries, and `settle_workflows`, which
+runs after every entry: it merges a completed task's `context_update` into
+its workflow's context (log order is completion order) and ends a workflow
+once all its tasks are terminal. Conditions are never evaluated here: the
+leader evaluates them and `WORKFLOW_ADVANCE` carries the decisions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from cortex.spec import TaskSpec
+from cortex.state import entries as e
+from cortex.state.transitions import (
+    HANDLERS,
+    TERMINAL_STATES,
+    ApplyContext,
+    Rejected,
+    TaskChange,
+)
+from cortex.state.workflow_rules import (
+    MAX_CONTEXT_BYTES,
+    WORKFLOW_TERMINAL_STATES,
+    default_verdict,
+    find_cycle,
+    workflow_outcome,
+)
+
+MAX_WORKFLOW_TASKS = 10_000
+MAX_NAME_CHARS = 200
+MAX_KEY_CHARS = 128
+MAX_REASON_CHARS = 2000
+_NON_TERMINAL = "('pending', 'queued', 'assigned', 'running')"
+_TASK_FIELDS = frozenset({"key", "task_id", "spec", "depends_on", "condition"})
+# SQLite's default limit on bound parameters is 999 on old builds.
+_IN_CHUNK = 500
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class _TaskItem:
+    key: str
+    task_id: str
+    spec: TaskSpec
+    depends_on: list[str]
+    condition: str | None
+
+
+def _task_item(index: int, raw: Any) -> _TaskItem:
+    if not isinstance(raw, dict):
+        raise Rejected(f"workflow task {index} is not an object")
+    unknown = set(raw) - _TASK_FIELDS
+    if unknown:
+        raise Rejected(f"workflow task {index} has unknown fields {sorted(unknown)}")
+    key, task_id = raw.get("key"), raw.get("task_id")
+    depends_on, condition = raw.get("depends_on", []), raw.get("condition")
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
+        raise Rejected(f"workflow task {index} has no valid key")
+    if not isinstance(task_id, str) or not task_id:
+        raise Rejected(f"workflow task {key} has no task_id")
+    if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
+        raise Rejected(f"workflow task {key}: depends_on is not a list of keys")
+    if len(set(depends_on)) != len(depends_on):
+        raise Rejected(f"workflow task {key} lists a dependency twice")
+    if condition is not None and not isinstance(condition, str):
+        raise Rejected(f"workflow task {key}: condition is not a string")
+    if not isinstance(raw.get("spec"), dict):
+        raise Rejected(f"workflow task {key}: spec is not an object")
+    try:
+        spec = TaskSpec.model_validate(raw["spec"])
+    except ValidationError as err:
+        raise Rejected(f"workflow task {key}: invalid spec: {err.errors()[0]['msg']}") from None
+    return _TaskItem(key, task_id, spec, depends_on, condition or None)
+
+
+def _task_items(raw: list[Any]) -> list[_TaskItem]:
+    if not raw:
+        raise Rejected("a workflow needs at least one task")
+    if len(raw) > MAX_WORKFLOW_TASKS:
+        raise Rejected(f"a workflow has at most {MAX_WORKFLOW_TASKS} tasks")
+    items = [_task_item(i, item) for i, item in enumerate(raw)]
+    keys = [item.key for item in items]
+    if len(set(keys)) != len(keys):
+        raise Rejected("workflow task keys are not unique")
+    if len({item.task_id for item in items}) != len(items):
+        raise Rejected("workflow task ids are not unique")
+    known = set(keys)
+    for item in items:
+        missing = [d for d in item.depends_on if d not in known]
+        if missing:
+            raise Rejected(f"workflow task {item.key} depends on unknown task {missing[0]}")
+    cycle = find_cycle({item.key: item.depends_on for item in items})
+    if cycle:
+        raise Rejected(f"dependency cycle: {' -> '.join(cycle)}")
+    return items
+
+
+def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
+    cur = ctx.cur
+    if p.idempotency_key:
+        prior = cur.execute(
+            "SELECT id FROM workflows WHERE idempotency_key = ?", (p.idempotency_key,)
+        ).fetchone()
+        if prior is not None:
+            return {"workflow_id": prior["id"], "created": False}
+    if cur.execute("SELECT 1 FROM workflows WHERE id = ?", (p.workflow_id,)).fetchone():
+        return {"workflow_id": p.workflow_id, "created": False}
+    if not p.workflow_id or not p.name or len(p.name) > MAX_NAME_CHARS:
+        raise Rejected("a workflow needs an id and a name of at most 200 characters")
+    context = _dump(p.context)
+    if len(context) > MAX_CONTEXT_BYTES:
+        raise Rejected(f"workflow context is over {MAX_CONTEXT_BYTES} bytes")
+    items = _task_items(p.tasks)
+    for start in range(0, len(items), _IN_CHUNK):
+        ids = [item.task_id for item in items[start : start + _IN_CHUNK]]
+        taken = cur.execute(
+            f"SELECT id FROM tasks WHERE id IN ({','.join('?' * len(ids))}) LIMIT 1", ids
+        ).fetchone()
+        if taken is not None:
+            raise Rejected(f"task id {taken['id']} already exists")
+    ts = ctx.entry.ts
+    dumps = [item.spec.model_dump(mode="json") for item in items]
+    definition = {
+        "name": p.name,
+        "tasks": [
+            {"key": item.key, "type": item.spec.type, "dependsOn": item.depends_on,
+             "condition": item.condition, "spec": dump}
+            for item, dump in zip(items, dumps, strict=True)
+        ],
+    }  # fmt: skip
+    cur.execute(
+        "INSERT INTO workflows (id, name, state, definition, context, created_at, idempotency_key,"
+        " updated_at, submit_index) VALUES (?,?,?,?,?,?,?,?,?)",
+        (p.workflow_id, p.name, "running", _dump(definition), context, ts,
+         p.idempotency_key or None, ts, ctx.index),
+    )  # fmt: skip
+    states = ["pending" if item.depends_on or item.condition else "queued" for item in items]
+    cur.executemany(
+        "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
+        " constraints, retry_policy, timeout_ms, labels, created_at, updated_at, submit_index)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (item.task_id, p.workflow_id, item.key, item.spec.type, state, item.spec.priority,
+             _dump(dump), _dump(dump["constraints"]), _dump(dump["retry_policy"]),
+             item.spec.timeout_ms, _dump(item.spec.labels), ts, ts, ctx.index)
+            for item, dump, state in zip(items, dumps, states, strict=True)
+        ],
+    )  # fmt: skip
+    cur.executemany(
+        "INSERT INTO task_dependencies (workflow_id, task_key, depends_on_key, condition)"
+        " VALUES (?,?,?,?)",
+        [
+            (p.workflow_id, item.key, dep, item.condition)
+            for item in items
+            for dep in item.depends_on
+        ],
+    )
+    ctx.event("workflow_submitted", detail={"workflow_id": p.workflow_id, "name": p.name,
+                                            "tasks": len(items)})  # fmt: skip
+    for item, state in zip(items, states, strict=True):
+        ctx.event("submitted", item.task_id, None, state, ctx.entry.node, 0,
+                  {"workflow_id": p.workflow_id, "key": item.key})  # fmt: skip
+        ctx.changes.append(TaskChange(item.task_id, state, None, 0))
+    return {"workflow_id": p.workflow_id, "created": True, "tasks": len(items)}
+
+
+def _workflow(ctx: ApplyContext, workflow_id: str) -> sqlite3.Row:
+    row = ctx.cur.execute("SELECT * FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    if row is None:
+        raise Rejected(f"unknown workflow {workflow_id}")
+    return row
+
+
+def _dependency_states(ctx: ApplyContext, workflow_id: str, key: str) -> dict[str, str]:
+    # CROSS JOIN keeps the dependencies as the outer loop, so each one is a
+    # lookup by key (not a scan of the workflow's tasks by state).
+    rows = ctx.cur.execute(
+        "SELECT d.depends_on_key AS key, t.state AS state FROM task_dependencies d"
+        " CROSS JOIN tasks t ON t.workflow_id = d.workflow_id AND t.workflow_key = d.depends_on_key"
+        " WHERE d.workflow_id = ? AND d.task_key = ? ORDER BY d.rowid",
+        (workflow_id, key),
+    ).fetchall()
+    return {row["key"]: row["state"] for row in rows}
+
+
+def _apply_decision(
+    ctx: ApplyContext, workflow_id: str, conditions: dict[str, str | None], raw: Any
+) -> str:
+    if not isinstance(raw, dict):
+        raise Rejected("a decision is not an object")
+    task_id, key = raw.get("task_id"), raw.get("key")
+    decision, reason = raw.get("decision"), raw.get("reason", "")
+    if not isinstance(task_id, str) or not isinstance(key, str) or not isinstance(reason, str):
+        raise Rejected("a decision needs task_id, key and reason strings")
+    if decision not in ("run", "skip"):
+        raise Rejected(f"decision for {key} is {decision!r}, not run or skip")
+    task = ctx.task(task_id)
+    if task["workflow_id"] != workflow_id or task["workflow_key"] != key:
+        raise Rejected(f"task {task_id} is not task {key} of workflow {workflow_id}")
+    if task["state"] != "pending":
+        raise Rejected(f"task {key} is {task['state']}, not pending: already decided")
+    dependencies = _dependency_states(ctx, workflow_id, key)
+    for dependency, state in dependencies.items():
+        if state not in TERMINAL_STATES:
+            raise Rejected(f"dependency {dependency} of task {key} is still {state}")
+    if not conditions.get(key):
+        expected, _ = default_verdict(dependencies)
+        if expected != (decision == "run"):
+            raise Rejected(f"decision to {decision} {key} contradicts its dependencies' states")
+    detail = {"workflow_id": workflow_id, "reason": reason[:MAX_REASON_CHARS]}
+    if decision == "run":
+        ctx.move(task, "queued", "released", None, task["attempt"], detail)
+        return "released"
+    ctx.move(task, "skipped", "skipped", None, task["attempt"], detail,
+             set_error=reason[:MAX_REASON_CHARS], set_completed_at=ctx.entry.ts)  # fmt: skip
+    return "skipped"
+
+
+def workflow_advance(ctx: ApplyContext, p: e.WorkflowAdvance) -> dict[str, Any]:
+    """Applies each decision on its own: a stale or duplicate one (its task
+    is no longer pending, e.g. decided by an earlier leader) is recorded as
+    rejected without undoing the others."""
+    workflow = _workflow(ctx, p.workflow_id)
+    if workflow["state"] != "running":
+        raise Rejected(f"workflow {p.workflow_id} is {workflow['state']}")
+    conditions = {t["key"]: t.get("condition") for t in json.loads(workflow["definition"])["tasks"]}
+    counts = {"released": 0, "skipped": 0, "rejected": 0}
+    for raw in p.decisions:
+        try:
+            counts[_apply_decision(ctx, p.workflow_id, conditions, raw)] += 1
+        except Rejected as why:
+            counts["rejected"] += 1
+            task_id = raw.get("task_id") if isinstance(raw, dict) else None
+            ctx.event("rejected", task_id if isinstance(task_id, str) else None,
+                      detail={"reason": str(why), "entry_type": ctx.entry.type,
+                              "workflow_id": p.workflow_id})  # fmt: skip
+    return counts
+
+
+def workflow_cancel(ctx: ApplyContext, p: e.WorkflowCancel) -> dict[str, Any]:
+    workflow = _workflow(ctx, p.workflow_id)
+    if workflow["state"] in WORKFLOW_TERMINAL_STATES:
+        raise Rejected(f"workflow {p.workflow_id} is already {workflow['state']}")
+    reason = p.reason[:MAX_REASON_CHARS] or "cancelled by request"
+    ctx.cur.execute(
+        "UPDATE workflows SET state = 'cancelled', error = ?, completed_at = ?, updated_at = ?"
+        " WHERE id = ?",
+        (reason, ctx.entry.ts, ctx.entry.ts, p.workflow_id),
+    )
+    tasks = ctx.cur.execute(
+        f"SELECT * FROM tasks WHERE workflow_id = ? AND state IN {_NON_TERMINAL} ORDER BY rowid",
+        (p.workflow_id,),
+    ).fetchall()
+    for task in tasks:
+        ctx.move(task, "cancelled", "cancelled", task["assigned_node"], task["attempt"],
+                 {"reason": reason, "workflow_id": p.workflow_id},
+                 set_completed_at=ctx.entry.ts, set_error=reason)  # fmt: skip
+    ctx.event("workflow_cancelled", from_state=workflow["state"], to_state="cancelled",
+              detail={"workflow_id": p.workflow_id, "reason": reason, "tasks": len(tasks)})  # fmt: skip
+    return {"cancelled_tasks": len(tasks)}
+
+
+# -- after every entry ---------------------------------------------------------
+
+
+def settle_workflows(ctx: ApplyContext) -> None:
+    """Workflow consequences of the task changes an entry made. Raises
+    Rejected (undoing the entry) for a dead-lettered workflow task retried
+    after its workflow ended or its dependents were decided."""
+    watched = [
+        c for c in ctx.changes
+        if c.state in TERMINAL_STATES or (c.state == "queued" and ctx.entry.type == "TASK_RETRY")
+    ]  # fmt: skip
+    if not watched:
+        return
+    rows: dict[str, sqlite3.Row] = {}
+    ids = list(dict.fromkeys(c.task_id for c in watched))
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[start : start + _IN_CHUNK]
+        for row in ctx.cur.execute(
+            "SELECT id, workflow_id, workflow_key, result FROM tasks"
+            f" WHERE workflow_id IS NOT NULL AND id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ):
+            rows[row["id"]] = row
+    touched: dict[str, None] = {}
+    for change in watched:
+        row = rows.get(change.task_id)
+        if row is None:
+            continue
+        if change.state == "queued":
+            _check_reopen(ctx, row)
+        elif change.state == "completed":
+            _merge_context(ctx, row)
+        touched[row["workflow_id"]] = None
+    for workflow_id in touched:
+        _finish_if_done(ctx, workflow_id)
+
+
+def _check_reopen(ctx: ApplyContext, row: sqlite3.Row) -> None:
+    workflow = _workflow(ctx, row["workflow_id"])
+    if workflow["state"] != "running":
+        raise Rejected(
+            f"task {row['workflow_key']} belongs to workflow {workflow['id']}, which is"
+            f" {workflow['state']}"
+        )
+    decided = ctx.cur.execute(
+        "SELECT t.workflow_key AS key, t.state AS state FROM task_dependencies d"
+        " CROSS JOIN tasks t ON t.workflow_id = d.workflow_id AND t.workflow_key = d.task_key"
+        " WHERE d.workflow_id = ? AND d.depends_on_key = ? AND t.state != 'pending' LIMIT 1",
+        (row["workflow_id"], row["workflow_key"]),
+    ).fetchone()
+    if decided is not None:
+        raise Rejected(
+            f"task {row['workflow_key']} cannot run again: its dependent {decided['key']} is"
+            f" already {decided['state']}"
+        )
+
+
+def _merge_context(ctx: ApplyContext, row: sqlite3.Row) -> None:
+    """Shallow merge (top-level keys replace) of the task's context_update."""
+    result = json.loads(row["result"]) if row["result"] else None
+    update = result.get("context_update") if isinstance(result, dict) else None
+    if not isinstance(update, dict) or not update:
+        return
+    workflow = _workflow(ctx, row["workflow_id"])
+    merged = {**json.loads(workflow["context"]), **update}
+    text = _dump(merged)
+    detail: dict[str, Any] = {"workflow_id": workflow["id"], "keys": sorted(update)[:100]}
+    if len(text) > MAX_CONTEXT_BYTES:
+        detail["reason"] = f"the context would be {len(text)} bytes, over {MAX_CONTEXT_BYTES}"
+        ctx.event("context_update_rejected", row["id"], detail=detail)
+        return
+    ctx.cur.execute(
+        "UPDATE workflows SET context = ?, updated_at = ? WHERE id = ?",
+        (text, ctx.entry.ts, workflow["id"]),
+    )
+    ctx.event("context_updated", row["id"], detail=detail)
+
+
+def _finish_if_done(ctx: ApplyContext, workflow_id: str) -> None:
+    workflow = _workflow(ctx, workflow_id)
+    if workflow["state"] != "running":
+        return
+    busy = ctx.cur.execute(
+        f"SELECT 1 FROM tasks WHERE workflow_id = ? AND state IN {_NON_TERMINAL} LIMIT 1",
+        (workflow_id,),
+    ).fetchone()
+    if busy is not None:
+        return
+    rows = ctx.cur.execute(
+        "SELECT workflow_key, state FROM tasks WHERE workflow_id = ? ORDER BY rowid",
+        (workflow_id,),
+    ).fetchall()
+    outcome = workflow_outcome((r["workflow_key"], r["state"]) for r in rows)
+    if outcome is None:
+        return
+    state, error = outcome
+    ctx.cur.execute(
+        "UPDATE workflows SET state = ?, error = ?, completed_at = ?, updated_at = ? WHERE id = ?",
+        (state, error, ctx.entry.ts, ctx.entry.ts, workflow_id),
+    )
+    detail: dict[str, Any] = {"workflow_id": workflow_id}
+    if error:
+        detail["error"] = error
+    ctx.event(f"workflow_{state}", from_state="running", to_state=state, detail=detail)
+
+
+WORKFLOW_HANDLERS: dict[type[e.Payload], Callable[[ApplyContext, Any], dict[str, Any]]] = {
+    e.WorkflowSubmit: workflow_submit,
+    e.WorkflowAdvance: workflow_advance,
+    e.WorkflowCancel: workflow_cancel,
+}
+HANDLERS.update(WORKFLOW_HANDLERS)

@@ -1,0 +1,32 @@
+"""DAG workflows: definitions and their validation, the JavaScript condition
+sandbox, the leader's pure decision logic and engine loop, the service."""
+
+from cortex.workflows.decisions import Decision, TaskNode, decide
+from cortex.workflows.definition import (
+    TaskDefinition,
+    WorkflowDefinition,
+    load_document,
+    parse_definition,
+    validate_definition,
+)
+from cortex.workflows.engine import WorkflowEngine
+from cortex.workflows.sandbox import ConditionOutcome, ConditionSandbox, SandboxUnavailable
+from cortex.workflows.service import WorkflowService, WorkflowSubmitOutcome, submit_payload
+
+__all__ = [
+    "ConditionOutcome",
+    "ConditionSandbox",
+    "Decision",
+    "SandboxUnavailable",
+    "TaskDefinition",
+    "TaskNode",
+    "WorkflowDefinition",
+    "WorkflowEngine",
+    "WorkflowService",
+    "WorkflowSubmitOutcome",
+    "decide",
+    "load_document",
+    "parse_definition",
+    "submit_payload",
+    "validate_definition",
+]

@@ -1,0 +1,137 @@
+"""The leader-only workflow engine: when workflow tasks finish (or every
+interval), finds pending tasks whose dependencies are all terminal, decides
+them (evaluating conditions in the sandbox, off the Raft thread) and
+proposes one `WORKFLOW_ADVANCE` per workflow.
+
+Nothing is kept between rounds: the decisions still to make are derived
+from the replicated state each time, so a new leader picks up exactly where
+the old one stopped. A decision the old leader proposed that commits after
+the new leader's is rejected in apply (its task is no longer pending)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from cortex.errors import CortexError
+from cortex.raft.proposer import Proposer
+from cortex.state import entries as e
+from cortex.state.queries import StateReader
+from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.workflow_queries import WorkflowView
+from cortex.workflows.decisions import Evaluator, TaskNode, decide
+from cortex.workflows.sandbox import ConditionSandbox, SandboxUnavailable
+
+log = logging.getLogger(__name__)
+
+# Conditions evaluated per workflow per round: a workflow with many slow
+# conditions commits its decisions in parts and does not hold up the others.
+CONDITIONS_PER_ROUND = 64
+
+
+def task_nodes(workflow: WorkflowView) -> dict[str, TaskNode]:
+    return {
+        t.key: TaskNode(t.key, t.task_id, t.state, tuple(t.depends_on), t.condition, t.result)
+        for t in workflow.tasks
+    }
+
+
+class WorkflowEngine:
+    def __init__(
+        self,
+        node_id: str,
+        is_leader: Callable[[], bool],
+        proposer: Proposer,
+        reader: StateReader,
+        sandbox: ConditionSandbox,
+        interval_s: float = 1.0,
+        propose_timeout_s: float = 10.0,
+    ) -> None:
+        self._node_id = node_id
+        self._is_leader = is_leader
+        self._proposer = proposer
+        self._reader = reader
+        self._sandbox = sandbox
+        self._interval_s = interval_s
+        self._timeout_s = propose_timeout_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="workflows", daemon=True)
+        self.rounds = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def on_change(self, index: int, changes: list[TaskChange]) -> None:
+        """State listener (Raft thread): wake when a task became pending or
+        terminal, or the whole state was replaced (snapshot)."""
+        if not changes or any(c.state == "pending" or c.state in TERMINAL_STATES for c in changes):
+            self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+            if self._stop.is_set() or not self._is_leader():
+                continue
+            try:
+                while self.advance() and not self._stop.is_set() and self._is_leader():
+                    pass
+            except SandboxUnavailable as err:
+                log.error("workflow conditions cannot be evaluated: %s", err)
+            except CortexError as err:
+                log.warning("workflow advance not committed: %s", err)
+            except Exception:
+                log.exception("workflow advance failed")
+
+    def advance(self) -> int:
+        """One round: decides what can be decided now and proposes it; returns
+        how many decisions were committed."""
+        ready = self._reader.ready_workflow_tasks()
+        if not ready:
+            return 0
+        basis = self._reader.applied_index()
+        workflows = [w for w in map(self._reader.get_workflow, ready) if w and w.state == "running"]
+        # Decisions without conditions first: they must not wait for a slow condition.
+        entries = self._entries(workflows, None, basis)
+        if not entries:
+            entries = self._entries(workflows, self._sandbox.evaluate_many, basis)
+        if not entries or not self._is_leader():
+            return 0
+        self.rounds += 1
+        results = self._proposer.propose(entries, self._timeout_s)
+        decided = 0
+        for result in results:
+            if result.get("ok"):
+                decided += int(result.get("released", 0)) + int(result.get("skipped", 0))
+            else:
+                log.warning("workflow advance rejected: %s", result.get("reason"))
+        return decided
+
+    def _entries(
+        self, workflows: list[WorkflowView], evaluate: Evaluator | None, basis: int
+    ) -> list[e.Entry]:
+        entries = []
+        for workflow in workflows:
+            decisions = decide(
+                task_nodes(workflow), workflow.context, evaluate, CONDITIONS_PER_ROUND
+            )
+            if not decisions:
+                continue
+            released = sum(1 for d in decisions if d.run)
+            log.info("workflow %s: releasing %d tasks, skipping %d", workflow.id, released,
+                     len(decisions) - released)  # fmt: skip
+            for d in decisions:
+                log.log(logging.DEBUG if d.run else logging.INFO, "workflow %s task %s (%s): %s, %s",
+                        workflow.id, d.key, d.task_id, "run" if d.run else "skip", d.reason)  # fmt: skip
+            payload = e.WorkflowAdvance(workflow.id, [d.to_entry() for d in decisions], basis)
+            entries.append(e.Entry.create(payload, self._node_id))
+        return entries

@@ -1,0 +1,204 @@
+"""Relaying output between two nodes over real gRPC on 127.0.0.1: each node
+has its own StateMachine (fed the same entries, as Raft would), output hub
+and streaming service. Covers exact resumption after the source's server
+drops mid-stream, and a source that goes silent (a partition, which cannot
+be made here, is played by a stand-in servicer that never answers)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from cortex.api.client import CortexClient
+from cortex.api.servicer import CortexServicer
+from cortex.errors import Unavailable
+from cortex.output import OutputHub, StreamingService
+from cortex.output.relay import NODE_HEADER
+from cortex.state.entries import (
+    Entry,
+    NodeJoin,
+    Payload,
+    TaskAssign,
+    TaskComplete,
+    TaskRetry,
+    TaskStarted,
+    TaskSubmit,
+    encode_batch,
+)
+from cortex.state.machine import StateMachine
+from cortex.state.queries import StateReader
+from cortex.v1 import cortex_pb2 as pb
+from cortex.v1 import cortex_pb2_grpc as pb_grpc
+from tests.cluster import free_ports, wait_until
+
+
+class StreamingNode:
+    """The output side of a node, served on its own gRPC port."""
+
+    def __init__(self, root: Path, node_id: str, port: int) -> None:
+        self.node_id = node_id
+        self.address = f"127.0.0.1:{port}"
+        self.machine = StateMachine(str(root / node_id / "state.db"))
+        self.hub = OutputHub(root / node_id / "attempts")
+        self.streaming = StreamingService(
+            node_id, self.machine.path, StateReader(self.machine.path), self.hub, 8, 0.3
+        )
+        self.machine.add_listener(self.streaming.on_change)
+        self.streaming.start()
+        self.index = 0
+        self.server: grpc.Server | None = None
+
+    def serve(self, servicer: pb_grpc.CortexServicer | None = None) -> None:
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        pb_grpc.add_CortexServicer_to_server(
+            servicer or CortexServicer(None, self.streaming),  # type: ignore[arg-type]
+            self.server,
+        )
+        assert self.server.add_insecure_port(self.address)
+        self.server.start()
+
+    def apply(self, *payloads: Payload) -> None:
+        self.index += 1
+        batch = encode_batch([Entry.create(p, node="n1", ts=1) for p in payloads])
+        self.machine.apply_batch(self.index, batch)
+
+    def close(self) -> None:
+        self.streaming.stop()
+        if self.server is not None:
+            self.server.stop(0)
+        self.machine.close()
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[StreamingNode, StreamingNode]]:
+    source_port, relay_port = free_ports(2)
+    source = StreamingNode(tmp_path, "n1", source_port)
+    relaying = StreamingNode(tmp_path, "n2", relay_port)
+    for node in (source, relaying):
+        node.apply(
+            NodeJoin("n1", "127.0.0.1:1", source.address),
+            NodeJoin("n2", "127.0.0.1:2", relaying.address),
+            TaskSubmit("t1", {"command": ["true"]}),
+        )
+        node.apply(TaskAssign([{"task_id": "t1", "node": "n1", "attempt": 1}]))
+        node.apply(TaskStarted("t1", 1, "n1"))
+    relaying.serve()
+    yield source, relaying
+    source.close()
+    relaying.close()
+
+
+def follow(address: str, out: list[pb.OutputChunk], task_id: str = "t1") -> threading.Thread:
+    def run() -> None:
+        with CortexClient(address) as client:
+            out.extend(client.stream_task_output(task_id, follow=True, timeout_s=60))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_relay_resumes_at_the_exact_byte_after_its_source_drops(
+    pair: tuple[StreamingNode, StreamingNode],
+) -> None:
+    source, relaying = pair
+    source.serve()
+    sink = source.hub.open("t1", 1)
+    got: list[pb.OutputChunk] = []
+    follower = follow(relaying.address, got)
+    sink.write("stdout", b"before the drop\n")
+    wait_until(lambda: got, 10, what="the first relayed chunk")
+    assert source.server is not None
+    source.server.stop(0)  # the connection goes; the relay reconnects
+    sink.write("stderr", b"written while it was away\n")
+    source.serve()
+    sink.write("stdout", b"after\n")
+    sink.close(exit_code=0)
+    for node in pair:
+        node.apply(TaskComplete("t1", 1, "n1", {"exit_code": 0}))
+    follower.join(30)
+    assert not follower.is_alive()
+    data = [c.data for c in got if c.HasField("data")]
+    position = 0
+    for item in data:
+        assert item.offset == position  # nothing lost, nothing repeated
+        position += len(item.data)
+    assert b"".join(d.data for d in data) == (
+        b"before the drop\nwritten while it was away\nafter\n"
+    )
+    end = got[-1].end
+    assert (end.state, end.exit_code, end.interrupted) == ("completed", 0, False)
+
+
+def test_a_source_that_cannot_be_reached_is_unavailable_with_its_name(
+    pair: tuple[StreamingNode, StreamingNode],
+) -> None:
+    _, relaying = pair  # the source serves nothing
+    with CortexClient(relaying.address) as client:
+        with pytest.raises(Unavailable, match="is on node n1 .* which cannot be reached"):
+            list(client.stream_task_output("t1", timeout_s=30))
+
+
+class SilentSource(pb_grpc.CortexServicer):
+    """Stand-in for a partitioned node: answers, sends one chunk, then
+    nothing ever again (the connection stays open)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def StreamTaskOutput(self, request: Any, context: Any) -> Iterator[pb.OutputChunk]:
+        context.send_initial_metadata(((NODE_HEADER, "n1"),))
+        yield pb.OutputChunk(
+            attempt=1, data=pb.OutputData(stream="stdout", offset=0, data=b"hello\n")
+        )
+        self.release.wait(60)
+
+
+def test_a_relay_from_a_silent_source_ends_once_the_log_gives_up_on_it(
+    pair: tuple[StreamingNode, StreamingNode],
+) -> None:
+    source, relaying = pair
+    silent = SilentSource()
+    source.serve(silent)
+    got: list[pb.OutputChunk] = []
+    follower = follow(relaying.address, got)
+    wait_until(lambda: got, 10, what="the first relayed chunk")
+    assert follower.is_alive()  # the attempt is still running: keep waiting
+    # The leader declares the node lost and re-queues its attempt.
+    relaying.apply(TaskRetry("t1", 1, "node n1 silent for over 3s"))
+    follower.join(30)
+    silent.release.set()
+    assert not follower.is_alive()
+    end = got[-1].end
+    assert end.interrupted and end.state == "queued" and end.total_bytes == 6
+    assert "went silent" in end.error and "n1" in end.error
+
+
+def test_a_source_behind_the_relaying_node_catches_up_before_answering(
+    pair: tuple[StreamingNode, StreamingNode],
+) -> None:
+    source, relaying = pair
+    source.serve()
+    # The relaying node has applied the assignment; the executing one not yet.
+    relaying.apply(TaskSubmit("t2", {"command": ["true"]}))
+    relaying.apply(TaskAssign([{"task_id": "t2", "node": "n1", "attempt": 1}]))
+    got: list[pb.OutputChunk] = []
+    follower = follow(relaying.address, got, "t2")
+    wait_until(lambda: source.streaming.slots.in_use, 10, what="the relayed request")
+    source.apply(TaskSubmit("t2", {"command": ["true"]}))
+    source.apply(TaskAssign([{"task_id": "t2", "node": "n1", "attempt": 1}]))
+    sink = source.hub.open("t2", 1)
+    sink.write("stdout", b"late but there\n")
+    sink.close(exit_code=0)
+    for node in pair:
+        node.apply(TaskStarted("t2", 1, "n1"), TaskComplete("t2", 1, "n1", {"exit_code": 0}))
+    follower.join(30)
+    assert not follower.is_alive()
+    assert got[0].data.data == b"late but there\n"
+    assert (got[-1].end.state, got[-1].end.interrupted) == ("completed", False)

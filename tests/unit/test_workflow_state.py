@@ -1,0 +1,329 @@
+"""Workflow entries applied to a real StateMachine: submit, advance (and its
+stale or duplicate decisions), context merging, the workflow's final state,
+cancel, and dead-letter retries of workflow tasks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cortex.state import entries as e
+from cortex.workflows.decisions import TaskNode
+from cortex.workflows.sandbox import ConditionOutcome
+from tests.workflow_sim import WorkflowLog
+
+DIAMOND = """
+name: diamond
+context: {stage: start}
+tasks:
+  root: {spec: {command: "true"}}
+  left: {spec: {command: "true"}, dependsOn: [root]}
+  right: {spec: {command: "true"}, dependsOn: [root]}
+  join: {spec: {command: "true"}, dependsOn: [left, right]}
+"""
+
+
+def always(value: bool):
+    def evaluate(items):
+        return [ConditionOutcome(value) for _ in items]
+
+    return evaluate
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[WorkflowLog]:
+    wl = WorkflowLog(tmp_path / "a" / "state.db")
+    yield wl
+    wl.close()
+
+
+def test_submit_writes_the_workflow_its_tasks_and_dependencies(log):
+    workflow_id, ids = log.submit(DIAMOND, key="k1")
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.state == "running" and workflow.name == "diamond"
+    assert workflow.context == {"stage": "start"}
+    assert [(t.key, t.state, t.depends_on) for t in workflow.tasks] == [
+        ("root", "queued", []),
+        ("left", "pending", ["root"]),
+        ("right", "pending", ["root"]),
+        ("join", "pending", ["left", "right"]),
+    ]
+    assert workflow.tasks[0].task_id == ids["root"]
+    submitted = [ev for ev in log.events() if ev["event"] == "submitted"]
+    assert len(submitted) == 4 and submitted[1]["to_state"] == "pending"
+
+
+def test_submit_is_idempotent_by_key_and_by_id(log):
+    payload = e.WorkflowSubmit(
+        "w1", "wf", [{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "depends_on": [],
+                      "condition": None}], {}, "key-1",
+    )  # fmt: skip
+    assert log.one(payload) == {"ok": True, "workflow_id": "w1", "created": True, "tasks": 1}
+    again = e.WorkflowSubmit("w2", "wf", payload.tasks, {}, "key-1")
+    assert log.one(again) == {"ok": True, "workflow_id": "w1", "created": False}
+    assert log.one(payload)["created"] is False
+    assert log.reader.list_workflows().total == 1
+
+
+@pytest.mark.parametrize(
+    ("tasks", "reason"),
+    [
+        ([], "at least one task"),
+        ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "depends_on": ["b"]}],
+         "depends on unknown task b"),
+        ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "depends_on": ["b"]},
+          {"key": "b", "task_id": "t2", "spec": {"command": "x"}, "depends_on": ["a"]}],
+         "dependency cycle: a -> b -> a"),
+        ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}},
+          {"key": "a", "task_id": "t2", "spec": {"command": "x"}}], "keys are not unique"),
+        ([{"key": "a", "task_id": "t1", "spec": {"type": "nope"}}], "invalid spec"),
+        ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "extra": 1}], "unknown fields"),
+        (["a"], "is not an object"),
+    ],
+)  # fmt: skip
+def test_an_invalid_submit_is_rejected_whole(log, tasks, reason):
+    result = log.one(e.WorkflowSubmit("w1", "wf", tasks))
+    assert result["ok"] is False and reason in result["reason"]
+    assert log.reader.get_workflow("w1") is None
+    assert log.reader.list_tasks().total == 0
+
+
+def test_a_task_id_that_exists_already_rejects_the_submit(log):
+    log.one(e.TaskSubmit("t1", {"command": "x"}))
+    tasks = [{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "depends_on": []}]
+    assert "already exists" in log.one(e.WorkflowSubmit("w1", "wf", tasks))["reason"]
+
+
+def test_the_diamond_runs_in_order_and_completes(log):
+    workflow_id, ids = log.submit(DIAMOND)
+    assert log.advance(workflow_id, None) == []  # root still queued
+    log.complete(ids["root"])
+    released = log.advance(workflow_id, None)
+    assert [(d["key"], d["decision"]) for d in released] == [("left", "run"), ("right", "run")]
+    log.complete(ids["left"], "n2")
+    assert log.advance(workflow_id, None) == []  # join waits for right
+    log.complete(ids["right"], "n3")
+    assert [d["key"] for d in log.advance(workflow_id, None)] == ["join"]
+    log.complete(ids["join"])
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.state == "completed" and workflow.error is None
+    assert workflow.completed_at is not None
+    assert [ev["event"] for ev in log.events() if ev["task_id"] is None][-1] == "workflow_completed"
+
+
+def test_stale_and_duplicate_decisions_are_rejected_one_by_one(log):
+    workflow_id, ids = log.submit(DIAMOND)
+    log.complete(ids["root"])
+    decisions = [{"task_id": ids["left"], "key": "left", "decision": "run", "reason": "r"}]
+    first = log.one(e.WorkflowAdvance(workflow_id, decisions))
+    assert first == {"ok": True, "released": 1, "skipped": 0, "rejected": 0}
+    # A second leader's copy of the same decision, plus one fresh one.
+    duplicate = [
+        *decisions,
+        {"task_id": ids["right"], "key": "right", "decision": "run", "reason": "r"},
+    ]
+    second = log.one(e.WorkflowAdvance(workflow_id, duplicate))
+    assert second == {"ok": True, "released": 1, "skipped": 0, "rejected": 1}
+    rejected = [ev for ev in log.events(ids["left"]) if ev["event"] == "rejected"]
+    assert "already decided" in json.loads(rejected[0]["detail"])["reason"]
+    assert log.state(ids["left"]) == "queued"
+
+
+@pytest.mark.parametrize(
+    ("decision", "why"),
+    [
+        ({"key": "join", "decision": "run"}, "is still pending"),
+        ({"key": "left", "decision": "skip"}, "contradicts"),
+        ({"key": "left", "decision": "maybe"}, "not run or skip"),
+        ({"key": "right", "decision": "run", "task": "left"}, "is not task right"),
+    ],
+)
+def test_decisions_that_do_not_fit_the_state_are_rejected(log, decision, why):
+    workflow_id, ids = log.submit(DIAMOND)
+    log.complete(ids["root"])
+    raw = {"task_id": ids[decision.pop("task", decision["key"])], "reason": "", **decision}
+    result = log.one(e.WorkflowAdvance(workflow_id, [raw]))
+    assert result["rejected"] == 1
+    detail = json.loads([ev for ev in log.events() if ev["event"] == "rejected"][-1]["detail"])
+    assert why in detail["reason"]
+
+
+def test_advance_on_an_unknown_or_finished_workflow_is_rejected(log):
+    assert "unknown workflow" in log.one(e.WorkflowAdvance("nope", []))["reason"]
+    workflow_id, ids = log.submit(DIAMOND)
+    log.one(e.WorkflowCancel(workflow_id, "stop"))
+    assert "is cancelled" in log.one(e.WorkflowAdvance(workflow_id, []))["reason"]
+
+
+def test_a_failure_skips_dependents_without_condition_and_fails_the_workflow(log):
+    workflow_id, ids = log.submit(DIAMOND.replace('root: {spec: {command: "true"}}',
+                                                  'root: {spec: {command: "x"}, retryPolicy: {retryable: false}}'))  # fmt: skip
+    log.complete(ids["root"], exit_code=1)
+    assert log.state(ids["root"]) == "failed"
+    log.settle(workflow_id, None)
+    assert [log.state(ids[k]) for k in ("left", "right", "join")] == ["skipped"] * 3
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.state == "failed"
+    assert workflow.error == "tasks did not succeed: root failed"
+    assert (
+        workflow.tasks[3].skip_reason == "dependency did not complete: left skipped, right skipped"
+    )
+
+
+def test_conditions_decide_and_skipped_is_not_a_failure(log):
+    text = """
+name: cond
+tasks:
+  a: {spec: {command: "true"}}
+  go: {spec: {command: "true"}, dependsOn: [a], condition: "c1"}
+  stop: {spec: {command: "true"}, dependsOn: [a], condition: "c1"}
+"""
+    workflow_id, ids = log.submit(text)
+    log.complete(ids["a"])
+    workflow = log.reader.get_workflow(workflow_id)
+    # Decisions with different outcomes for the same condition text, as if the
+    # context changed in between: apply trusts the leader for conditions.
+    log.one(e.WorkflowAdvance(workflow_id, [
+        {"task_id": ids["go"], "key": "go", "decision": "run", "reason": "condition is true"},
+        {"task_id": ids["stop"], "key": "stop", "decision": "skip", "reason": "condition is false"},
+    ]))  # fmt: skip
+    assert workflow is not None
+    log.complete(ids["go"])
+    final = log.reader.get_workflow(workflow_id)
+    assert final is not None and final.state == "completed"
+    assert final.tasks[2].skip_reason == "condition is false"
+
+
+def test_context_updates_merge_in_completion_order(log):
+    workflow_id, ids = log.submit(DIAMOND)
+    log.complete(ids["root"], context_update={"stage": "built", "a": 1})
+    log.settle(workflow_id, None)
+    log.complete(ids["right"], context_update={"a": 2, "right": True})
+    log.complete(ids["left"], context_update={"a": 3})
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None
+    assert workflow.context == {"stage": "built", "a": 3, "right": True}
+    assert log.reader.workflow_context_text(workflow_id) == json.dumps(
+        {"a": 3, "right": True, "stage": "built"}, sort_keys=True, separators=(",", ":")
+    )
+    updated = [ev for ev in log.events() if ev["event"] == "context_updated"]
+    assert [json.loads(ev["detail"])["keys"] for ev in updated] == [
+        ["a", "stage"],
+        ["a", "right"],
+        ["a"],
+    ]
+
+
+def test_a_context_update_that_is_not_an_object_or_too_big_is_ignored(log):
+    workflow_id, ids = log.submit(DIAMOND)
+    log.complete(ids["root"], context_update=["not", "an", "object"])
+    log.settle(workflow_id, None)
+    log.complete(ids["left"], context_update={"big": "x" * (1024 * 1024 + 1)})
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.context == {"stage": "start"}
+    assert log.state(ids["left"]) == "completed"
+    assert [ev["event"] for ev in log.events(ids["left"])][-1] == "context_update_rejected"
+
+
+def test_cancel_cancels_every_unfinished_task(log):
+    workflow_id, ids = log.submit(DIAMOND)
+    log.complete(ids["root"])
+    log.settle(workflow_id, None)
+    log.start(ids["left"], "n2")
+    result = log.one(e.WorkflowCancel(workflow_id, "no longer needed"))
+    assert result == {"ok": True, "cancelled_tasks": 3}
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.state == "cancelled"
+    assert workflow.error == "no longer needed"
+    assert [t.state for t in workflow.tasks] == ["completed", "cancelled", "cancelled", "cancelled"]
+    assert "already cancelled" in log.one(e.WorkflowCancel(workflow_id))["reason"]
+    # A late report from the cancelled attempt is fenced off.
+    late = log.one(e.TaskComplete(ids["left"], 1, "n2", {"exit_code": 0}), node="n2")
+    assert late["ok"] is False
+
+
+def test_a_dead_lettered_task_may_be_retried_only_while_its_dependents_wait(log):
+    text = """
+name: dlq
+tasks:
+  flaky: {spec: {command: x, retryPolicy: {maxRetries: 0}}}
+  slow: {spec: {command: x}}
+  after: {spec: {command: x}, dependsOn: [flaky, slow]}
+"""
+    workflow_id, ids = log.submit(text)
+    log.complete(ids["flaky"], exit_code=1)
+    assert log.state(ids["flaky"]) == "dead_letter"
+    log.settle(workflow_id, None)
+    assert log.state(ids["after"]) == "pending"  # slow still queued
+    retry = log.one(e.TaskRetry(ids["flaky"], 1, "retried from the dead-letter queue"))
+    assert retry["ok"] is True and log.state(ids["flaky"]) == "queued"
+    log.complete(ids["flaky"], exit_code=1)
+    log.complete(ids["slow"])
+    log.settle(workflow_id, None)
+    assert log.state(ids["after"]) == "skipped"
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.state == "failed"
+    refused = log.one(e.TaskRetry(ids["flaky"], 2, "retried from the dead-letter queue"))
+    assert refused["ok"] is False and "which is failed" in refused["reason"]
+    assert log.state(ids["flaky"]) == "dead_letter"
+
+
+def test_a_condition_on_a_root_leaves_it_pending_for_the_leader(log):
+    text = """
+name: gate
+context: {env: dev}
+tasks:
+  prod-only: {type: noop, condition: "workflow.context.env === 'prod'"}
+"""
+    workflow_id, ids = log.submit(text)
+    assert log.state(ids["prod-only"]) == "pending"
+    assert log.reader.ready_workflow_tasks() == {workflow_id: [ids["prod-only"]]}
+    log.settle(workflow_id, always(False))
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.state == "completed"
+
+
+def test_ready_tasks_are_pending_ones_whose_dependencies_are_all_terminal(log):
+    workflow_id, ids = log.submit(DIAMOND)
+    assert log.reader.ready_workflow_tasks() == {}
+    log.complete(ids["root"])
+    assert log.reader.ready_workflow_tasks() == {workflow_id: [ids["left"], ids["right"]]}
+
+
+def test_two_machines_fed_the_same_log_have_the_same_digest(log, tmp_path):
+    workflow_id, ids = log.submit(DIAMOND)
+    log.complete(ids["root"], context_update={"x": 1})
+    log.settle(workflow_id, None)
+    log.complete(ids["left"], exit_code=1)
+    log.one(e.WorkflowCancel(workflow_id))
+    other = log.replay_into(tmp_path / "b" / "state.db")
+    try:
+        assert other.digest() == log.machine.digest()
+    finally:
+        other.close()
+
+
+def test_listing_workflows_newest_first_with_counts(log):
+    first, _ = log.submit(DIAMOND)
+    second, ids = log.submit(DIAMOND.replace("diamond", "second"))
+    log.one(e.WorkflowCancel(second))
+    page = log.reader.list_workflows()
+    assert [w.id for w in page.workflows] == [second, first] and page.total == 2
+    assert page.workflows[0].task_counts == {"cancelled": 4}
+    assert page.workflows[1].task_counts == {"queued": 1, "pending": 3}
+    assert [w.id for w in log.reader.list_workflows(["running"]).workflows] == [first]
+    assert log.reader.list_workflows(limit=1).next_offset == 1
+
+
+def test_task_nodes_for_the_decision_logic(log):
+    from cortex.workflows.engine import task_nodes
+
+    workflow_id, ids = log.submit(DIAMOND)
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None
+    assert task_nodes(workflow)["join"] == TaskNode(
+        "join", ids["join"], "pending", ("left", "right")
+    )
