@@ -21,6 +21,7 @@ from cortex.membership.board import NodeReport, ResourceBoard
 from cortex.membership.heartbeat import heartbeat_proof
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
+from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
 from cortex.scheduler import explain
 from cortex.scheduler.loop import build_candidates, pending
 from cortex.scheduler.model import NodeResources
@@ -35,9 +36,7 @@ TASK_STATES = (
     "pending", "queued", "assigned", "running", "completed",
     "failed", "cancelled", "skipped", "dead_letter",
 )  # fmt: skip
-MAX_PAGE_SIZE = 1000
 DEFAULT_DRAIN_MS = 300_000
-MAX_IDEMPOTENCY_KEY = 256
 
 
 def join_proof(secret: str, node_id: str, raft_address: str) -> str:
@@ -110,10 +109,7 @@ class TaskService:
     def submit_task(
         self, spec: dict[str, Any], idempotency_key: str | None = None
     ) -> SubmitOutcome:
-        if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-            raise InvalidArgument(
-                f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters"
-            )
+        check_idempotency_key(idempotency_key)
         parsed = parse_task_spec(spec, self._max_spec_bytes)
         if idempotency_key:
             known = self._reader.task_by_idempotency_key(idempotency_key)
@@ -133,7 +129,7 @@ class TaskService:
         )
 
     def get_task(self, task_id: str) -> TaskView:
-        _check_id(task_id, "task_id")
+        check_id(task_id, "task_id")
         task = self._reader.get_task(task_id)
         if task is None:
             raise NotFound(f"no task with id {task_id}")
@@ -171,24 +167,9 @@ class TaskService:
         page_size: int = 100,
         page_token: str = "",
     ) -> TaskPage:
-        for state in states or []:
-            if state not in TASK_STATES:
-                raise InvalidArgument(
-                    f"unknown task state {state!r} (known: {', '.join(TASK_STATES)})"
-                )
-        if page_size < 0 or page_size > MAX_PAGE_SIZE:
-            raise InvalidArgument(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
-        try:
-            offset = int(page_token) if page_token else 0
-            if offset < 0:
-                raise ValueError
-        except ValueError:
-            raise InvalidArgument(
-                f"page_token {page_token!r} is not a token from an earlier page"
-            ) from None
-        return self._reader.list_tasks(
-            states, task_type, workflow_id, node, page_size or 100, offset
-        )
+        check_states(states, TASK_STATES, "task")
+        limit, offset = parse_page(page_size, page_token)
+        return self._reader.list_tasks(states, task_type, workflow_id, node, limit, offset)
 
     def cancel_task(self, task_id: str, reason: str = "") -> TaskView:
         task = self.get_task(task_id)
@@ -223,7 +204,7 @@ class TaskService:
     # -- nodes -------------------------------------------------------------
 
     def _node(self, node_id: str) -> NodeView:
-        _check_id(node_id, "node_id")
+        check_id(node_id, "node_id")
         for node in self._reader.nodes():
             if node.id == node_id:
                 return node
@@ -340,10 +321,3 @@ class TaskService:
                 f"the leader refused to add {raft_address} (code {outcome['error']}); retry"
             )
         return sorted({*members, raft_address})
-
-
-def _check_id(value: str, name: str) -> None:
-    if not value:
-        raise InvalidArgument(f"{name} is empty")
-    if len(value) > 128:
-        raise InvalidArgument(f"{name} is longer than 128 characters")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
 from cortex.raft.proposer import Proposer
+from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
 from cortex.spec import DEFAULT_MAX_SPEC_BYTES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
@@ -17,8 +18,6 @@ from cortex.state.workflow_rules import WORKFLOW_STATES, WORKFLOW_TERMINAL_STATE
 from cortex.workflows.definition import WorkflowDefinition, parse_definition
 from cortex.workflows.sandbox import ConditionSandbox
 
-MAX_PAGE_SIZE = 1000
-MAX_IDEMPOTENCY_KEY = 256
 MAX_REASON_CHARS = 2000
 
 
@@ -75,10 +74,7 @@ class WorkflowService:
     ) -> WorkflowSubmitOutcome:
         """Validates everything first (nothing is written on any error), then
         proposes the whole DAG as one entry."""
-        if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-            raise InvalidArgument(
-                f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY} characters"
-            )
+        check_idempotency_key(idempotency_key)
         definition = parse_definition(text, fmt, self.sandbox, self._max_spec_bytes)
         if idempotency_key:
             known = self._reader.workflow_by_idempotency_key(idempotency_key)
@@ -93,7 +89,7 @@ class WorkflowService:
         )
 
     def get(self, workflow_id: str) -> WorkflowView:
-        _check_id(workflow_id)
+        check_id(workflow_id, "workflow_id")
         workflow = self._reader.get_workflow(workflow_id)
         if workflow is None:
             raise NotFound(f"no workflow with id {workflow_id}")
@@ -102,22 +98,9 @@ class WorkflowService:
     def list_workflows(
         self, states: list[str] | None = None, page_size: int = 100, page_token: str = ""
     ) -> WorkflowPage:
-        for state in states or []:
-            if state not in WORKFLOW_STATES:
-                raise InvalidArgument(
-                    f"unknown workflow state {state!r} (known: {', '.join(WORKFLOW_STATES)})"
-                )
-        if page_size < 0 or page_size > MAX_PAGE_SIZE:
-            raise InvalidArgument(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
-        try:
-            offset = int(page_token) if page_token else 0
-            if offset < 0:
-                raise ValueError
-        except ValueError:
-            raise InvalidArgument(
-                f"page_token {page_token!r} is not a token from an earlier page"
-            ) from None
-        return self._reader.list_workflows(states, page_size or 100, offset)
+        check_states(states, WORKFLOW_STATES, "workflow")
+        limit, offset = parse_page(page_size, page_token)
+        return self._reader.list_workflows(states, limit, offset)
 
     def cancel(self, workflow_id: str, reason: str = "") -> WorkflowView:
         workflow = self.get(workflow_id)
@@ -138,10 +121,3 @@ class WorkflowService:
 
     def close(self) -> None:
         self.sandbox.close()
-
-
-def _check_id(value: str) -> None:
-    if not value:
-        raise InvalidArgument("workflow_id is empty")
-    if len(value) > 128:
-        raise InvalidArgument("workflow_id is longer than 128 characters")
