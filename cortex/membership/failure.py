@@ -7,12 +7,11 @@ judging any node."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
-from cortex.errors import CortexError
 from cortex.membership.board import ResourceBoard
+from cortex.raft.leader_loop import LeaderLoop
 from cortex.raft.proposer import Proposer
 from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader
@@ -20,7 +19,7 @@ from cortex.state.queries import NodeView, StateReader
 log = logging.getLogger(__name__)
 
 
-class NodeSupervisor:
+class NodeSupervisor(LeaderLoop):
     def __init__(
         self,
         node_id: str,
@@ -31,40 +30,26 @@ class NodeSupervisor:
         failure_timeout_s: float = 15.0,
         interval_s: float = 0.5,
     ) -> None:
+        super().__init__("supervisor", is_leader, interval_s)
         self._node_id = node_id
-        self._is_leader = is_leader
         self._proposer = proposer
         self._reader = reader
         self._board = board
         self._timeout_s = failure_timeout_s
-        self._interval_s = interval_s
         self._leader_since: float | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
+    def on_follower(self) -> None:
+        self._leader_since = None
 
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            if not self._is_leader():
-                self._leader_since = None
-                continue
-            now = time.monotonic()
-            if self._leader_since is None:
-                self._leader_since = now
-                log.info("leader: judging node liveness after %.1fs", self._timeout_s)
-            try:
-                if now - self._leader_since >= self._timeout_s:
-                    self.check_liveness(now)
-                self.enforce_drains(int(time.time() * 1000))
-            except CortexError as err:
-                log.warning("node supervision not committed: %s", err)
-            except Exception:
-                log.exception("node supervision failed")
+    def work(self) -> bool:
+        now = time.monotonic()
+        if self._leader_since is None:
+            self._leader_since = now
+            log.info("leader: judging node liveness after %.1fs", self._timeout_s)
+        if now - self._leader_since >= self._timeout_s:
+            self.check_liveness(now)
+        self.enforce_drains(int(time.time() * 1000))
+        return False
 
     def _silent(self, node: NodeView, now: float) -> bool:
         report = self._board.get(node.id)

@@ -5,12 +5,11 @@ entry for the round."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
-from cortex.errors import CortexError
 from cortex.membership.board import ResourceBoard
+from cortex.raft.leader_loop import LeaderLoop
 from cortex.raft.proposer import Proposer
 from cortex.scheduler.model import Candidate, PendingTask
 from cortex.scheduler.placement import schedule_round
@@ -66,7 +65,7 @@ def pending(task: TaskView) -> PendingTask:
     )
 
 
-class SchedulerLoop:
+class SchedulerLoop(LeaderLoop):
     def __init__(
         self,
         node_id: str,
@@ -77,43 +76,14 @@ class SchedulerLoop:
         reachable: Callable[[NodeView], bool],
         interval_s: float = 1.0,
     ) -> None:
+        super().__init__("scheduler", is_leader, interval_s)
         self._node_id = node_id
-        self._is_leader = is_leader
         self._proposer = proposer
         self._reader = reader
         self._board = board
         self._reachable = reachable
-        self._interval_s = interval_s
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
-        self.rounds = 0
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self._next_wait())
-            self._wake.clear()
-            if self._stop.is_set() or not self._is_leader():
-                continue
-            try:
-                while self.run_round() and not self._stop.is_set():
-                    pass
-            except CortexError as err:
-                log.warning("scheduling round not committed: %s", err)
-            except Exception:
-                log.exception("scheduling round failed")
-
-    def _next_wait(self) -> float:
+    def wait_s(self) -> float:
         """The interval, or less when a backing-off task becomes runnable sooner."""
         if not self._is_leader():
             return self._interval_s
@@ -122,6 +92,9 @@ class SchedulerLoop:
         if due is None:
             return self._interval_s
         return max(0.005, min(self._interval_s, (due - now_ms) / 1000))
+
+    def work(self) -> bool:
+        return self.run_round()
 
     def run_round(self) -> bool:
         """Runs one round; returns True when the round was full, so more

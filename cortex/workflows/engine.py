@@ -11,17 +11,16 @@ the new leader's is rejected in apply (its task is no longer pending)."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
-from cortex.errors import CortexError
+from cortex.raft.leader_loop import LeaderLoop
 from cortex.raft.proposer import Proposer
 from cortex.state import entries as e
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.state.workflow_queries import WorkflowView
 from cortex.workflows.decisions import Evaluator, TaskNode, decide
-from cortex.workflows.sandbox import ConditionSandbox, SandboxUnavailable
+from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ def task_nodes(workflow: WorkflowView) -> dict[str, TaskNode]:
     }
 
 
-class WorkflowEngine:
+class WorkflowEngine(LeaderLoop):
     def __init__(
         self,
         node_id: str,
@@ -48,27 +47,12 @@ class WorkflowEngine:
         interval_s: float = 1.0,
         propose_timeout_s: float = 10.0,
     ) -> None:
+        super().__init__("workflows", is_leader, interval_s)
         self._node_id = node_id
-        self._is_leader = is_leader
         self._proposer = proposer
         self._reader = reader
         self._sandbox = sandbox
-        self._interval_s = interval_s
         self._timeout_s = propose_timeout_s
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="workflows", daemon=True)
-        self.rounds = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
-    def wake(self) -> None:
-        self._wake.set()
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """State listener (Raft thread): wake when a task became pending or
@@ -76,21 +60,8 @@ class WorkflowEngine:
         if not changes or any(c.state == "pending" or c.state in TERMINAL_STATES for c in changes):
             self._wake.set()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self._interval_s)
-            self._wake.clear()
-            if self._stop.is_set() or not self._is_leader():
-                continue
-            try:
-                while self.advance() and not self._stop.is_set() and self._is_leader():
-                    pass
-            except SandboxUnavailable as err:
-                log.error("workflow conditions cannot be evaluated: %s", err)
-            except CortexError as err:
-                log.warning("workflow advance not committed: %s", err)
-            except Exception:
-                log.exception("workflow advance failed")
+    def work(self) -> bool:
+        return self.advance() > 0
 
     def advance(self) -> int:
         """One round: decides what can be decided now and proposes it; returns
