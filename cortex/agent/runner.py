@@ -217,7 +217,7 @@ class Agent:
         )
         self._proposer.submit(
             e.Entry.create(
-                e.TaskStarted(task.id, task.attempt, self._node_id, os.getpid()), self._node_id
+                e.TaskStarted(task.id, task.attempt, self._node_id), self._node_id
             )
         )
         log.debug("task %s attempt %d starting", task.id, task.attempt)

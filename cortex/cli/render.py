@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from rich.console import Console
@@ -55,6 +56,8 @@ def print_task(task: pb.Task) -> None:
         value = data[key]
         if value is None or value == "":
             continue
+        if key == "command" and isinstance(value, list):
+            value = shlex.join(value)
         table.add_row(key, styled_state(value) if key == "state" else str(value))
     if data["result"]:
         result = data["result"]

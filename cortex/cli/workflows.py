@@ -14,6 +14,7 @@ from typing import Any
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from cortex.api.client import CortexClient
@@ -129,7 +130,8 @@ def workflow_tree(workflow: pb.Workflow, show_all: bool = False) -> Tree:
     def add(parent: Tree, tasks: list[pb.WorkflowTask]) -> None:
         shown = tasks if show_all or len(tasks) <= MAX_CHILDREN else tasks[: MAX_CHILDREN - 2]
         for task in shown:
-            add(parent.add(_task_label(task, now_ms)), children.get(task.key, []))
+            label = Text.from_markup(_task_label(task, now_ms), overflow="fold")
+            add(parent.add(label), children.get(task.key, []))
         rest = tasks[len(shown) :]
         if rest:
             counts: dict[str, int] = {}
@@ -145,7 +147,7 @@ def workflow_tree(workflow: pb.Workflow, show_all: bool = False) -> Tree:
 
 
 def print_workflow(workflow: pb.Workflow, show_all: bool = False) -> None:
-    render.console.print(workflow_tree(workflow, show_all))
+    render.console.print(workflow_tree(workflow, show_all), soft_wrap=False)
     counts: dict[str, int] = {}
     for task in workflow.tasks:
         counts[task.state] = counts.get(task.state, 0) + 1
