@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import itertools
 import random
-import socket
 import time
 from collections.abc import Sequence
 
 from cortex.api.client import CortexClient
-from cortex.cli.dev import DevNode
+from cortex.cli.dev import DevNode, port_free
 from cortex.errors import CortexError, Unavailable
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def free_base_port(count: int) -> int:

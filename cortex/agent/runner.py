@@ -216,9 +216,7 @@ class Agent:
             kill_grace_s=self._kill_grace_s,
         )
         self._proposer.submit(
-            e.Entry.create(
-                e.TaskStarted(task.id, task.attempt, self._node_id), self._node_id
-            )
+            e.Entry.create(e.TaskStarted(task.id, task.attempt, self._node_id), self._node_id)
         )
         log.debug("task %s attempt %d starting", task.id, task.attempt)
         result = self._run_with_output(executor, execution, running.cancel)

@@ -137,3 +137,32 @@ def node_json(node: pb.NodeInfo) -> dict[str, Any]:
             "report_age_ms": node.report_age_ms,
         }
     return data
+
+
+def workflow_json(workflow: pb.Workflow) -> dict[str, Any]:
+    return {
+        "id": workflow.id,
+        "name": workflow.name,
+        "state": workflow.state,
+        "error": workflow.error or None,
+        "context": json.loads(workflow.context_json) if workflow.context_json else {},
+        "created_at": iso_time(workflow.created_at_ms),
+        "completed_at": iso_time(workflow.completed_at_ms),
+        "tasks": [
+            {
+                "key": t.key,
+                "task_id": t.task_id,
+                "type": t.type,
+                "state": t.state,
+                "attempt": t.attempt,
+                "node": t.node or None,
+                "depends_on": list(t.depends_on),
+                "condition": t.condition or None,
+                "skip_reason": t.skip_reason or None,
+                "started_at": iso_time(t.started_at_ms),
+                "finished_at": iso_time(t.finished_at_ms),
+                "exit_code": t.exit_code if t.has_result else None,
+            }
+            for t in workflow.tasks
+        ],
+    }

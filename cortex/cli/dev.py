@@ -34,7 +34,7 @@ class DevNode:
     pid: int = 0
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
     with socket.socket() as probe:
         try:
             probe.bind(("127.0.0.1", port))
@@ -64,8 +64,8 @@ def start_cluster(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
             f"a dev cluster already runs from {data_dir}; stop it with `cortex dev stop`"
         )
     nodes = plan_nodes(count, base_port, data_dir)
-    busy = [n.raft for n in nodes if not _port_free(int(n.raft.rsplit(":", 1)[1]))]
-    busy += [n.grpc for n in nodes if not _port_free(int(n.grpc.rsplit(":", 1)[1]))]
+    busy = [n.raft for n in nodes if not port_free(int(n.raft.rsplit(":", 1)[1]))]
+    busy += [n.grpc for n in nodes if not port_free(int(n.grpc.rsplit(":", 1)[1]))]
     if busy:
         raise CortexError(f"ports already in use: {', '.join(busy)} (try --base-port)")
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -202,7 +202,7 @@ DEMO_TASKS: list[tuple[str, list[str] | str]] = [
 def run_demo(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-demo-")).resolve()
     base_port = next(p for p in range(17100, 30000, 10) if all(
-        _port_free(p + i) and _port_free(p + 100 + i) for i in range(args.nodes)))  # fmt: skip
+        port_free(p + i) and port_free(p + 100 + i) for i in range(args.nodes)))  # fmt: skip
     render.console.print(f"starting a local {args.nodes}-node cluster (data in {data_dir}) ...")
     nodes = start_cluster(args.nodes, base_port, data_dir)
     try:

@@ -18,7 +18,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from cortex.api.client import CortexClient
-from cortex.api.views import iso_time
+from cortex.api.views import workflow_json
 from cortex.cli import render
 from cortex.errors import InvalidArgument
 from cortex.v1 import cortex_pb2 as pb
@@ -29,38 +29,6 @@ WORKFLOW_STYLES = {"running": "bold blue", "completed": "green", "failed": "red"
 # Children shown under one task before the rest are summarised (--all shows all).
 MAX_CHILDREN = 12
 POLL_INTERVAL_S = 0.3
-
-
-# -- JSON views -------------------------------------------------------------------
-
-
-def workflow_json(workflow: pb.Workflow) -> dict[str, Any]:
-    return {
-        "id": workflow.id,
-        "name": workflow.name,
-        "state": workflow.state,
-        "error": workflow.error or None,
-        "context": json.loads(workflow.context_json) if workflow.context_json else {},
-        "created_at": iso_time(workflow.created_at_ms),
-        "completed_at": iso_time(workflow.completed_at_ms),
-        "tasks": [
-            {
-                "key": t.key,
-                "task_id": t.task_id,
-                "type": t.type,
-                "state": t.state,
-                "attempt": t.attempt,
-                "node": t.node or None,
-                "depends_on": list(t.depends_on),
-                "condition": t.condition or None,
-                "skip_reason": t.skip_reason or None,
-                "started_at": iso_time(t.started_at_ms),
-                "finished_at": iso_time(t.finished_at_ms),
-                "exit_code": t.exit_code if t.has_result else None,
-            }
-            for t in workflow.tasks
-        ],
-    }
 
 
 # -- rendering --------------------------------------------------------------------

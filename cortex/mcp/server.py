@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from cortex.api.client import CortexClient
-from cortex.api.views import node_json, status_json, task_json
+from cortex.api.views import node_json, status_json, task_json, workflow_json
 from cortex.errors import CortexError
 from cortex.v1 import cortex_pb2 as pb
 
@@ -370,27 +370,3 @@ def _read_output(
         out.update(state=end.state, exit_code=end.exit_code, error=end.error or None,
                    interrupted=end.interrupted)  # fmt: skip
     return out
-
-
-def workflow_json(workflow: pb.Workflow) -> dict[str, Any]:
-    return {
-        "id": workflow.id,
-        "name": workflow.name,
-        "state": workflow.state,
-        "context": json.loads(workflow.context_json) if workflow.context_json else {},
-        "error": workflow.error or None,
-        "tasks": [
-            {
-                "key": t.key,
-                "task_id": t.task_id,
-                "state": t.state,
-                "attempt": t.attempt,
-                "node": t.node or None,
-                "depends_on": list(t.depends_on),
-                "condition": t.condition or None,
-                "skip_reason": t.skip_reason or None,
-                "exit_code": t.exit_code if t.has_result else None,
-            }
-            for t in workflow.tasks
-        ],
-    }
