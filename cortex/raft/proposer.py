@@ -43,7 +43,7 @@ class Proposer:
         self._in_flight: dict[int, tuple[float, list[Future[dict[str, Any]]]]] = {}
         self._in_flight_changed = threading.Condition()
         self._batch_number = 0
-        self.in_flight_timeout = 30.0
+        self.in_flight_timeout = 10.0
         self._thread = threading.Thread(target=self._run, name="proposer", daemon=True)
         self._stopped = False
         self._thread.start()

@@ -50,7 +50,7 @@ class SnapshotStore:
         with tempfile.TemporaryDirectory(dir=directory) as scratch:
             db_copy = os.path.join(scratch, _DB)
             self._machine.backup_to(db_copy)
-            with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+            with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
                 archive.writestr(_META, json.dumps(meta))
                 archive.write(db_copy, _DB)
         log.info("snapshot written at raft index %d", last_entry[1])
