@@ -72,6 +72,8 @@ class NodeConfig(BaseModel):
     peers: list[str] = Field(default_factory=list)
     join: str | None = None
     secret: str | None = None
+    # When set, every API call must carry it (Authorization: Bearer ...).
+    api_token: str | None = Field(None, min_length=8)
     labels: dict[str, str] = Field(default_factory=dict)
     capabilities: dict[str, str] = Field(default_factory=dict)
     resources: DeclaredResources = Field(default_factory=DeclaredResources)

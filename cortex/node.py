@@ -187,8 +187,9 @@ class Node:
         )
         self.machine.add_listener(self.workflow_engine.on_change)
         self.streaming = StreamingService(
-            config.node_id, db_path, self.reader, self.output, config.max_streams
-        )
+            config.node_id, db_path, self.reader, self.output, config.max_streams,
+            api_token=config.api_token,
+        )  # fmt: skip
         self.machine.add_listener(self.streaming.on_change)
         self._grpc_server = None
         self._stopped = threading.Event()
@@ -203,7 +204,12 @@ class Node:
 
         self.output.start()
         self.streaming.start()
-        self._grpc_server = serve(self.service, self.config.grpc, streaming=self.streaming)
+        self._grpc_server = serve(
+            self.service,
+            self.config.grpc,
+            streaming=self.streaming,
+            api_token=self.config.api_token,
+        )
         self.registration.start()
         self.heartbeats.start()
         self.supervisor.start()

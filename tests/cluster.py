@@ -62,6 +62,7 @@ class ClusterNode:
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
+    api_token: str | None = None
 
     @property
     def log_path(self) -> Path:
@@ -115,7 +116,7 @@ class ClusterNode:
             self.process.wait(10)
 
     def client(self, timeout_s: float = 30.0) -> CortexClient:
-        return CortexClient(self.grpc, timeout_s=timeout_s)
+        return CortexClient(self.grpc, timeout_s=timeout_s, token=self.api_token or "")
 
     def status(self) -> pb.ClusterStatusResponse:
         with self.client(timeout_s=5) as c:
@@ -126,10 +127,13 @@ class ClusterNode:
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, root: Path, size: int, extra_args: list[str] | None = None, api_token: str | None = None
+    ) -> None:
         self.root = root
         self.nodes: list[ClusterNode] = []
-        self._extra_args = extra_args or []
+        self.api_token = api_token
+        self._extra_args = [*(extra_args or []), *(["--api-token", api_token] if api_token else [])]
         for _ in range(size):
             self.add_node()
 
@@ -142,6 +146,7 @@ class Cluster:
             grpc=f"127.0.0.1:{grpc_port}",
             data_dir=self.root / f"n{number}",
             extra_args=[*self._extra_args, *(extra_args or [])],
+            api_token=self.api_token,
         )
         self.nodes.append(node)
         return node

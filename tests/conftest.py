@@ -17,8 +17,13 @@ def make_cluster(
 ) -> Iterator[Callable[..., Cluster]]:
     clusters: list[Cluster] = []
 
-    def make(size: int = 3, extra_args: list[str] | None = None, start: bool = True) -> Cluster:
-        cluster = Cluster(tmp_path / f"cluster{len(clusters)}", size, extra_args)
+    def make(
+        size: int = 3,
+        extra_args: list[str] | None = None,
+        start: bool = True,
+        api_token: str | None = None,
+    ) -> Cluster:
+        cluster = Cluster(tmp_path / f"cluster{len(clusters)}", size, extra_args, api_token)
         clusters.append(cluster)
         if start:
             cluster.start()

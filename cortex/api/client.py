@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from cortex.api.auth import default_token, token_metadata
 from cortex.errors import (
     CortexError,
     FailedPrecondition,
@@ -31,9 +32,11 @@ _ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
 
 
 class CortexClient:
-    def __init__(self, address: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, address: str, timeout_s: float = 30.0, token: str | None = None) -> None:
+        """`token` defaults to $CORTEX_API_TOKEN; nodes without a token ignore it."""
         self.address = address
         self.timeout_s = timeout_s
+        self._metadata = token_metadata(token if token is not None else default_token())
         self._channel = grpc.insecure_channel(address)
         self._stub = pb_grpc.CortexStub(self._channel)
 
@@ -53,7 +56,9 @@ class CortexClient:
 
     def _call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
         try:
-            return getattr(self._stub, method)(request, timeout=timeout_s or self.timeout_s)
+            return getattr(self._stub, method)(
+                request, timeout=timeout_s or self.timeout_s, metadata=self._metadata
+            )
         except grpc.RpcError as err:
             code = err.code()
             kind = _ERROR_FOR_STATUS.get(code, CortexError)
@@ -148,7 +153,9 @@ class CortexClient:
         """`watch_events`, plus the seq of the last event already applied that
         the watch sends (0 when none), from the `cortex-backlog-end` header:
         a caller that wants only the backlog stops there."""
-        call = self._stub.WatchEvents(pb.WatchEventsRequest(**filters), timeout=timeout_s)
+        call = self._stub.WatchEvents(
+            pb.WatchEventsRequest(**filters), timeout=timeout_s, metadata=self._metadata
+        )
         headers = dict(call.initial_metadata() or ())
         return int(headers.get("cortex-backlog-end", 0) or 0), self._mapped(call)
 
@@ -162,7 +169,9 @@ class CortexClient:
 
     def _stream(self, method: str, request: Any, timeout_s: float | None) -> Iterator[Any]:
         try:
-            yield from getattr(self._stub, method)(request, timeout=timeout_s)
+            yield from getattr(self._stub, method)(
+                request, timeout=timeout_s, metadata=self._metadata
+            )
         except grpc.RpcError as err:
             code = err.code()
             kind = _ERROR_FOR_STATUS.get(code, CortexError)

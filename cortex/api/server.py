@@ -8,6 +8,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from cortex.api.auth import TokenAuthInterceptor
 from cortex.api.servicer import CortexServicer
 from cortex.errors import ConfigError
 from cortex.output import StreamingService
@@ -22,9 +23,11 @@ def serve(
     address: str,
     max_workers: int = 64,
     streaming: StreamingService | None = None,
+    api_token: str | None = None,
 ) -> grpc.Server:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        interceptors=[TokenAuthInterceptor(api_token)] if api_token else [],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

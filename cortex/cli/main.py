@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from cortex.api.auth import TOKEN_ENV
 from cortex.config import DEFAULT_GRPC_ADDRESS
 from cortex.errors import CortexError
 
@@ -26,6 +27,7 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
         "--join", metavar="GRPC_ADDR", help="join the cluster served at this gRPC address"
     )
     start.add_argument("--secret", help="cluster secret (required with --peers or --join)")
+    start.add_argument("--api-token", help="require this token on every API call ($CORTEX_API_TOKEN)")
     start.add_argument(
         "--label", action="append", default=[], metavar="K=V", help="node label (repeatable)"
     )
@@ -158,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("CORTEX_NODE", DEFAULT_GRPC_ADDRESS),
         help="gRPC address of the node to talk to (default $CORTEX_NODE or %(default)s)",
     )
+    parser.add_argument(
+        "--token",
+        help="API token for nodes started with one (default $CORTEX_API_TOKEN)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_node_start(commands)
     _add_task(commands)
@@ -224,6 +230,9 @@ def _add_streams(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.token:
+        # Every client this process makes, and a node it starts, picks it up.
+        os.environ[TOKEN_ENV] = args.token
     try:
         if args.command == "node":
             if args.node_command != "start":

@@ -51,6 +51,7 @@ def run_node(args: argparse.Namespace) -> int:
         "peers": [p.strip() for p in args.peers.split(",") if p.strip()] if args.peers else None,
         "join": args.join,
         "secret": args.secret,
+        "api_token": args.api_token,
         "labels": parse_labels(args.label) or None,
         "capabilities": parse_pairs(args.capability, "--capability") or None,
         "resources": parse_resources(args.resource) or None,

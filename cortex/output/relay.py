@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from cortex.api.auth import token_metadata
 from cortex.errors import (
     CortexError,
     FailedPrecondition,
@@ -86,9 +87,12 @@ def source_lost_end(info: AttemptInfo, total_bytes: int, reason: str) -> pb.Outp
 
 
 class RelayClient:
-    def __init__(self, node_id: str, stall_grace_s: float = 5.0) -> None:
+    def __init__(
+        self, node_id: str, stall_grace_s: float = 5.0, api_token: str | None = None
+    ) -> None:
         self._node_id = node_id
         self._stall_grace_s = stall_grace_s
+        self._auth = tuple(token_metadata(api_token))
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._relays: set[_Relay] = set()
@@ -175,7 +179,7 @@ class RelayClient:
                 forwarded.CopyFrom(request)
                 forwarded.from_offset = position
                 call = self._stub(address).StreamTaskOutput(
-                    forwarded, metadata=((RELAY_HEADER, self._node_id),)
+                    forwarded, metadata=((RELAY_HEADER, self._node_id), *self._auth)
                 )
                 relay.call = call
                 if not context.add_callback(call.cancel):

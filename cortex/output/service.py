@@ -24,9 +24,10 @@ class StreamingService:
         hub: OutputHub,
         max_streams: int,
         relay_stall_grace_s: float = 5.0,
+        api_token: str | None = None,
     ) -> None:
         self.ticker = StateTicker()
-        self.relay = RelayClient(node_id, relay_stall_grace_s)
+        self.relay = RelayClient(node_id, relay_stall_grace_s, api_token)
         self.slots = StreamSlots(node_id, max_streams)
         self.output = OutputStreamer(node_id, reader, hub, self.ticker, self.relay, self.slots)
         self.events = EventWatcher(EventFeed(db_path), self.ticker, self.slots)
