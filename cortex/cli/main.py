@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 
 from cortex.api.auth import TOKEN_ENV
 from cortex.config import DEFAULT_GRPC_ADDRESS
@@ -230,6 +233,16 @@ def _add_streams(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    interrupted = threading.Event()
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        # gRPC may surface Ctrl-C as a cancelled call rather than this
+        # exception; the flag makes either end the same way.
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_interrupt)
     if args.token:
         # Every client this process makes, and a node it starts, picks it up.
         os.environ[TOKEN_ENV] = args.token
@@ -283,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_events(args)
     except CortexError as err:
+        if interrupted.is_set():
+            return 130
         print(f"cortex: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -129,7 +129,7 @@ class OutputHub:
         self.limits = limits or OutputLimits()
         self._lock = threading.Lock()
         self._opened = threading.Condition(self._lock)
-        self._live: dict[tuple[str, int], tuple[LiveLog, LogWriter]] = {}
+        self._live: dict[tuple[str, int], LiveLog] = {}
         self.retention = RetentionSweeper(root, self.limits.max_total_bytes, self._live_directories)
 
     def start(self) -> None:
@@ -138,7 +138,7 @@ class OutputHub:
     def stop(self) -> None:
         self.retention.stop()
         with self._lock:
-            live = [entry[0] for entry in self._live.values()]
+            live = list(self._live.values())
         for entry in live:
             entry.wake()
 
@@ -148,37 +148,40 @@ class OutputHub:
     def open(self, task_id: str, attempt: int) -> AttemptOutput:
         """Starts an attempt's log (empty) and announces it to waiting readers."""
         directory = self.directory(task_id, attempt)
-        writer = LogWriter(
-            directory,
-            self.limits.segment_bytes,
-            self.limits.max_bytes_per_attempt,
-            self.retention.account,
-        )
         live = LiveLog(task_id, attempt, directory)
+        # Announced before its files exist: a reader must never see a log on
+        # disk with no live writer and take it for one whose node died.
         with self._lock:
-            self._live[(task_id, attempt)] = (live, writer)
+            self._live[(task_id, attempt)] = live
             self._opened.notify_all()
+        try:
+            writer = LogWriter(
+                directory,
+                self.limits.segment_bytes,
+                self.limits.max_bytes_per_attempt,
+                self.retention.account,
+            )
+        except BaseException:
+            self._forget(live)
+            raise
         return AttemptOutput(self, live, writer)
 
     def live(self, task_id: str, attempt: int) -> LiveLog | None:
         with self._lock:
-            entry = self._live.get((task_id, attempt))
-        return entry[0] if entry else None
+            return self._live.get((task_id, attempt))
 
     def wait_opened(self, task_id: str, attempt: int, timeout: float) -> LiveLog | None:
         """The attempt's live log, waiting up to `timeout` for it to open."""
         with self._opened:
             self._opened.wait_for(lambda: (task_id, attempt) in self._live, timeout)
-            entry = self._live.get((task_id, attempt))
-        return entry[0] if entry else None
+            return self._live.get((task_id, attempt))
 
     def _forget(self, live: LiveLog) -> None:
         with self._lock:
-            entry = self._live.get((live.task_id, live.attempt))
-            if entry is not None and entry[0] is live:
+            if self._live.get((live.task_id, live.attempt)) is live:
                 del self._live[(live.task_id, live.attempt)]
             self._opened.notify_all()
 
     def _live_directories(self) -> set[Path]:
         with self._lock:
-            return {live.directory for live, _ in self._live.values()}
+            return {live.directory for live in self._live.values()}

@@ -103,7 +103,7 @@ def test_the_sink_never_raises_and_records_a_failing_disk(tmp_path: Path) -> Non
     hub = OutputHub(tmp_path / "attempts")
     sink = hub.open("task-1", 1)
     sink.write("stdout", b"before")
-    writer: LogWriter = hub._live[("task-1", 1)][1]
+    writer: LogWriter = sink._writer
     os.close(writer._data_fd)  # the disk goes away under the writer
     sink.write("stdout", b"after")
     sink.write("stdout", b"more")
