@@ -149,8 +149,16 @@ class Proposer:
                     future.set_exception(failure)
                 return
             if not isinstance(results, list) or len(results) != len(futures):
-                # Already applied before (journal replay) or a batch-level failure.
-                results = [{"ok": False, "reason": "batch result unavailable"}] * len(futures)
+                # This node's state came from a snapshot that already held the
+                # batch, or the batch could not be decoded: the outcome of each
+                # entry is unknown here, not a rejection.
+                unknown = Unavailable(
+                    "the entry's outcome is not known on this node; "
+                    "retry with the same idempotency key"
+                )
+                for future in futures:
+                    future.set_exception(unknown)
+                return
             for future, result in zip(futures, results, strict=True):
                 future.set_result(result)
 
