@@ -8,7 +8,7 @@ from typing import Any
 from cortex.errors import InvalidArgument
 from cortex.scheduler.model import GpuInfo, NodeResources
 from cortex.service import ClusterView, NodeStatusView
-from cortex.state.queries import EventView, TaskView
+from cortex.state.queries import EventView, TaskPage, TaskView
 from cortex.v1 import cortex_pb2 as pb
 
 _CONSTRAINT_FIELDS = {
@@ -256,3 +256,16 @@ def node_to_proto(view: NodeStatusView) -> pb.NodeInfo:
         message.report_age_ms = int(view.report.age_s * 1000)
         message.capabilities.update(view.report.capabilities)
     return message
+
+
+def page_token(next_offset: int | None) -> str:
+    """The opaque token for the next page; empty on the last page."""
+    return "" if next_offset is None else str(next_offset)
+
+
+def task_page_to_proto(page: TaskPage) -> pb.ListTasksResponse:
+    return pb.ListTasksResponse(
+        tasks=[task_to_proto(t) for t in page.tasks],
+        next_page_token=page_token(page.next_offset),
+        total=page.total,
+    )

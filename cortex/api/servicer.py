@@ -13,8 +13,10 @@ import grpc
 from cortex.api.convert import (
     cluster_to_proto,
     node_to_proto,
+    page_token,
     resources_from_proto,
     spec_from_proto,
+    task_page_to_proto,
     task_to_proto,
 )
 from cortex.api.workflow_convert import workflow_to_proto
@@ -133,11 +135,7 @@ class CortexServicer(pb_grpc.CortexServicer):
             request.page_size,
             request.page_token,
         )
-        return pb.ListTasksResponse(
-            tasks=[task_to_proto(t) for t in page.tasks],
-            next_page_token=str(page.next_offset) if page.next_offset is not None else "",
-            total=page.total,
-        )
+        return task_page_to_proto(page)
 
     @_maps_errors
     def CancelTask(self, request: pb.CancelTaskRequest, context: grpc.ServicerContext) -> pb.Task:
@@ -154,11 +152,7 @@ class CortexServicer(pb_grpc.CortexServicer):
         self, request: pb.ListDeadLetterTasksRequest, context: grpc.ServicerContext
     ) -> pb.ListTasksResponse:
         page = self._service.list_dead_letter(request.page_size, request.page_token)
-        return pb.ListTasksResponse(
-            tasks=[task_to_proto(t) for t in page.tasks],
-            next_page_token=str(page.next_offset) if page.next_offset is not None else "",
-            total=page.total,
-        )
+        return task_page_to_proto(page)
 
     @_maps_errors
     def RetryDeadLetterTask(
@@ -190,7 +184,7 @@ class CortexServicer(pb_grpc.CortexServicer):
         )
         return pb.ListWorkflowsResponse(
             workflows=[workflow_to_proto(w) for w in page.workflows],
-            next_page_token=str(page.next_offset) if page.next_offset is not None else "",
+            next_page_token=page_token(page.next_offset),
             total=page.total,
         )
 

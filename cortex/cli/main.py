@@ -30,7 +30,9 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
         "--join", metavar="GRPC_ADDR", help="join the cluster served at this gRPC address"
     )
     start.add_argument("--secret", help="cluster secret (required with --peers or --join)")
-    start.add_argument("--api-token", help="require this token on every API call ($CORTEX_API_TOKEN)")
+    start.add_argument(
+        "--api-token", help="require this token on every API call ($CORTEX_API_TOKEN)"
+    )
     start.add_argument(
         "--label", action="append", default=[], metavar="K=V", help="node label (repeatable)"
     )
