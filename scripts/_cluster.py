@@ -1,12 +1,15 @@
-"""Helpers the benchmarks share around `cortex.cli.dev` clusters: picking a
-free block of ports, waiting until every node is active, finding the leader."""
+"""Helpers the benchmarks share around `cortex.cli.dev` clusters: their
+command-line flags and entry point, picking a free block of ports, waiting
+until every node is active, finding the leader."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import random
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, port_free
@@ -50,3 +53,28 @@ def leader_index(clients: Sequence[CortexClient]) -> int:
         if client.cluster_status().raft_state == "leader":
             return i
     raise Unavailable("no node reports itself leader")
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser, data_dir: bool = True) -> None:
+    parser.add_argument(
+        "--ready-timeout", type=float, default=60.0, help="seconds to wait for a cluster"
+    )
+    if data_dir:
+        parser.add_argument(
+            "--data-dir", help="data directory (default: a temp dir, removed afterwards)"
+        )
+    parser.add_argument(
+        "--keep-data", action="store_true", help="keep the temp data dir (node logs)"
+    )
+
+
+def run_main(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """A benchmark's exit status: its own, 130 on Ctrl-C, 2 on a Cortex error."""
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except CortexError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

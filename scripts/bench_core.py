@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import psutil
-from _cluster import free_base_port, leader_index, wait_all_active
+from _cluster import (
+    add_cluster_arguments,
+    free_base_port,
+    leader_index,
+    run_main,
+    wait_all_active,
+)
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
@@ -447,15 +453,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=180.0,
         help="seconds to wait, after the last submit, for every task to finish (default 180)",
     )
-    parser.add_argument(
-        "--ready-timeout", type=float, default=60.0, help="seconds to wait for the cluster"
-    )
-    parser.add_argument(
-        "--data-dir", help="data directory (default: a temp dir, removed afterwards)"
-    )
-    parser.add_argument(
-        "--keep-data", action="store_true", help="keep the temp data dir (node logs)"
-    )
+    add_cluster_arguments(parser)
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.concurrency < 1:
         parser.error("--tasks and --concurrency must be at least 1")
@@ -463,15 +461,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except CortexError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return run_main(run, parse_args(argv))
 
 
 if __name__ == "__main__":

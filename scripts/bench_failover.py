@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import psutil
-from _cluster import free_base_port, leader_index, wait_all_active
+from _cluster import (
+    add_cluster_arguments,
+    free_base_port,
+    leader_index,
+    run_main,
+    wait_all_active,
+)
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
@@ -628,12 +634,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="seconds each awaited step may take before the run fails (default 30; "
         "re-queueing gets the failure timeout on top)",
     )
-    parser.add_argument(
-        "--ready-timeout", type=float, default=60.0, help="seconds to wait for each cluster"
-    )
-    parser.add_argument(
-        "--keep-data", action="store_true", help="keep every run's data dir (node logs)"
-    )
+    add_cluster_arguments(parser, data_dir=False)
     args = parser.parse_args(argv)
     if args.runs < 1 or args.tasks < 1:
         parser.error("--runs and --tasks must be at least 1")
@@ -643,12 +644,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_main(run, parse_args(argv))
 
 
 if __name__ == "__main__":

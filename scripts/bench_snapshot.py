@@ -26,8 +26,12 @@ def fill(machine: StateMachine, tasks: int) -> int:
             task_id = str(uuid.uuid4())
             batch += [
                 e.Entry.create(e.TaskSubmit(task_id, {"command": ["echo", str(i)]}), "n1"),
-                e.Entry.create(e.TaskAssign([{"task_id": task_id, "node": "n1", "attempt": 1}]), "n1"),
-                e.Entry.create(e.TaskComplete(task_id, 1, "n1", {"exit_code": 0, "stdout": "x" * 64}), "n1"),
+                e.Entry.create(
+                    e.TaskAssign([{"task_id": task_id, "node": "n1", "attempt": 1}]), "n1"
+                ),
+                e.Entry.create(
+                    e.TaskComplete(task_id, 1, "n1", {"exit_code": 0, "stdout": "x" * 64}), "n1"
+                ),
             ]
         index += 1
         machine.apply_batch(index, e.encode_batch(batch))

@@ -22,11 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from _cluster import free_base_port, leader_index, wait_all_active
+from _cluster import (
+    add_cluster_arguments,
+    free_base_port,
+    leader_index,
+    run_main,
+    wait_all_active,
+)
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import start_cluster, stop_cluster, wait_ready
-from cortex.errors import CortexError
 from cortex.v1 import cortex_pb2 as pb
 from cortex.workflows.definition import parse_definition
 
@@ -182,15 +187,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds one workflow may take"
     )
-    parser.add_argument(
-        "--ready-timeout", type=float, default=60.0, help="seconds to wait for the cluster"
-    )
-    parser.add_argument(
-        "--data-dir", help="data directory (default: a temp dir, removed afterwards)"
-    )
-    parser.add_argument(
-        "--keep-data", action="store_true", help="keep the temp data dir (node logs)"
-    )
+    add_cluster_arguments(parser)
     args = parser.parse_args(argv)
     if args.tasks < 3 or args.runs < 1:
         parser.error("--tasks must be at least 3 and --runs at least 1")
@@ -198,15 +195,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except CortexError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return run_main(run, parse_args(argv))
 
 
 if __name__ == "__main__":
