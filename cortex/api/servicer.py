@@ -47,19 +47,21 @@ Handler = TypeVar("Handler", bound=Callable[..., Any])
 MAX_WAIT_MS = 600_000
 
 
+def _abort(err: Exception, method: str, context: grpc.ServicerContext) -> None:
+    """Ends the call with the status for a Cortex error, or INTERNAL for a bug."""
+    if isinstance(err, CortexError):
+        context.abort(STATUS_FOR_ERROR.get(type(err), grpc.StatusCode.INTERNAL), str(err))
+    log.exception("%s failed", method)
+    context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see node log")
+
+
 def _maps_errors(method: Handler) -> Handler:
     @functools.wraps(method)
     def wrapper(self: CortexServicer, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return method(self, request, context)
-        except CortexError as err:
-            code = STATUS_FOR_ERROR.get(type(err), grpc.StatusCode.INTERNAL)
-            context.abort(code, str(err))
-        except Exception:
-            log.exception("%s failed", method.__name__)
-            context.abort(
-                grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}; see node log"
-            )
+        except Exception as err:
+            _abort(err, method.__name__, context)
 
     return wrapper  # type: ignore[return-value]
 
@@ -71,14 +73,8 @@ def _maps_stream_errors(method: Handler) -> Handler:
     def wrapper(self: CortexServicer, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         try:
             yield from method(self, request, context)
-        except CortexError as err:
-            code = STATUS_FOR_ERROR.get(type(err), grpc.StatusCode.INTERNAL)
-            context.abort(code, str(err))
-        except Exception:
-            log.exception("%s failed", method.__name__)
-            context.abort(
-                grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}; see node log"
-            )
+        except Exception as err:
+            _abort(err, method.__name__, context)
 
     return wrapper  # type: ignore[return-value]
 

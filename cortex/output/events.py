@@ -6,14 +6,13 @@ state ticker between applied batches; nothing runs on the Raft thread."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cortex.errors import InvalidArgument, NotFound
 from cortex.output.relay import StreamContext
 from cortex.output.ticker import StateTicker, StreamSlots
-from cortex.state.schema import connect
+from cortex.state.schema import ReadConnections
 from cortex.v1 import cortex_pb2 as pb
 
 # Initial metadata of a watch: the newest event seq when it began, and the
@@ -45,15 +44,10 @@ class EventFeed:
     )
 
     def __init__(self, db_path: str) -> None:
-        self._path = db_path
-        self._local = threading.local()
+        self._reads = ReadConnections(db_path)
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self._path, readonly=True)
-            self._local.conn = conn
-        return conn
+        return self._reads.get()
 
     def head(self) -> int:
         row = self._conn().execute("SELECT MAX(seq) FROM task_events").fetchone()

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from cortex.state.machine import state_digest
-from cortex.state.schema import connect
+from cortex.state.schema import ReadConnections
 from cortex.state.workflow_queries import WorkflowQueries
 
 
@@ -108,15 +107,10 @@ class TaskPage:
 
 class StateReader(WorkflowQueries):
     def __init__(self, path: str) -> None:
-        self._path = path
-        self._local = threading.local()
+        self._reads = ReadConnections(path)
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self._path, readonly=True)
-            self._local.conn = conn
-        return conn
+        return self._reads.get()
 
     def get_task(self, task_id: str) -> TaskView | None:
         row = self._conn().execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 MIGRATIONS: list[str] = [
     # 1: the task core.
@@ -144,3 +145,19 @@ def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA query_only=1")
     conn.row_factory = sqlite3.Row
     return conn
+
+
+class ReadConnections:
+    """One read-only connection per thread to a node's database (SQLite
+    connections must not be shared between threads mid-query)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def get(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, readonly=True)
+            self._local.conn = conn
+        return conn
