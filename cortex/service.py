@@ -239,6 +239,10 @@ class TaskService:
             return True
         return bool(self._group.isNodeConnected(TCPNode(node.raft_address)))
 
+    @property
+    def leader_address(self) -> str | None:
+        return self._group.leader_address
+
     def cluster_status(self) -> ClusterView:
         status = self._group.getStatus()
         digest, applied_index = self._reader.digest_and_index()

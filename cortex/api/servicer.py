@@ -238,7 +238,7 @@ class CortexServicer(pb_grpc.CortexServicer):
             raise InvalidArgument("node_id and raft_address are required to join")
         members = self._service.admit_node(request.node_id, request.raft_address, request.proof)
         return pb.JoinClusterResponse(
-            raft_members=members, leader=self._service.cluster_status().leader or ""
+            raft_members=members, leader=self._service.leader_address or ""
         )
 
     @_maps_stream_errors
