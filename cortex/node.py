@@ -113,6 +113,7 @@ class Node:
             secret,
             config.max_spec_bytes,
             config.propose_timeout_s,
+            config.heartbeat_interval_s,
         )
         executors = {name: BUILTIN_EXECUTORS[name] for name in config.executors}
         self.scheduler = SchedulerLoop(

@@ -78,6 +78,10 @@ class ClusterView:
     task_counts: dict[str, int] = field(default_factory=dict)
 
 
+HEARTBEATS_MISSED = 3
+MIN_SILENCE_S = 2.0
+
+
 class TaskService:
     def __init__(
         self,
@@ -90,6 +94,7 @@ class TaskService:
         secret: str,
         max_spec_bytes: int,
         propose_timeout_s: float,
+        heartbeat_interval_s: float = 2.0,
     ) -> None:
         self.board = board
         self.node_id = node_id
@@ -100,6 +105,8 @@ class TaskService:
         self._secret = secret
         self._max_spec_bytes = max_spec_bytes
         self._timeout = propose_timeout_s
+        # Heartbeats missed in a row before a follower calls a node unreachable.
+        self._silent_after_s = max(HEARTBEATS_MISSED * heartbeat_interval_s, MIN_SILENCE_S)
         self.workflows = WorkflowService(
             node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes
         )
@@ -233,11 +240,17 @@ class TaskService:
     # -- cluster -----------------------------------------------------------
 
     def reachable(self, node: NodeView) -> bool:
+        """The leader judges a node by its Raft connection to it. Followers need
+        not hold Raft connections to each other, so they judge by whether the
+        node's heartbeats still arrive."""
         from pysyncobj.node import TCPNode
 
-        if node.raft_address == str(self._group.selfNode):
+        if node.id == self.node_id:
             return True
-        return bool(self._group.isNodeConnected(TCPNode(node.raft_address)))
+        if self._group.is_leader:
+            return bool(self._group.isNodeConnected(TCPNode(node.raft_address)))
+        report = self.board.get(node.id)
+        return report is not None and report.age_s <= self._silent_after_s
 
     @property
     def leader_address(self) -> str | None:

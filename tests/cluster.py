@@ -128,7 +128,11 @@ class ClusterNode:
 
 class Cluster:
     def __init__(
-        self, root: Path, size: int, extra_args: list[str] | None = None, api_token: str | None = None
+        self,
+        root: Path,
+        size: int,
+        extra_args: list[str] | None = None,
+        api_token: str | None = None,
     ) -> None:
         self.root = root
         self.nodes: list[ClusterNode] = []

@@ -34,6 +34,8 @@ class RunningAttempt:
     cancel: threading.Event
     # Set when the log no longer wants this attempt: its outcome is not reported.
     superseded: bool = False
+    # Set once the attempt has ended here and its outcome is being reported.
+    finished: bool = False
 
 
 def attempt_idempotency_key(task: TaskView) -> str:
@@ -139,7 +141,11 @@ class Agent:
         """Kills attempts the log gave to another node or ended while this node
         was not listening (e.g. it was paused, or caught up from a snapshot)."""
         with self._lock:
-            lost = [r for r in self._running.values() if (r.task_id, r.attempt) not in still_mine]
+            lost = [
+                r
+                for r in self._running.values()
+                if not r.finished and (r.task_id, r.attempt) not in still_mine
+            ]
         for running in lost:
             log.warning("task %s attempt %d is no longer this node's; killing it",
                         running.task_id, running.attempt)  # fmt: skip
@@ -161,6 +167,7 @@ class Agent:
     def _execute(self, task: TaskView, running: RunningAttempt) -> None:
         try:
             result = self._run_attempt(task, running)
+            running.finished = True
             if running.superseded:
                 log.info(
                     "task %s attempt %d was taken away; outcome not reported", task.id, task.attempt

@@ -31,7 +31,9 @@ def test_calls_need_the_token_and_relays_carry_it(make_cluster):
             with pytest.raises(Unauthenticated):
                 list(client.stream_task_output("anything", timeout_s=5))
     with grpc.insecure_channel(node.grpc) as channel:
-        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        health = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=5
+        )
         assert health.status == health_pb2.HealthCheckResponse.SERVING
 
     # With the token: a task pinned to n3, its output read through n1 (a relay
