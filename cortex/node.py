@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
+import socket
 import threading
 import time
 from pathlib import Path
@@ -22,6 +24,7 @@ from cortex.membership import (
     ResourceSampler,
 )
 from cortex.membership.registry import SHUTDOWN_REASON
+from cortex.membership.removal import CATCH_UP_S
 from cortex.output import OutputHub, OutputLimits, StreamingService
 from cortex.raft import Proposer, RaftGroup, RaftSettings
 from cortex.scheduler.loop import SchedulerLoop
@@ -36,6 +39,7 @@ log = logging.getLogger(__name__)
 
 _CLUSTER_FILE = "cluster.json"
 _SECRET_FILE = "secret"
+_REMOVED_FILE = "removed"
 
 
 def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
@@ -78,11 +82,34 @@ def _peers_for(config: NodeConfig, data_dir: Path, secret: str) -> list[str]:
     return [p for p in config.peers if p != config.raft]
 
 
+def _check_can_listen(address: str, key: str) -> None:
+    """pysyncobj retries a failed bind forever in the background, so a port in
+    use would leave the node silently cut off: fail at start instead."""
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_server((host.strip("[]"), int(port))).close()
+    except OSError as err:
+        raise ConfigError(
+            f"config key {key}: cannot listen on {address}: {os.strerror(err.errno or 0)}"
+        ) from None
+
+
+def _refuse_if_removed(data_dir: Path) -> None:
+    marker = data_dir / _REMOVED_FILE
+    if marker.exists():
+        raise ConfigError(
+            f"{marker.read_text().strip()}; its data dir {data_dir} cannot be started again. "
+            "To add the machine back, start it with an empty --data-dir and --join"
+        )
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.data_dir = Path(config.data_dir).resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        _refuse_if_removed(self.data_dir)
+        _check_can_listen(config.raft, "raft")
         secret = resolve_secret(config, self.data_dir)
         peers = _peers_for(config, self.data_dir, secret)
         db_path = str(self.data_dir / "state.db")
@@ -114,6 +141,7 @@ class Node:
             config.max_spec_bytes,
             config.propose_timeout_s,
             config.heartbeat_interval_s,
+            config.api_token,
         )
         executors = {name: BUILTIN_EXECUTORS[name] for name in config.executors}
         self.scheduler = SchedulerLoop(
@@ -151,7 +179,9 @@ class Node:
             self.proposer,
             self.reader,
             self._ready.is_set,
+            on_removed=self._on_removed,
         )
+        self.removed = False
         declared = config.resources.model_dump(exclude_none=True)
         self.heartbeats = HeartbeatSender(
             config.node_id,
@@ -194,6 +224,20 @@ class Node:
         self.machine.add_listener(self.streaming.on_change)
         self._grpc_server = None
         self._stopped = threading.Event()
+
+    def _on_removed(self, reason: str) -> None:
+        """The cluster took this node out: keep its data dir from being started
+        as a member again, and stop."""
+        self.removed = True
+        (self.data_dir / _REMOVED_FILE).write_text(
+            f"node {self.config.node_id} was removed from its cluster: {reason}\n"
+        )
+
+        def stop() -> None:
+            self.service.removals.wait_answered(self.config.propose_timeout_s + CATCH_UP_S)
+            self.stop()
+
+        threading.Thread(target=stop, name="removed-stop").start()
 
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)
@@ -250,7 +294,8 @@ class Node:
     def stop(self) -> None:
         if self._stopped.is_set():
             return
-        self.drain_self(self.config.shutdown_drain_s)
+        if not self.removed:
+            self.drain_self(self.config.shutdown_drain_s)
         self._stopped.set()
         self.registration.stop()
         self.supervisor.stop()

@@ -19,6 +19,7 @@ from cortex.errors import (
 )
 from cortex.membership.board import NodeReport, ResourceBoard
 from cortex.membership.heartbeat import heartbeat_proof
+from cortex.membership.removal import NodeRemover, Removal
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
 from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
@@ -95,6 +96,7 @@ class TaskService:
         max_spec_bytes: int,
         propose_timeout_s: float,
         heartbeat_interval_s: float = 2.0,
+        api_token: str | None = None,
     ) -> None:
         self.board = board
         self.node_id = node_id
@@ -107,6 +109,7 @@ class TaskService:
         self._timeout = propose_timeout_s
         # Heartbeats missed in a row before a follower calls a node unreachable.
         self._silent_after_s = max(HEARTBEATS_MISSED * heartbeat_interval_s, MIN_SILENCE_S)
+        self.removals = NodeRemover(node_id, group, proposer, reader, propose_timeout_s, api_token)
         self.workflows = WorkflowService(
             node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes
         )
@@ -212,7 +215,9 @@ class TaskService:
 
     def _node(self, node_id: str) -> NodeView:
         check_id(node_id, "node_id")
-        for node in self._reader.nodes():
+        for node in self._reader.nodes(include_removed=True):
+            if node.id == node_id and node.status == "removed":
+                raise FailedPrecondition(f"node {node_id} was removed from the cluster")
             if node.id == node_id:
                 return node
         raise NotFound(f"no node with id {node_id}")
@@ -230,6 +235,9 @@ class TaskService:
         if not result.get("ok"):
             raise FailedPrecondition(f"node {node_id}: {result.get('reason')}")
         return next(v for v in self.list_nodes() if v.node.id == node_id)
+
+    def remove_node(self, node_id: str, reason: str = "") -> Removal:
+        return self.removals.remove(node_id, reason)
 
     def drain_node(self, node_id: str, deadline_ms: int = 0) -> NodeStatusView:
         if deadline_ms < 0:

@@ -22,13 +22,21 @@ T = TypeVar("T")
 SECRET = "test-cluster-secret"
 
 
+_handed_out: set[int] = set()
+
+
 def free_ports(count: int) -> list[int]:
+    """Ports free right now and never handed out before in this process: two
+    nodes given the same port would both bind it (gRPC sets SO_REUSEPORT)."""
     sockets, ports = [], []
-    for _ in range(count):
+    while len(ports) < count:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         sockets.append(s)
-        ports.append(s.getsockname()[1])
+        port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            ports.append(port)
     for s in sockets:
         s.close()
     return ports

@@ -110,6 +110,9 @@ class CortexClient:
     def uncordon_node(self, node_id: str) -> pb.NodeInfo:
         return self._call("UncordonNode", pb.NodeRequest(node_id=node_id))
 
+    def remove_node(self, node_id: str, reason: str = "") -> pb.RemoveNodeResponse:
+        return self._call("RemoveNode", pb.RemoveNodeRequest(node_id=node_id, reason=reason))
+
     def submit_workflow(
         self, definition: str, format: str = "", idempotency_key: str = ""
     ) -> pb.SubmitWorkflowResponse:

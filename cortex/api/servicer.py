@@ -209,6 +209,18 @@ class CortexServicer(pb_grpc.CortexServicer):
         )
 
     @_maps_errors
+    def RemoveNode(
+        self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
+    ) -> pb.RemoveNodeResponse:
+        removal = self._service.remove_node(request.node_id, request.reason)
+        return pb.RemoveNodeResponse(
+            node_id=removal.node_id,
+            raft_address=removal.raft_address,
+            requeued_tasks=removal.requeued_tasks,
+            members=removal.members,
+        )
+
+    @_maps_errors
     def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.ServicerContext
     ) -> pb.HeartbeatResponse:

@@ -72,6 +72,16 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
         command = node_commands.add_parser(verb, help=text)
         command.add_argument("node_id")
         command.add_argument("--json", action="store_true")
+    remove = node_commands.add_parser(
+        "remove",
+        help="take a node out of the cluster for good (drain it first to let its tasks finish)",
+        description="Re-queues the node's unfinished tasks, takes it out of the Raft group and "
+        "stops its process. The leader cannot be removed: stop it first. To add the machine "
+        "back, start it with an empty --data-dir and --join.",
+    )
+    remove.add_argument("node_id")
+    remove.add_argument("--reason", default="", help="recorded with the removal")
+    remove.add_argument("--json", action="store_true")
 
 
 def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -82,4 +82,6 @@ def run_node(args: argparse.Namespace) -> int:
         flush=True,
     )
     node.wait()
+    if node.removed:
+        print(f"cortex node {config.node_id} was removed from the cluster; stopped", flush=True)
     return 0

@@ -61,7 +61,9 @@ def nodes_table(nodes: list[pb.NodeInfo]) -> Table:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`cortex node list|drain|cordon|uncordon`."""
+    """`cortex node list|drain|cordon|uncordon|remove`."""
+    if args.node_command == "remove":
+        return _remove(args)
     with CortexClient(args.node) as client:
         if args.node_command == "list":
             nodes = list(client.list_nodes().nodes)
@@ -80,6 +82,26 @@ def run(args: argparse.Namespace) -> int:
         render.print_json(node_json(node))
     else:
         render.console.print(f"{node.node_id} {node.status}")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    with CortexClient(args.node, timeout_s=60) as client:
+        removal = client.remove_node(args.node_id, args.reason)
+    if args.json:
+        render.print_json(
+            {
+                "node_id": removal.node_id,
+                "raft_address": removal.raft_address,
+                "requeued_tasks": removal.requeued_tasks,
+                "members": list(removal.members),
+            }
+        )
+    else:
+        render.console.print(
+            f"{removal.node_id} removed; {removal.requeued_tasks} tasks re-queued; "
+            f"Raft members now {', '.join(removal.members)}"
+        )
     return 0
 
 

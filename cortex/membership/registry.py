@@ -1,5 +1,7 @@
 """Keeps this node's row in the replicated `nodes` table current: proposes
-NODE_JOIN when the row is missing or differs from the node's configuration."""
+NODE_JOIN when the row is missing or differs from the node's configuration,
+ends the drain this node started when it last shut down, and notices when the
+node has been removed from the cluster."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ from collections.abc import Callable
 from cortex.errors import CortexError
 from cortex.raft.proposer import Proposer
 from cortex.state import entries as e
-from cortex.state.queries import StateReader
+from cortex.state.queries import NodeView, StateReader
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_REASON = "graceful shutdown"
+BACK_REASON = "back from a graceful shutdown"
+# Once registered, the row is checked this often (removal, config drift).
+REGISTERED_CHECK_S = 2.0
 
 
 class NodeRegistration:
@@ -25,12 +30,14 @@ class NodeRegistration:
         reader: StateReader,
         is_ready: Callable[[], bool],
         interval_s: float = 0.5,
+        on_removed: Callable[[str], None] | None = None,
     ) -> None:
         self._join = join
         self._proposer = proposer
         self._reader = reader
         self._is_ready = is_ready
         self._interval_s = interval_s
+        self._on_removed = on_removed
         self._stop = threading.Event()
         self.registered = threading.Event()
         self._thread = threading.Thread(target=self._run, name="registration", daemon=True)
@@ -41,36 +48,60 @@ class NodeRegistration:
     def stop(self) -> None:
         self._stop.set()
 
-    def _back_from_shutdown(self) -> bool:
-        for node in self._reader.nodes():
-            if node.id == self._join.node_id:
-                return node.status == "draining" and node.status_reason == SHUTDOWN_REASON
-        return False
+    def _own_row(self) -> NodeView | None:
+        return next(
+            (n for n in self._reader.nodes(include_removed=True) if n.id == self._join.node_id),
+            None,
+        )
 
-    def _current(self) -> bool:
-        for node in self._reader.nodes():
-            if node.id == self._join.node_id:
-                return (
-                    node.raft_address == self._join.raft_address
-                    and node.grpc_address == self._join.grpc_address
-                    and node.labels == self._join.labels
-                    and node.executors == sorted(self._join.executors)
-                    and node.resources == self._join.resources
-                    and node.status != "offline"
-                )
-        return False
+    def _current(self, row: NodeView | None) -> bool:
+        return (
+            row is not None
+            and row.raft_address == self._join.raft_address
+            and row.grpc_address == self._join.grpc_address
+            and row.labels == self._join.labels
+            and row.executors == sorted(self._join.executors)
+            and row.resources == self._join.resources
+            and row.status not in ("offline", "removed")
+        )
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval_s if not self.registered.is_set() else 5.0):
+        # A removed row seen before this process registered is an old removal,
+        # which joining again undoes. Seen after, the removal is this process's.
+        was_registered = False
+        first_check = True
+        while not self._stop.wait(
+            REGISTERED_CHECK_S if self.registered.is_set() else self._interval_s
+        ):
             if not self._is_ready():
                 continue
-            if self._current():
+            row = self._own_row()
+            if was_registered and row is not None and row.status == "removed":
+                self.registered.clear()
+                log.warning("node %s was removed from the cluster: %s",
+                            self._join.node_id, row.status_reason)  # fmt: skip
+                if self._on_removed is not None:
+                    self._on_removed(row.status_reason)
+                return
+            if first_check and row is not None:
+                first_check = False
+                if row.status == "draining" and row.status_reason == SHUTDOWN_REASON:
+                    self._propose(e.NodeStatus(self._join.node_id, "active", BACK_REASON))
+                    continue
+            if self._current(row):
                 self.registered.set()
+                was_registered = True
                 continue
             self.registered.clear()
-            try:
-                self._proposer.propose_one(
-                    e.Entry.create(self._join, self._join.node_id), timeout=5.0
-                )
-            except CortexError as err:
-                log.info("node registration not committed yet: %s", err)
+            was_registered = self._propose(self._join) or was_registered
+
+    def _propose(self, payload: e.Payload) -> bool:
+        """True once the entry is applied and accepted."""
+        try:
+            result = self._proposer.propose_one(
+                e.Entry.create(payload, self._join.node_id), timeout=5.0
+            )
+        except CortexError as err:
+            log.info("node registration not committed yet: %s", err)
+            return False
+        return bool(result.get("ok"))

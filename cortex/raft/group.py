@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
 
+from cortex.errors import Unavailable
 from cortex.raft.snapshot import SnapshotStore
 from cortex.state.machine import StateMachine
 
@@ -91,3 +93,23 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
     @property
     def members(self) -> list[str]:
         return sorted([str(self.selfNode), *(str(node) for node in self.otherNodes)])
+
+    def remove_member(self, address: str, timeout_s: float) -> None:
+        """Takes `address` out of the Raft group (through the leader) and waits
+        until the change is committed."""
+        done = threading.Event()
+        outcome: list[int] = []
+
+        def finished(result: Any, error: int) -> None:
+            outcome.append(error)
+            done.set()
+
+        self.removeNodeFromCluster(address, callback=finished)
+        if not done.wait(timeout_s):
+            raise Unavailable(
+                f"removing {address} from the Raft group was not confirmed within {timeout_s:g}s;"
+                " check `cortex status` and retry"
+            )
+        if outcome[0] != FAIL_REASON.SUCCESS:
+            name = FAIL_REASON_NAMES.get(outcome[0], str(outcome[0]))
+            raise Unavailable(f"the Raft group did not remove {address} ({name}); retry")

@@ -215,8 +215,11 @@ class NodeStatus(Payload):
 
 @dataclass(frozen=True)
 class NodeLeave(Payload):
+    """The node is removed from the cluster; its unfinished tasks are re-queued."""
+
     TYPE: ClassVar[str] = "NODE_LEAVE"
     node_id: str
+    reason: str = ""
 
 
 PAYLOAD_TYPES: dict[str, type[Payload]] = {

@@ -235,8 +235,10 @@ class StateReader(WorkflowQueries):
         rows = self._conn().execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
         return {row[0]: row[1] for row in rows}
 
-    def nodes(self) -> list[NodeView]:
-        rows = self._conn().execute("SELECT * FROM nodes ORDER BY id").fetchall()
+    def nodes(self, include_removed: bool = False) -> list[NodeView]:
+        """Cluster members; a removed node's row is kept but left out unless asked for."""
+        where = "" if include_removed else " WHERE status != 'removed'"
+        rows = self._conn().execute(f"SELECT * FROM nodes{where} ORDER BY id").fetchall()
         return [
             NodeView(
                 id=r["id"],

@@ -174,6 +174,8 @@ def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
             node = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (item.node,)).fetchone()
             if node is None:
                 raise Rejected(f"assignment of task {item.task_id} to unknown node {item.node}")
+            if node["status"] == "removed":
+                raise Rejected(f"assignment of task {item.task_id} to removed node {item.node}")
             ctx.move(
                 task,
                 "assigned",
@@ -275,12 +277,17 @@ def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:
             f"retry for attempt {p.attempt} of task {p.task_id}, current is {task['attempt']}"
         )
     if not p.spend_attempt:
-        ctx.move(
-            task, "queued", "requeued", task["assigned_node"], task["attempt"],
-            {"reason": p.reason}, set_assigned_node=None,
-        )  # fmt: skip
+        _requeue(ctx, task, p.reason)
         return {"state": "queued"}
     return {"state": _fail_or_retry(ctx, task, p.reason, task["assigned_node"], None)}
+
+
+def _requeue(ctx: ApplyContext, task: sqlite3.Row, reason: str) -> None:
+    """Back to the queue without spending a retry: the node, not the task, failed."""
+    ctx.move(
+        task, "queued", "requeued", task["assigned_node"], task["attempt"],
+        {"reason": reason}, set_assigned_node=None,
+    )  # fmt: skip
 
 
 def task_cancel(ctx: ApplyContext, p: e.TaskCancel) -> dict[str, Any]:
@@ -310,9 +317,10 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
     if not p.node_id or not p.raft_address or not p.grpc_address:
         raise Rejected("node join needs node_id, raft_address and grpc_address")
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
-    # A node coming back from offline is active again; drain and cordon are
-    # operator decisions and survive a restart.
-    status = "active" if row is None or row["status"] == "offline" else row["status"]
+    # A node coming back from offline, or joining again after its removal, is
+    # active; drain and cordon are operator decisions and survive a restart.
+    returning = row is None or row["status"] in ("offline", "removed")
+    status = "active" if returning else row["status"]
     ctx.cur.execute(
         "INSERT INTO nodes (id, raft_address, grpc_address, status, labels, executors,"
         " resources, joined_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE"
@@ -343,6 +351,8 @@ def node_status(ctx: ApplyContext, p: e.NodeStatus) -> dict[str, Any]:
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
     if row is None:
         raise Rejected(f"unknown node {p.node_id}")
+    if row["status"] == "removed":
+        raise Rejected(f"node {p.node_id} was removed; it must join again")
     deadline = p.deadline_ms if p.status == "draining" else None
     ctx.cur.execute(
         "UPDATE nodes SET status = ?, status_reason = ?, drain_deadline = ?, updated_at = ?"
@@ -358,10 +368,30 @@ def node_status(ctx: ApplyContext, p: e.NodeStatus) -> dict[str, Any]:
 
 
 def node_leave(ctx: ApplyContext, p: e.NodeLeave) -> dict[str, Any]:
-    if ctx.cur.execute("DELETE FROM nodes WHERE id = ?", (p.node_id,)).rowcount == 0:
+    """Takes a node out for good: its row stays as `removed` (so a late
+    registration from the old process cannot bring it back as active) and its
+    unfinished tasks go back to the queue."""
+    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
+    if row is None:
         raise Rejected(f"unknown node {p.node_id}")
-    ctx.event("node_left", node=p.node_id)
-    return {}
+    if row["status"] == "removed":
+        raise Rejected(f"node {p.node_id} is already removed")
+    reason = f"node {p.node_id} removed from the cluster"
+    tasks = ctx.cur.execute(
+        "SELECT * FROM tasks WHERE assigned_node = ? AND state IN ('assigned', 'running')"
+        " ORDER BY id",
+        (p.node_id,),
+    ).fetchall()
+    for task in tasks:
+        _requeue(ctx, task, reason)
+    ctx.cur.execute(
+        "UPDATE nodes SET status = 'removed', status_reason = ?, drain_deadline = NULL,"
+        " updated_at = ? WHERE id = ?",
+        (p.reason or "removed by request", ctx.entry.ts, p.node_id),
+    )
+    ctx.event("node_left", node=p.node_id, from_state=row["status"], to_state="removed",
+              detail={"reason": p.reason, "requeued": len(tasks)})  # fmt: skip
+    return {"previous": row["status"], "requeued": len(tasks)}
 
 
 HANDLERS: dict[type[e.Payload], Callable[[ApplyContext, Any], dict[str, Any]]] = {

@@ -92,6 +92,11 @@ class CortexStub:
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
                 _registered_method=True)
+        self.RemoveNode = channel.unary_unary(
+                '/cortex.v1.Cortex/RemoveNode',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.FromString,
+                _registered_method=True)
         self.SubmitWorkflow = channel.unary_unary(
                 '/cortex.v1.Cortex/SubmitWorkflow',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowRequest.SerializeToString,
@@ -221,6 +226,16 @@ class CortexServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RemoveNode(self, request, context):
+        """Takes a node out of the cluster for good: its unfinished tasks are
+        re-queued without spending a retry, it leaves the Raft group, and its
+        process stops. The leader cannot be removed: stop it first so another
+        node leads. A removed node may join again with an empty data dir.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SubmitWorkflow(self, request, context):
         """Validates a workflow definition (JSON or YAML) and proposes
         WORKFLOW_SUBMIT; nothing is written when validation fails.
@@ -344,6 +359,11 @@ def add_CortexServicer_to_server(servicer, server):
                     servicer.UncordonNode,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.SerializeToString,
+            ),
+            'RemoveNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveNode,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.SerializeToString,
             ),
             'SubmitWorkflow': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitWorkflow,
@@ -691,6 +711,33 @@ class Cortex:
             '/cortex.v1.Cortex/UncordonNode',
             cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/RemoveNode',
+            cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -379,6 +379,18 @@ def test_node_start_with_a_bad_raft_address_names_the_key(tmp_path: Path) -> Non
     assert_one_line_error(result, "raft", "nonsense")
 
 
+def test_node_start_on_a_raft_port_in_use_fails_instead_of_running_cut_off(
+    tmp_path: Path,
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        raft = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = run_cli(
+            "node", "start", "--raft", raft, "--grpc", f"127.0.0.1:{free_ports(1)[0]}",
+            "--data-dir", str(tmp_path / "data"), cwd=tmp_path, timeout=30,
+        )  # fmt: skip
+    assert_one_line_error(result, "raft", raft, "in use")
+
+
 def test_node_start_with_an_unknown_config_key_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "node.yaml"
     config.write_text("node_id: cfg-node\nno_such_setting: 3\n")

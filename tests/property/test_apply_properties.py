@@ -64,7 +64,7 @@ PAYLOAD_FIELDS: dict[str, dict[str, str]] = {
         "resources": "dict",
     },
     "NODE_STATUS": {"node_id": "str", "status": "str", "reason": "str"},
-    "NODE_LEAVE": {"node_id": "str"},
+    "NODE_LEAVE": {"node_id": "str", "reason": "str"},
 }
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "TASK_SUBMIT": ("task_id", "spec"),
@@ -214,7 +214,10 @@ def _draw_payload(
             "reason": "operator",
         }
     if entry_type == "NODE_LEAVE":
-        return {"node_id": data.draw(st.sampled_from((*NODE_POOL, GHOST_NODE)))}
+        return {
+            "node_id": data.draw(st.sampled_from((*NODE_POOL, GHOST_NODE))),
+            "reason": "removed by request",
+        }
     if entry_type == "TASK_SUBMIT":
         spec = data.draw(
             st.one_of(valid_specs, invalid_specs)
@@ -486,6 +489,9 @@ def _check_invariants(conn: sqlite3.Connection, last_attempts: dict[str, int]) -
             assert from_state == current, (task_id, events)
             current = to_state
         assert current == state, (task_id, state, events)
+    removed = {r[0] for r in conn.execute("SELECT id FROM nodes WHERE status = 'removed'")}
+    stranded = [t[0] for t in tasks if t[1] in ("assigned", "running") and t[4] in removed]
+    assert not stranded, f"tasks left on removed nodes: {stranded}"
     orphans = conn.execute(
         "SELECT DISTINCT task_id FROM task_events WHERE task_id IS NOT NULL AND event != 'rejected'"
     ).fetchall()

@@ -459,9 +459,16 @@ def test_node_status_and_leave(log: Log, reader: StateReader) -> None:
     assert log.one(join("n1"))["status"] == "active"
     assert log.one(NodeStatus("n1", "sleepy"))["ok"] is False
     assert log.one(NodeStatus("ghost", "active"))["ok"] is False
-    assert log.one(NodeLeave("n1"))["ok"] is True
+    assert log.one(NodeLeave("n1", "decommissioned"))["ok"] is True
     assert reader.nodes() == []
+    [gone] = reader.nodes(include_removed=True)
+    assert (gone.status, gone.status_reason) == ("removed", "decommissioned")
     assert log.one(NodeLeave("n1"))["ok"] is False
+    assert log.one(NodeLeave("ghost"))["ok"] is False
+    # Operator commands cannot revive a removed node; only a new join can.
+    assert log.one(NodeStatus("n1", "active"))["ok"] is False
+    assert log.one(join("n1"))["status"] == "active"
+    assert [n.id for n in reader.nodes()] == ["n1"]
 
 
 def test_assignment_to_a_node_that_left_is_rejected(log: Log) -> None:
@@ -470,6 +477,30 @@ def test_assignment_to_a_node_that_left_is_rejected(log: Log) -> None:
     log.one(NodeLeave("n1"))
     result = log.one(assign("t1", "n1", 1))
     assert result["placed"] == 0 and result["rejected"] == 1
+
+
+def test_removing_a_node_requeues_its_unfinished_tasks_without_spending_a_retry(
+    log: Log, reader: StateReader
+) -> None:
+    log.one(join("n1"))
+    log.one(join("n2"))
+    for task_id in ("t1", "t2", "t3", "t4"):
+        log.one(TaskSubmit(task_id, SHELL))
+    for task_id, node in (("t1", "n1"), ("t2", "n1"), ("t3", "n2"), ("t4", "n1")):
+        log.one(assign(task_id, node, 1))
+    log.one(TaskStarted("t2", 1, "n1"))
+    log.one(TaskStarted("t4", 1, "n1"))
+    log.one(TaskComplete("t4", 1, "n1", {"exit_code": 0}))
+    assert log.one(NodeLeave("n1"))["requeued"] == 2
+    views = {t: reader.get_task(t) for t in ("t1", "t2", "t3", "t4")}
+    assert {t: (v.state, v.node, v.retries) for t, v in views.items() if v} == {
+        "t1": ("queued", None, 0),
+        "t2": ("queued", None, 0),
+        "t3": ("assigned", "n2", 0),
+        "t4": ("completed", "n1", 0),
+    }
+    # The old attempt is fenced off: a late report from the removed node is refused.
+    assert log.one(TaskComplete("t2", 1, "n1", {"exit_code": 0}))["ok"] is False
 
 
 # ---------------------------------------------------------------- replay and snapshots
