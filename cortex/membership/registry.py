@@ -22,6 +22,10 @@ BACK_REASON = "back from a graceful shutdown"
 REGISTERED_CHECK_S = 2.0
 
 
+def _shutdown_drain(row: NodeView | None) -> bool:
+    return row is not None and row.status == "draining" and row.status_reason == SHUTDOWN_REASON
+
+
 class NodeRegistration:
     def __init__(
         self,
@@ -70,6 +74,7 @@ class NodeRegistration:
         # which joining again undoes. Seen after, the removal is this process's.
         was_registered = False
         first_check = True
+        resume = False
         while not self._stop.wait(
             REGISTERED_CHECK_S if self.registered.is_set() else self._interval_s
         ):
@@ -83,11 +88,15 @@ class NodeRegistration:
                 if self._on_removed is not None:
                     self._on_removed(row.status_reason)
                 return
-            if first_check and row is not None:
+            if first_check:
+                # Only a drain found on start is the last run's shutdown drain;
+                # a later one is this run's own.
                 first_check = False
-                if row.status == "draining" and row.status_reason == SHUTDOWN_REASON:
-                    self._propose(e.NodeStatus(self._join.node_id, "active", BACK_REASON))
-                    continue
+                resume = _shutdown_drain(row)
+            if resume and _shutdown_drain(row):
+                resume = not self._propose(e.NodeStatus(self._join.node_id, "active", BACK_REASON))
+                continue
+            resume = False
             if self._current(row):
                 self.registered.set()
                 was_registered = True

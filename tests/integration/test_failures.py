@@ -264,3 +264,30 @@ def test_task_over_timeout_is_killed_and_retried(make_cluster):
     ]
     assert failures == ["timed out after 500 ms"] * 2
     assert Counter(ev.event for ev in events)["retried"] == 1
+
+
+def test_graceful_shutdown_drains_the_node_and_a_restart_makes_it_active(make_cluster):
+    cluster = make_cluster(3, extra_args=[*FAST[:-2], "--shutdown-drain", "30"])
+    leader = cluster.leader()
+    worker = cluster.followers()[0]
+    with leader.client() as client:
+        spec = shell_spec(
+            "sleep 2; echo done", constraints=pb.Constraints(target_node=worker.node_id)
+        )
+        task_id = client.submit_task(spec).task_id
+        _wait_running(client, task_id)
+        worker.stop(timeout=40)  # SIGTERM: the running task may finish first
+
+        def worker_row() -> pb.NodeInfo:
+            return next(n for n in client.list_nodes().nodes if n.node_id == worker.node_id)
+
+        assert (worker_row().status, worker_row().status_reason) == (
+            "draining", "graceful shutdown",
+        )  # fmt: skip
+        task = client.get_task_result(task_id, wait=True, timeout_ms=30_000)
+        assert (task.state, task.node) == ("completed", worker.node_id)
+
+        worker.start(peers=cluster.peers)
+        wait_until(lambda: worker_row().status == "active", 30, what="the node active again")
+        again = client.submit_task(spec).task_id
+        assert client.get_task_result(again, wait=True, timeout_ms=30_000).state == "completed"
