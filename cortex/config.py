@@ -97,6 +97,13 @@ class NodeConfig(BaseModel):
     output_max_total_bytes: int = Field(4 * 1024**3, ge=1024**2)
     # Output and event streams a node serves at once (each holds a gRPC thread).
     max_streams: int = Field(32, ge=1, le=1024)
+    # How long finished tasks and workflows (not dead letters) and node events
+    # are kept before the leader purges them from the replicated state; 0 keeps
+    # everything.
+    task_retention_s: float = Field(7 * 24 * 3600.0, ge=0)
+    # Tasks one purge entry removes at most (apply accepts up to 10 000).
+    purge_batch_size: int = Field(500, ge=1, le=10_000)
+    purge_interval_s: float = Field(30.0, gt=0, le=3600)
 
     @field_validator("output_max_bytes_per_attempt", "output_max_total_bytes", mode="before")
     @classmethod

@@ -27,10 +27,12 @@ from cortex.membership.registry import SHUTDOWN_REASON
 from cortex.membership.removal import CATCH_UP_S
 from cortex.output import OutputHub, OutputLimits, StreamingService
 from cortex.raft import Proposer, RaftGroup, RaftSettings
+from cortex.retention import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.service import TaskService, join_proof
 from cortex.state import StateMachine
 from cortex.state import entries as e
+from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.workflows.engine import WorkflowEngine
@@ -206,6 +208,16 @@ class Node:
             self.board,
             config.failure_timeout_s,
         )
+        self.retention = RetentionLoop(
+            config.node_id,
+            lambda: self.group.is_leader,
+            self.proposer,
+            self.reader,
+            config.task_retention_s,
+            config.purge_batch_size,
+            config.purge_interval_s,
+            config.propose_timeout_s,
+        )
         self.machine.add_listener(self._on_change)
         self.workflow_engine = WorkflowEngine(
             config.node_id,
@@ -243,6 +255,9 @@ class Node:
         self.agent.on_change(index, changes)
         if any(c.state == "queued" or c.state in TERMINAL_STATES for c in changes):
             self.scheduler.wake()
+        purged = [c.task_id for c in changes if c.state == PURGED]
+        if purged:
+            self.output.discard(purged)
 
     def start(self) -> None:
         from cortex.api.server import serve
@@ -260,6 +275,8 @@ class Node:
         self.supervisor.start()
         self.scheduler.start()
         self.workflow_engine.start()
+        if self.config.task_retention_s > 0:
+            self.retention.start()
         self.agent.start()
         log.info(
             "node %s started: raft %s, grpc %s, data %s",
@@ -302,6 +319,7 @@ class Node:
         self.heartbeats.stop()
         self.scheduler.stop()
         self.workflow_engine.stop()
+        self.retention.stop()
         self.service.workflows.close()
         self.agent.stop()
         self.proposer.stop()

@@ -54,6 +54,12 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
     start.add_argument("--shutdown-drain", type=float, help="seconds running tasks get on SIGTERM")
     start.add_argument("--max-tasks", type=int, help="most tasks this node runs at once")
     start.add_argument("--compaction-min-entries", type=int, help="log entries before compaction")
+    start.add_argument(
+        "--task-retention",
+        type=float,
+        metavar="SECONDS",
+        help="keep finished tasks and workflows this long, then purge them (0: keep all)",
+    )
     start.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
     listing = node_commands.add_parser("list", help="nodes with status, resources and active tasks")
     listing.add_argument("--json", action="store_true")

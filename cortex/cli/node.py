@@ -60,6 +60,7 @@ def run_node(args: argparse.Namespace) -> int:
         "shutdown_drain_s": args.shutdown_drain,
         "max_tasks": args.max_tasks,
         "compaction_min_entries": args.compaction_min_entries,
+        "task_retention_s": args.task_retention,
         "log_level": args.log_level,
     }
     config = load_config(args.config, flags)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +166,17 @@ class OutputHub:
             self._forget(live)
             raise
         return AttemptOutput(self, live, writer)
+
+    def discard(self, task_ids: Iterable[str]) -> None:
+        """Forgets the output of tasks purged from the replicated state: their
+        directories go in the background. Never blocks."""
+        valid = []
+        for task_id in task_ids:
+            try:
+                valid.append(check_path_part(task_id))
+            except ValueError:
+                continue
+        self.retention.discard(valid)
 
     def live(self, task_id: str, attempt: int) -> LiveLog | None:
         with self._lock:

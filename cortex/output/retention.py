@@ -1,13 +1,15 @@
 """Keeps all attempts' output logs on a node under a total size: removes
 whole segments, least recently written first, never the segment a live
-writer appends to. Per-attempt limits are the writer's job (`LogWriter`)."""
+writer appends to. Per-attempt limits are the writer's job (`LogWriter`).
+Also removes the whole directory of a task purged from the replicated state."""
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +90,9 @@ class RetentionSweeper:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="output-retention", daemon=True)
+        self._purged: set[str] = set()
         self.removed_segments = 0
+        self.removed_tasks = 0
 
     @property
     def total_bytes(self) -> int:
@@ -116,6 +120,34 @@ class RetentionSweeper:
         if over:
             self._wake.set()
 
+    def discard(self, task_ids: Iterable[str]) -> None:
+        """Queues the output of tasks purged from the replicated state for
+        removal by the sweep thread (callers may be on the Raft thread).
+        Each id must be a valid directory name (`check_path_part`)."""
+        with self._lock:
+            self._purged.update(task_ids)
+        self._wake.set()
+
+    def remove_purged(self) -> int:
+        """Removes the directories of queued purged tasks; one with a live
+        writer (an attempt still winding down) waits for a later round.
+        Returns how many were removed."""
+        with self._lock:
+            task_ids, self._purged = self._purged, set()
+        live = {directory.parent.parent for directory in self._live_directories()}
+        removed = 0
+        for task_id in sorted(task_ids):
+            directory = self._root / task_id
+            if directory in live:
+                with self._lock:
+                    self._purged.add(task_id)
+                continue
+            if directory.is_dir():
+                shutil.rmtree(directory, ignore_errors=True)
+                removed += 1
+        self.removed_tasks += removed
+        return removed
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(_IDLE_CHECK_S)
@@ -123,6 +155,9 @@ class RetentionSweeper:
             if self._stop.is_set():
                 return
             try:
+                removed = self.remove_purged()
+                if removed:
+                    log.info("output retention: removed the output of %d purged tasks", removed)
                 self.sweep()
             except Exception:
                 log.exception("output retention sweep failed")

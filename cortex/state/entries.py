@@ -192,6 +192,18 @@ class WorkflowCancel(Payload):
 
 
 @dataclass(frozen=True)
+class TasksPurge(Payload):
+    """Retention: removes at most `limit` terminal tasks (dead letters never)
+    and finished workflows that ended before `before_ms`, with their events,
+    plus node-level events older than that. The cutoff comes from the
+    proposer's clock."""
+
+    TYPE: ClassVar[str] = "TASKS_PURGE"
+    before_ms: int
+    limit: int
+
+
+@dataclass(frozen=True)
 class NodeJoin(Payload):
     TYPE: ClassVar[str] = "NODE_JOIN"
     node_id: str
@@ -236,6 +248,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
         WorkflowSubmit,
         WorkflowAdvance,
         WorkflowCancel,
+        TasksPurge,
         NodeJoin,
         NodeStatus,
         NodeLeave,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cortex.state import entries as e
+from cortex.state import purge  # noqa: F401  (registers TASKS_PURGE in HANDLERS)
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
 from cortex.state.transitions import HANDLERS, ApplyContext, Rejected, TaskChange
 from cortex.state.workflow_transitions import settle_workflows

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.state.machine import state_digest
+from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
 from cortex.state.workflow_queries import WorkflowQueries
 
@@ -234,6 +235,17 @@ class StateReader(WorkflowQueries):
     def counts_by_state(self) -> dict[str, int]:
         rows = self._conn().execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
         return {row[0]: row[1] for row in rows}
+
+    def purge_due(self, before_ms: int) -> bool:
+        """Whether a `TASKS_PURGE` with this cutoff would remove something.
+        Earlier purges' own records do not count: they go along with the
+        next real work, so an idle cluster is not purged forever."""
+        conn = self._conn()
+        return bool(
+            old_tasks(conn, before_ms, 1)
+            or old_workflows(conn, before_ms, 1)
+            or loose_events(conn, before_ms, 1, skip_events=(PURGED,))
+        )
 
     def nodes(self, include_removed: bool = False) -> list[NodeView]:
         """Cluster members; a removed node's row is kept but left out unless asked for."""

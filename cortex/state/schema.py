@@ -111,6 +111,16 @@ MIGRATIONS: list[str] = [
     CREATE INDEX task_dependencies_by_dependency
         ON task_dependencies (workflow_id, depends_on_key);
     """,
+    # 4: retention: what TASKS_PURGE removes, oldest first. Partial indexes,
+    # so live rows cost nothing; queries must repeat their WHERE verbatim.
+    """
+    CREATE INDEX tasks_purgeable ON tasks (completed_at, id)
+        WHERE workflow_id IS NULL AND state IN ('cancelled', 'completed', 'failed', 'skipped');
+    CREATE INDEX workflows_finished ON workflows (completed_at, id)
+        WHERE state IN ('cancelled', 'completed', 'failed');
+    CREATE INDEX task_events_loose ON task_events (ts)
+        WHERE (task_id IS NULL OR event = 'rejected');
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.

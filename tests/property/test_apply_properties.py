@@ -5,6 +5,9 @@ increasing Raft indexes to two independent SQLite databases. Properties:
 both end with the same digest and applied index, `apply_batch` never raises
 and records every invalid entry as rejected, replaying applied indexes is a
 no-op, and the task tables satisfy the lifecycle invariants of SPEC §4.
+Purges (`TASKS_PURGE`, in batches of their own) remove only tasks in a
+purgeable terminal state; tests/property/test_purge_properties.py checks
+exactly what they remove.
 
 Entries are built directly (ids, clocks and nodes come from the generator)
 so both databases receive byte-identical input."""
@@ -30,6 +33,7 @@ GHOST_NODE = "ghost"
 TASK_POOL = ("t1", "t2", "t3", "t4")
 IDEMPOTENCY_KEYS = (None, "key-a", "key-b")
 NODE_STATUSES = ("active", "draining", "cordoned", "offline")
+PURGEABLE = frozenset({"completed", "failed", "cancelled", "skipped"})
 # Unknown to Cortex on purpose; not names the spec may add later.
 UNKNOWN_TYPES = ("TASK_EXPLODE", "task_submit", "", "NODE_JOIN ")
 
@@ -65,6 +69,7 @@ PAYLOAD_FIELDS: dict[str, dict[str, str]] = {
     },
     "NODE_STATUS": {"node_id": "str", "status": "str", "reason": "str"},
     "NODE_LEAVE": {"node_id": "str", "reason": "str"},
+    "TASKS_PURGE": {"before_ms": "int", "limit": "int"},
 }
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "TASK_SUBMIT": ("task_id", "spec"),
@@ -78,6 +83,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "NODE_JOIN": ("node_id", "raft_address", "grpc_address"),
     "NODE_STATUS": ("node_id", "status"),
     "NODE_LEAVE": ("node_id",),
+    "TASKS_PURGE": ("before_ms", "limit"),
 }
 WRONG_VALUES: dict[str, list[Any]] = {
     "str": [5, None, ["a"], {"a": 1}, 1.5, True],
@@ -123,6 +129,8 @@ class World:
 
     tasks: dict[str, TaskRow]
     nodes: list[str]
+    # No entry of the batch being drawn is older than this.
+    batch_start_ms: int = 0
 
 
 # ---------------------------------------------------------------- generation
@@ -217,6 +225,16 @@ def _draw_payload(
         return {
             "node_id": data.draw(st.sampled_from((*NODE_POOL, GHOST_NODE))),
             "reason": "removed by request",
+        }
+    if entry_type == "TASKS_PURGE":
+        # Cutoffs reach back over earlier batches, never into this one.
+        return {
+            "before_ms": data.draw(
+                st.one_of(
+                    st.just(world.batch_start_ms), st.integers(1_000_000, world.batch_start_ms)
+                )
+            ),
+            "limit": data.draw(st.integers(1, 3)),
         }
     if entry_type == "TASK_SUBMIT":
         spec = data.draw(
@@ -317,10 +335,14 @@ def _envelope(entry_type: Any, entry_id: str, ts: int, node: str, payload: Any) 
     )
 
 
-def _draw_element(data: st.DataObject, world: World, entry_id: str, ts: int) -> Element:
+def _draw_element(
+    data: st.DataObject, world: World, entry_id: str, ts: int, entry_type: str | None = None
+) -> Element:
     proposer = data.draw(st.sampled_from(NODE_POOL))
     kind = data.draw(st.sampled_from([MAYBE] * 7 + [INVALID] * 2 + [MALFORMED]))
-    entry_type, target = _draw_entry_type(data, world)
+    target = None
+    if entry_type is None:
+        entry_type, target = _draw_entry_type(data, world)
     payload: Any = _draw_payload(data, world, entry_type, target)
     if kind == MAYBE:
         return Element(
@@ -366,18 +388,27 @@ def _draw_element(data: st.DataObject, world: World, entry_id: str, ts: int) -> 
 
 
 def _draw_batch(data: st.DataObject, world: World, index: int, counter: list[int]) -> Batch:
-    shape = data.draw(st.sampled_from(["entries"] * 8 + ["garbage", "not_list"]))
+    # Purges are likelier once there is something to purge.
+    finished = any(t.state in PURGEABLE for t in world.tasks.values())
+    shapes = ["entries"] * 8 + ["garbage", "not_list"] + ["purge"] * (3 if finished else 1)
+    shape = data.draw(st.sampled_from(shapes))
     if shape == "garbage":
         # '#' can never start JSON, whatever encoding json.loads detects.
         return Batch(index, b"#" + data.draw(st.binary(max_size=24)), None)
     if shape == "not_list":
         value = data.draw(st.sampled_from([{"type": "TASK_SUBMIT"}, 42, "batch", None, 1.5]))
         return Batch(index, json.dumps(value).encode(), None)
+    world.batch_start_ms = 1_000_000 + index * 1000
     elements = []
-    for _ in range(data.draw(st.integers(0, 5))):
+    # A purge travels alone: it may remove rows that earlier entries of its
+    # own batch wrote (a rejection naming a purged task), which the
+    # per-entry checks count.
+    purge = shape == "purge"
+    for _ in range(1 if purge else data.draw(st.integers(0, 5))):
         counter[0] += 1
-        ts = 1_000_000 + index * 1000 + data.draw(st.integers(0, 999))
-        elements.append(_draw_element(data, world, f"entry-{counter[0]}", ts))
+        ts = world.batch_start_ms + data.draw(st.integers(0, 999))
+        entry_type = "TASKS_PURGE" if purge else None
+        elements.append(_draw_element(data, world, f"entry-{counter[0]}", ts, entry_type))
     raw = json.dumps([el.raw for el in elements], separators=(",", ":")).encode()
     return Batch(index, raw, elements)
 
@@ -453,14 +484,28 @@ def _check_results(
     assert len(leftover) == malformed and all(r[1] == "rejected" for r in leftover), rows
 
 
-def _check_invariants(conn: sqlite3.Connection, last_attempts: dict[str, int]) -> None:
+def _check_purged(before: World, after: World, res: list[dict[str, Any]] | None) -> None:
+    """Tasks leave only by a purge, and only from a purgeable terminal state:
+    never queued, active or dead-lettered."""
+    gone = set(before.tasks) - set(after.tasks)
+    for task_id in gone:
+        assert before.tasks[task_id].state in PURGEABLE, (task_id, before.tasks[task_id])
+    purged = sum(r.get("tasks", 0) for r in res or [] if r["ok"] and "workflows" in r)
+    assert purged == len(gone), (purged, gone)
+    if gone:
+        event("a purge removed tasks")
+
+
+def _check_invariants(conn: sqlite3.Connection, last_attempts: dict[tuple[str, int], int]) -> None:
     tasks = conn.execute(
-        "SELECT id, state, attempt, retries, assigned_node, result FROM tasks"
+        "SELECT id, state, attempt, retries, assigned_node, result, submit_index FROM tasks"
     ).fetchall()
     task_ids = {t[0] for t in tasks}
-    for task_id, state, attempt, retries, node, result in tasks:
-        assert attempt >= last_attempts.get(task_id, 0), f"attempt of {task_id} went down"
-        last_attempts[task_id] = attempt
+    for task_id, state, attempt, retries, node, result, submitted in tasks:
+        # By submission: a purged id may be submitted again, from attempt 0.
+        key = (task_id, submitted)
+        assert attempt >= last_attempts.get(key, 0), f"attempt of {task_id} went down"
+        last_attempts[key] = attempt
         assert retries >= 0
         events = conn.execute(
             "SELECT event, from_state, to_state, attempt FROM task_events"
@@ -518,14 +563,16 @@ def test_generated_batches_apply_identically_and_keep_invariants(data: st.DataOb
         try:
             batches: list[Batch] = []
             index, counter = 0, [0]
-            last_attempts: dict[str, int] = {}
+            last_attempts: dict[tuple[str, int], int] = {}
             for _ in range(data.draw(st.integers(1, 20), label="batches")):
                 index += data.draw(st.integers(1, 3))
-                batch = _draw_batch(data, _read_world(peek), index, counter)
+                world = _read_world(peek)
+                batch = _draw_batch(data, world, index, counter)
                 batches.append(batch)
 
                 result_a = machine_a.apply_batch(batch.index, batch.data)
                 _check_results(peek, batch, result_a)
+                _check_purged(world, _read_world(peek), result_a)
                 _check_invariants(peek, last_attempts)
                 assert machine_a.applied_index == batch.index
 

@@ -217,3 +217,41 @@ def test_writers_wake_the_sweeper_when_output_passes_the_total_limit(tmp_path: P
         assert read_all(hub.directory("new", 1)) == b"n" * 12 * 65536 + b"still here"
     finally:
         hub.stop()
+
+
+def test_output_of_purged_tasks_is_removed_but_not_while_an_attempt_writes(tmp_path: Path) -> None:
+    hub = OutputHub(tmp_path / "attempts", OutputLimits(1 << 20, 1 << 30))
+    for task_id in ("done", "kept"):
+        sink = hub.open(task_id, 1)
+        sink.write("stdout", b"out")
+        sink.close(0)
+    (hub.root / "done" / "1" / "context.json").write_text("{}")
+    winding_down = hub.open("winding-down", 2)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    # Ids that are no directory name are ignored, never followed.
+    hub.discard(["done", "winding-down", "..", "a/b", "never-ran"])
+    assert hub.retention.remove_purged() == 1
+    assert not (hub.root / "done").exists()
+    assert read_all(hub.directory("kept", 1)) == b"out"
+    assert hub.directory("winding-down", 2).is_dir() and outside.is_dir()
+    # The live attempt's directory goes on a later round, once it is closed.
+    winding_down.close(0)
+    assert hub.retention.remove_purged() == 1
+    assert not (hub.root / "winding-down").exists()
+    assert hub.retention.remove_purged() == 0
+
+
+def test_the_sweeper_thread_removes_discarded_output(tmp_path: Path) -> None:
+    hub = OutputHub(tmp_path / "attempts", OutputLimits(1 << 20, 1 << 30))
+    sink = hub.open("done", 1)
+    sink.write("stdout", b"x" * 4096)
+    sink.close(0)
+    hub.start()
+    try:
+        assert hub.retention.total_bytes > 4096
+        hub.discard(["done"])
+        wait_until(lambda: not (hub.root / "done").exists(), 30, what="purged output removed")
+        wait_until(lambda: hub.retention.total_bytes == 0, 30, what="the total re-measured")
+    finally:
+        hub.stop()

@@ -256,3 +256,23 @@ def test_error_names_the_layer_that_supplied_the_value(tmp_path: Path) -> None:
     path = write(tmp_path, "grpc: 127.0.0.1:7200\n")
     message = config_error(path=path, environ={"CORTEX_GRPC": "not-an-address"})
     assert "grpc" in message and "CORTEX_GRPC" in message and path not in message
+
+
+def test_task_retention_defaults_to_a_week_and_zero_turns_purging_off(tmp_path: Path) -> None:
+    from cortex.cli.main import build_parser
+    from cortex.state.purge import MAX_PURGE_LIMIT
+
+    default = load_config(environ={})
+    assert default.task_retention_s == 7 * 24 * 3600
+    assert (default.purge_batch_size, default.purge_interval_s) == (500, 30.0)
+    path = write(tmp_path, "task_retention_s: 3600\n")
+    assert load_config(path, environ={}).task_retention_s == 3600
+    env = {"CORTEX_TASK_RETENTION_S": "0", "CORTEX_PURGE_INTERVAL_S": "0.5"}
+    from_env = load_config(path, environ=env)
+    assert (from_env.task_retention_s, from_env.purge_interval_s) == (0, 0.5)
+    args = build_parser().parse_args(["node", "start", "--task-retention", "60"])
+    assert load_config(path, {"task_retention_s": args.task_retention}, env).task_retention_s == 60
+    assert "task_retention_s" in config_error(flags={"task_retention_s": -1})
+    # A batch the config accepts is one apply accepts.
+    assert load_config(environ={}, flags={"purge_batch_size": MAX_PURGE_LIMIT})
+    assert "purge_batch_size" in config_error(flags={"purge_batch_size": MAX_PURGE_LIMIT + 1})

@@ -1,0 +1,58 @@
+"""The leader-only retention loop: proposes `TASKS_PURGE` entries for tasks,
+workflows and events that finished longer than the retention period ago, in
+bounded batches, back to back while old rows remain. The cutoff is this
+node's clock at proposal time; apply only compares it with stored times."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from cortex.raft.leader_loop import LeaderLoop
+from cortex.raft.proposer import Proposer
+from cortex.state import entries as e
+from cortex.state.queries import StateReader
+
+log = logging.getLogger(__name__)
+
+
+class RetentionLoop(LeaderLoop):
+    def __init__(
+        self,
+        node_id: str,
+        is_leader: Callable[[], bool],
+        proposer: Proposer,
+        reader: StateReader,
+        retention_s: float,
+        batch_size: int = 500,
+        interval_s: float = 30.0,
+        propose_timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__("retention", is_leader, interval_s)
+        self._node_id = node_id
+        self._proposer = proposer
+        self._reader = reader
+        self._retention_ms = int(retention_s * 1000)
+        self._batch_size = batch_size
+        self._timeout_s = propose_timeout_s
+        self.purged_tasks = 0
+
+    def work(self) -> bool:
+        """Proposes one purge when something is old enough; True (run again
+        at once) when it removed anything, since more may be waiting."""
+        before_ms = int(time.time() * 1000) - self._retention_ms
+        if not self._reader.purge_due(before_ms):
+            return False
+        entry = e.Entry.create(e.TasksPurge(before_ms, self._batch_size), self._node_id)
+        result = self._proposer.propose_one(entry, self._timeout_s)
+        if not result.get("ok"):
+            log.warning("purge before %d rejected: %s", before_ms, result.get("reason"))
+            return False
+        self.rounds += 1
+        self.purged_tasks += result["tasks"]
+        log.info(
+            "purged %d tasks, %d workflows and %d events finished before %d",
+            result["tasks"], result["workflows"], result["events"], before_ms,
+        )  # fmt: skip
+        return result["tasks"] + result["events"] > 0
