@@ -219,6 +219,14 @@ class Agent:
                 "CORTEX_IDEMPOTENCY_KEY": attempt_idempotency_key(task),
                 "CORTEX_CONTEXT_FILE": context_file,
                 "CORTEX_NODE_ID": self._node_id,
+                **(
+                    {
+                        "CORTEX_WORKFLOW_ID": task.workflow_id,
+                        "CORTEX_TASK_KEY": task.workflow_key or "",
+                    }
+                    if task.workflow_id
+                    else {}
+                ),
             },
             kill_grace_s=self._kill_grace_s,
         )

@@ -147,17 +147,22 @@ class CortexClient:
         )
         yield from self._stream("StreamTaskOutput", request, timeout_s)
 
-    def watch_events(self, timeout_s: float | None = None, **filters: Any) -> Iterator[pb.Event]:
-        yield from self._stream("WatchEvents", pb.WatchEventsRequest(**filters), timeout_s)
+    def watch_events(
+        self, timeout_s: float | None = None, follow: bool = True, **filters: Any
+    ) -> Iterator[pb.Event]:
+        request = pb.WatchEventsRequest(follow=follow, **filters)
+        yield from self._stream("WatchEvents", request, timeout_s)
 
     def watch_events_backlog(
-        self, timeout_s: float | None = None, **filters: Any
+        self, timeout_s: float | None = None, follow: bool = True, **filters: Any
     ) -> tuple[int, Iterator[pb.Event]]:
-        """`watch_events`, plus the seq of the last event already applied that
-        the watch sends (0 when none), from the `cortex-backlog-end` header:
-        a caller that wants only the backlog stops there."""
+        """`watch_events` once the watch has begun, with the seq of the last
+        event already applied that it sends (0 when none), from the
+        `cortex-backlog-end` header."""
         call = self._stub.WatchEvents(
-            pb.WatchEventsRequest(**filters), timeout=timeout_s, metadata=self._metadata
+            pb.WatchEventsRequest(follow=follow, **filters),
+            timeout=timeout_s,
+            metadata=self._metadata,
         )
         headers = dict(call.initial_metadata() or ())
         return int(headers.get("cortex-backlog-end", 0) or 0), self._mapped(call)

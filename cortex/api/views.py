@@ -148,6 +148,7 @@ def workflow_json(workflow: pb.Workflow) -> dict[str, Any]:
         "context": json.loads(workflow.context_json) if workflow.context_json else {},
         "created_at": iso_time(workflow.created_at_ms),
         "completed_at": iso_time(workflow.completed_at_ms),
+        "task_counts": dict(sorted(workflow.task_counts.items())),
         "tasks": [
             {
                 "key": t.key,

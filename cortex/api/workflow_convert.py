@@ -39,4 +39,5 @@ def workflow_to_proto(workflow: WorkflowView) -> pb.Workflow:
         created_at_ms=workflow.created_at,
         completed_at_ms=workflow.completed_at or 0,
         error=workflow.error or "",
+        task_counts=workflow.task_counts,
     )

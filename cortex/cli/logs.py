@@ -8,7 +8,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import BinaryIO
 
@@ -167,16 +166,6 @@ def _event_json(event: pb.Event) -> dict[str, object]:
     }
 
 
-def _until(events: Iterator[pb.Event], last_seq: int) -> Iterator[pb.Event]:
-    """The events up to and including `last_seq`."""
-    if last_seq <= 0:
-        return
-    for event in events:
-        yield event
-        if event.seq >= last_seq:
-            return
-
-
 def run_events(args: argparse.Namespace) -> int:
     if args.after_seq < 0:
         raise InvalidArgument("--after-seq must not be negative")
@@ -189,8 +178,7 @@ def run_events(args: argparse.Namespace) -> int:
     }
     try:
         with CortexClient(args.node) as client:
-            backlog_end, events = client.watch_events_backlog(**filters)
-            for event in events if args.follow else _until(events, backlog_end):
+            for event in client.watch_events(follow=args.follow, **filters):
                 if args.json:
                     print(json.dumps(_event_json(event)), flush=True)
                 else:

@@ -132,10 +132,15 @@ def print_workflow_table(workflows: list[pb.Workflow], total: int) -> None:
     table.add_column("state", no_wrap=True, min_width=9)
     table.add_column("created", no_wrap=True, min_width=8)
     table.add_column("ended", no_wrap=True, min_width=8)
+    table.add_column("tasks", no_wrap=True)
     table.add_column("error", overflow="ellipsis", no_wrap=True)
     for w in workflows:
+        counts = Text(" ").join(
+            Text(f"{count} {state}", style=render.STATE_STYLES.get(state, ""))
+            for state, count in sorted(w.task_counts.items())
+        )
         table.add_row(w.id, escape(w.name), _styled(w.state), _clock(w.created_at_ms),
-                      _clock(w.completed_at_ms), escape(w.error or ""))  # fmt: skip
+                      _clock(w.completed_at_ms), counts, escape(w.error or ""))  # fmt: skip
     render.console.print(table)
     render.console.print(f"[dim]{len(workflows)} of {total} workflows[/]")
 

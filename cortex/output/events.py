@@ -161,7 +161,7 @@ class EventWatcher:
 
     def watch(self, request: pb.WatchEventsRequest, context: StreamContext) -> Iterator[pb.Event]:
         """Events after `after_seq` (all with `from_start`, else only new
-        ones), then live ones until the client goes away."""
+        ones); with `follow`, then live ones until the client goes away."""
         where = self._filter(request)
         self._slots.acquire()
         try:
@@ -174,6 +174,11 @@ class EventWatcher:
             while context.is_active() and not self._ticker.closed:
                 seen = self._ticker.generation
                 events, cursor = self._feed.after(cursor, where)
+                if not request.follow:
+                    yield from (event for event in events if event.seq <= head)
+                    if cursor >= head:
+                        return
+                    continue
                 yield from events
                 if len(events) < PAGE_SIZE:
                     self._ticker.wait(seen, POLL_S)

@@ -528,7 +528,14 @@ class WorkflowTask(_message.Message):
     def __init__(self, key: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., node: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ..., condition: _Optional[str] = ..., skip_reason: _Optional[str] = ..., started_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., has_result: _Optional[bool] = ..., exit_code: _Optional[int] = ...) -> None: ...
 
 class Workflow(_message.Message):
-    __slots__ = ("id", "name", "state", "context_json", "tasks", "created_at_ms", "completed_at_ms", "error")
+    __slots__ = ("id", "name", "state", "context_json", "tasks", "created_at_ms", "completed_at_ms", "error", "task_counts")
+    class TaskCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -537,6 +544,7 @@ class Workflow(_message.Message):
     CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    TASK_COUNTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     state: str
@@ -545,7 +553,8 @@ class Workflow(_message.Message):
     created_at_ms: int
     completed_at_ms: int
     error: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., context_json: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTask, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., completed_at_ms: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    task_counts: _containers.ScalarMap[str, int]
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., context_json: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTask, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., completed_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., task_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class GetWorkflowStatusRequest(_message.Message):
     __slots__ = ("workflow_id",)
@@ -634,18 +643,20 @@ class OutputChunk(_message.Message):
     def __init__(self, attempt: _Optional[int] = ..., data: _Optional[_Union[OutputData, _Mapping]] = ..., end: _Optional[_Union[OutputEnd, _Mapping]] = ...) -> None: ...
 
 class WatchEventsRequest(_message.Message):
-    __slots__ = ("task_id", "workflow_id", "events", "after_seq", "from_start")
+    __slots__ = ("task_id", "workflow_id", "events", "after_seq", "from_start", "follow")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     FROM_START_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     workflow_id: str
     events: _containers.RepeatedScalarFieldContainer[str]
     after_seq: int
     from_start: bool
-    def __init__(self, task_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., after_seq: _Optional[int] = ..., from_start: _Optional[bool] = ...) -> None: ...
+    follow: bool
+    def __init__(self, task_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., events: _Optional[_Iterable[str]] = ..., after_seq: _Optional[int] = ..., from_start: _Optional[bool] = ..., follow: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("seq", "event", "task_id", "workflow_id", "from_state", "to_state", "node", "attempt", "detail_json", "ts_ms", "raft_index", "entry_type")

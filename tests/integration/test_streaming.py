@@ -253,6 +253,11 @@ def test_watch_events_live_and_filtered(make_cluster) -> None:
             if event.seq >= backlog_end:
                 break
         assert [e.event for e in history] == ["submitted", "assigned", "started", "completed"]
+        # Without follow the stream ends by itself after what already exists.
+        unfollowed = list(client.watch_events(task_id=first, from_start=True, follow=False))
+        assert [e.seq for e in unfollowed] == [e.seq for e in history]
+        everything = list(client.watch_events(from_start=True, follow=False))
+        assert len(everything) > len(history) and everything[-1].seq >= backlog_end
         completed = list(_take(client.watch_events(events=["completed"], from_start=True), 1))
         assert completed[0].task_id == first and completed[0].seq == history[-1].seq
         after = list(_take(client.watch_events(task_id=first, after_seq=history[1].seq), 2))

@@ -141,7 +141,12 @@ def test_build_and_deploy_runs_both_ways_through_the_cli(cluster):
     for text in ("build-and-deploy", "failed", "notify-failure", "deploy", "skipped"):
         assert text in tree.stdout
     listing = _cli(node, "workflow", "list", "--json")
-    assert {done["id"], failed["id"]} <= {w["id"] for w in json.loads(listing.stdout)["workflows"]}
+    listed = {w["id"]: w for w in json.loads(listing.stdout)["workflows"]}
+    assert {done["id"], failed["id"]} <= set(listed)
+    assert listed[failed["id"]]["task_counts"] == {"completed": 3, "failed": 1, "skipped": 1}
+    assert listed[done["id"]]["task_counts"] == {"completed": 4, "skipped": 1}
+    table = _cli(node, "workflow", "list")
+    assert table.returncode == 0 and "3 completed" in table.stdout, table.stdout
 
 
 def test_fan_out_fan_in_joins_once_after_all_fifty(cluster):
@@ -187,7 +192,10 @@ def test_context_flows_into_conditions_and_commands(cluster):
             "b": {
                 "dependsOn": ["a"],
                 "condition": 'workflow.context.version === "1.2"',
-                "spec": {"command": 'cat "$CORTEX_CONTEXT_FILE"'},
+                "spec": {
+                    "command": 'cat "$CORTEX_CONTEXT_FILE"; '
+                    'echo "$CORTEX_WORKFLOW_ID/$CORTEX_TASK_KEY" >&2'
+                },
             },
             "c": {
                 "dependsOn": ["a"],
@@ -204,6 +212,7 @@ def test_context_flows_into_conditions_and_commands(cluster):
     assert json.loads(workflow.context_json) == {"stage": "test", "version": "1.2"}
     assert tasks["b"].state == "completed" and tasks["c"].state == "skipped"
     assert json.loads(b.result.stdout) == {"stage": "test", "version": "1.2"}
+    assert b.result.stderr.decode().strip() == f"{workflow.id}/b"
 
 
 def test_hostile_conditions_are_skipped_quickly_and_the_cluster_carries_on(cluster):
