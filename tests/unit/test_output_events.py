@@ -113,7 +113,7 @@ def test_pages_continue_where_the_last_one_ended(state: State) -> None:
 
 def test_a_watch_from_the_start_sends_the_backlog_bound_then_live_events(state: State) -> None:
     caller = Caller()
-    events = state.watch(caller, task_id="a", from_start=True)
+    events = state.watch(caller, task_id="a", from_start=True, follow=True)
     backlog = take(events, 3)
     assert caller.headers[BACKLOG_END_HEADER] == str(backlog[-1].seq)
     got: list[pb.Event] = []
@@ -126,7 +126,7 @@ def test_a_watch_from_the_start_sends_the_backlog_bound_then_live_events(state: 
 
 def test_a_watch_from_now_sees_only_new_events(state: State) -> None:
     caller = Caller()
-    events = state.watch(caller)
+    events = state.watch(caller, follow=True)
     got: list[pb.Event] = []
     reader = threading.Thread(target=lambda: got.extend(take(events, 2)))
     reader.start()
@@ -144,12 +144,23 @@ def test_a_watch_from_now_sees_only_new_events(state: State) -> None:
     assert resumed[0].seq == got[1].seq
 
 
+def test_without_follow_a_watch_ends_after_the_events_that_exist(state: State) -> None:
+    everything = list(state.watch(from_start=True))
+    assert [e.seq for e in everything] == list(range(1, 6))
+    assert [e.event for e in state.watch(task_id="a", from_start=True)] == [
+        e.event for e in everything if e.task_id == "a"
+    ]
+    assert list(state.watch()) == []  # from now, nothing yet
+    state.apply(TaskSubmit("c", SHELL))
+    assert [e.task_id for e in state.watch(after_seq=5)] == ["c"]
+
+
 def test_a_watch_ends_when_its_client_leaves(state: State) -> None:
     caller = Caller()
     done = threading.Event()
 
     def watch() -> None:
-        for _ in state.watch(caller):
+        for _ in state.watch(caller, follow=True):
             pass
         done.set()
 
