@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from cortex.errors import ConfigError
 
@@ -74,6 +81,14 @@ class NodeConfig(BaseModel):
     secret: str | None = None
     # When set, every API call must carry it (Authorization: Bearer ...).
     api_token: str | None = Field(None, min_length=8)
+    # gRPC over TLS: the node serves with tls_cert and tls_key (PEM files, both
+    # or neither) and verifies the nodes it calls against tls_ca (default: the
+    # system roots). tls_client_auth also requires callers to present a
+    # certificate tls_ca signed (mutual TLS).
+    tls_cert: str | None = None
+    tls_key: str | None = Field(None, validate_default=True)
+    tls_ca: str | None = None
+    tls_client_auth: bool = Field(False, validate_default=True)
     labels: dict[str, str] = Field(default_factory=dict)
     capabilities: dict[str, str] = Field(default_factory=dict)
     resources: DeclaredResources = Field(default_factory=DeclaredResources)
@@ -119,6 +134,31 @@ class NodeConfig(BaseModel):
     @classmethod
     def _peer_addresses(cls, value: list[str]) -> list[str]:
         return [check_address(peer) for peer in value]
+
+    @field_validator("tls_cert", "tls_key", "tls_ca", mode="before")
+    @classmethod
+    def _unset_if_empty(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("tls_key")
+    @classmethod
+    def _key_with_cert(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if "tls_cert" not in info.data:
+            return value  # tls_cert itself was invalid and is reported
+        if info.data["tls_cert"] and not value:
+            raise ValueError("missing: tls_cert is set, and TLS needs its private key too")
+        if value and not info.data["tls_cert"]:
+            raise ValueError("tls_cert is missing: TLS needs the certificate that goes with it")
+        return value
+
+    @field_validator("tls_client_auth")
+    @classmethod
+    def _client_auth_needs_tls(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and not info.data.get("tls_cert"):
+            raise ValueError("needs tls_cert and tls_key: client certificates require TLS")
+        if value and not info.data.get("tls_ca"):
+            raise ValueError("needs tls_ca, the CA that signs the client certificates")
+        return value
 
     @field_validator("node_id")
     @classmethod
@@ -202,9 +242,10 @@ def load_config(
         problems = []
         for problem in err.errors():
             key = ".".join(str(part) for part in problem["loc"]) or "config"
-            origin = sources.get(str(problem["loc"][0]) if problem["loc"] else "", "defaults")
+            origin = sources.get(str(problem["loc"][0]) if problem["loc"] else "")
             message = problem["msg"].removeprefix("Value error, ")
             if problem["type"] == "extra_forbidden":
                 message = "unknown config key"
-            problems.append(f"config key {key} (from {origin}): {message}")
+            where = f" (from {origin})" if origin else ""
+            problems.append(f"config key {key}{where}: {message}")
         raise ConfigError("; ".join(problems)) from None

@@ -29,3 +29,10 @@ class Unauthenticated(CortexError):
 
 class ConfigError(CortexError):
     """A configuration value is missing or invalid; the message names the key."""
+
+
+class TlsError(Unavailable):
+    """A connection failed in its TLS handshake: a certificate not trusted or
+    not naming the host, TLS on one side only, or a client certificate
+    missing where one is required. Retrying does not help; the settings must
+    change."""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from cortex.agent import Agent
+from cortex.api.tls import ClientTls, node_tls
 from cortex.config import NodeConfig
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import BUILTIN_EXECUTORS
@@ -63,7 +64,7 @@ def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
     return value
 
 
-def _peers_for(config: NodeConfig, data_dir: Path, secret: str) -> list[str]:
+def _peers_for(config: NodeConfig, data_dir: Path, secret: str, tls: ClientTls | None) -> list[str]:
     """Static peers from config, or the members a `--join` returned (kept in
     the data dir so a restart needs no second join)."""
     saved = data_dir / _CLUSTER_FILE
@@ -72,7 +73,7 @@ def _peers_for(config: NodeConfig, data_dir: Path, secret: str) -> list[str]:
     if config.join:
         from cortex.api.client import CortexClient
 
-        with CortexClient(config.join) as client:
+        with CortexClient(config.join, tls=tls or False) as client:
             members = client.join_cluster(
                 config.node_id,
                 config.raft,
@@ -112,8 +113,9 @@ class Node:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         _refuse_if_removed(self.data_dir)
         _check_can_listen(config.raft, "raft")
+        self._server_tls, client_tls = node_tls(config)
         secret = resolve_secret(config, self.data_dir)
-        peers = _peers_for(config, self.data_dir, secret)
+        peers = _peers_for(config, self.data_dir, secret, client_tls)
         db_path = str(self.data_dir / "state.db")
         self.machine = StateMachine(db_path)
         self.reader = StateReader(db_path)
@@ -144,6 +146,7 @@ class Node:
             config.propose_timeout_s,
             config.heartbeat_interval_s,
             config.api_token,
+            client_tls,
         )
         executors = {name: BUILTIN_EXECUTORS[name] for name in config.executors}
         self.scheduler = SchedulerLoop(
@@ -199,6 +202,7 @@ class Node:
             lambda: self.agent.running_count,
             dict(config.capabilities),
             config.heartbeat_interval_s,
+            client_tls,
         )
         self.supervisor = NodeSupervisor(
             config.node_id,
@@ -231,7 +235,7 @@ class Node:
         self.machine.add_listener(self.workflow_engine.on_change)
         self.streaming = StreamingService(
             config.node_id, db_path, self.reader, self.output, config.max_streams,
-            api_token=config.api_token,
+            api_token=config.api_token, tls=client_tls,
         )  # fmt: skip
         self.machine.add_listener(self.streaming.on_change)
         self._grpc_server = None
@@ -269,6 +273,7 @@ class Node:
             self.config.grpc,
             streaming=self.streaming,
             api_token=self.config.api_token,
+            tls=self._server_tls,
         )
         self.registration.start()
         self.heartbeats.start()
@@ -279,8 +284,9 @@ class Node:
             self.retention.start()
         self.agent.start()
         log.info(
-            "node %s started: raft %s, grpc %s, data %s",
-            self.config.node_id, self.config.raft, self.config.grpc, self.data_dir,
+            "node %s started: raft %s, grpc %s%s, data %s",
+            self.config.node_id, self.config.raft, self.config.grpc,
+            " (TLS)" if self._server_tls else "", self.data_dir,
         )  # fmt: skip
 
     def wait(self) -> None:

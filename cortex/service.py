@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from cortex.api.tls import ClientTls
 from cortex.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -97,6 +98,7 @@ class TaskService:
         propose_timeout_s: float,
         heartbeat_interval_s: float = 2.0,
         api_token: str | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         self.board = board
         self.node_id = node_id
@@ -109,7 +111,9 @@ class TaskService:
         self._timeout = propose_timeout_s
         # Heartbeats missed in a row before a follower calls a node unreachable.
         self._silent_after_s = max(HEARTBEATS_MISSED * heartbeat_interval_s, MIN_SILENCE_S)
-        self.removals = NodeRemover(node_id, group, proposer, reader, propose_timeout_s, api_token)
+        self.removals = NodeRemover(
+            node_id, group, proposer, reader, propose_timeout_s, api_token, tls
+        )
         self.workflows = WorkflowService(
             node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes
         )

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cortex.api.client import CortexClient
+from cortex.api.tls import client_tls
 from cortex.errors import CortexError
 from cortex.v1 import cortex_pb2 as pb
+from tests.tls import TlsFiles
 
 T = TypeVar("T")
 SECRET = "test-cluster-secret"
@@ -71,6 +73,8 @@ class ClusterNode:
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     api_token: str | None = None
+    # The node's certificate and CA, which clients then use as well.
+    tls: TlsFiles | None = None
 
     @property
     def log_path(self) -> Path:
@@ -124,7 +128,10 @@ class ClusterNode:
             self.process.wait(10)
 
     def client(self, timeout_s: float = 30.0) -> CortexClient:
-        return CortexClient(self.grpc, timeout_s=timeout_s, token=self.api_token or "")
+        tls = None
+        if self.tls is not None:
+            tls = client_tls(str(self.tls.ca), cert=str(self.tls.cert), key=str(self.tls.key))
+        return CortexClient(self.grpc, timeout_s=timeout_s, token=self.api_token or "", tls=tls)
 
     def status(self) -> pb.ClusterStatusResponse:
         with self.client(timeout_s=5) as c:
@@ -141,11 +148,19 @@ class Cluster:
         size: int,
         extra_args: list[str] | None = None,
         api_token: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
+        """With `tls`, nodes serve with its certificate and trust its CA, and
+        so do the clients `ClusterNode.client` makes."""
         self.root = root
         self.nodes: list[ClusterNode] = []
         self.api_token = api_token
-        self._extra_args = [*(extra_args or []), *(["--api-token", api_token] if api_token else [])]
+        self.tls = tls
+        self._extra_args = [
+            *(extra_args or []),
+            *(["--api-token", api_token] if api_token else []),
+            *(tls.node_args() if tls else []),
+        ]
         for _ in range(size):
             self.add_node()
 
@@ -159,6 +174,7 @@ class Cluster:
             data_dir=self.root / f"n{number}",
             extra_args=[*self._extra_args, *(extra_args or [])],
             api_token=self.api_token,
+            tls=self.tls,
         )
         self.nodes.append(node)
         return node

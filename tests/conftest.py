@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import Cluster
+from tests.tls import TlsFiles
 
 
 @pytest.fixture
@@ -22,8 +23,9 @@ def make_cluster(
         extra_args: list[str] | None = None,
         start: bool = True,
         api_token: str | None = None,
+        tls: TlsFiles | None = None,
     ) -> Cluster:
-        cluster = Cluster(tmp_path / f"cluster{len(clusters)}", size, extra_args, api_token)
+        cluster = Cluster(tmp_path / f"cluster{len(clusters)}", size, extra_args, api_token, tls)
         clusters.append(cluster)
         if start:
             cluster.start()

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 
 from cortex.api.auth import default_token, token_metadata
+from cortex.api.channels import connect_error, open_channel
+from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.errors import (
     CortexError,
     FailedPrecondition,
@@ -32,12 +34,21 @@ _ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
 
 
 class CortexClient:
-    def __init__(self, address: str, timeout_s: float = 30.0, token: str | None = None) -> None:
-        """`token` defaults to $CORTEX_API_TOKEN; nodes without a token ignore it."""
+    def __init__(
+        self,
+        address: str,
+        timeout_s: float = 30.0,
+        token: str | None = None,
+        tls: ClientTls | Literal[False] | None = None,
+    ) -> None:
+        """`token` defaults to $CORTEX_API_TOKEN; nodes without a token ignore it.
+        `tls` defaults to the settings in $CORTEX_TLS_CA and friends (plain
+        text without them); False means plain text regardless."""
         self.address = address
         self.timeout_s = timeout_s
         self._metadata = token_metadata(token if token is not None else default_token())
-        self._channel = grpc.insecure_channel(address)
+        self._tls = client_tls_from_env() if tls is None else (tls or None)
+        self._channel = open_channel(address, self._tls)
         self._stub = pb_grpc.CortexStub(self._channel)
 
     def __enter__(self) -> CortexClient:
@@ -60,12 +71,18 @@ class CortexClient:
                 request, timeout=timeout_s or self.timeout_s, metadata=self._metadata
             )
         except grpc.RpcError as err:
-            code = err.code()
-            kind = _ERROR_FOR_STATUS.get(code, CortexError)
-            detail = err.details() or str(code)
-            if code == grpc.StatusCode.UNAVAILABLE and "failed to connect" in detail.lower():
-                detail = f"cannot reach a Cortex node at {self.address} ({detail})"
-            raise kind(detail) from None
+            raise self._error(err) from None
+
+    def _error(self, err: grpc.RpcError) -> CortexError:
+        """The Cortex exception for a failed call; one that never connected
+        says why, naming TLS when a handshake is the likely cause."""
+        code = err.code()
+        detail = err.details() or str(code)
+        if code == grpc.StatusCode.UNAVAILABLE:
+            failed = connect_error(self.address, detail, self._tls)
+            if failed is not None:
+                return failed
+        return _ERROR_FOR_STATUS.get(code, CortexError)(detail)
 
     def submit_task(self, spec: pb.TaskSpec, idempotency_key: str = "") -> pb.SubmitTaskResponse:
         return self._call(
@@ -167,13 +184,11 @@ class CortexClient:
         headers = dict(call.initial_metadata() or ())
         return int(headers.get("cortex-backlog-end", 0) or 0), self._mapped(call)
 
-    @staticmethod
-    def _mapped(call: Iterator[Any]) -> Iterator[Any]:
+    def _mapped(self, call: Iterator[Any]) -> Iterator[Any]:
         try:
             yield from call
         except grpc.RpcError as err:
-            code = err.code()
-            raise _ERROR_FOR_STATUS.get(code, CortexError)(err.details() or str(code)) from None
+            raise self._error(err) from None
 
     def _stream(self, method: str, request: Any, timeout_s: float | None) -> Iterator[Any]:
         try:
@@ -181,9 +196,7 @@ class CortexClient:
                 request, timeout=timeout_s, metadata=self._metadata
             )
         except grpc.RpcError as err:
-            code = err.code()
-            kind = _ERROR_FOR_STATUS.get(code, CortexError)
-            raise kind(err.details() or str(code)) from None
+            raise self._error(err) from None
 
     def list_nodes(self) -> pb.ListNodesResponse:
         return self._call("ListNodes", pb.ListNodesRequest())

@@ -10,6 +10,7 @@ from grpc_reflection.v1alpha import reflection
 
 from cortex.api.auth import TokenAuthInterceptor
 from cortex.api.servicer import CortexServicer
+from cortex.api.tls import ServerTls
 from cortex.errors import ConfigError
 from cortex.output import StreamingService
 from cortex.service import TaskService
@@ -24,7 +25,9 @@ def serve(
     max_workers: int = 64,
     streaming: StreamingService | None = None,
     api_token: str | None = None,
+    tls: ServerTls | None = None,
 ) -> grpc.Server:
+    """Serves over TLS with `tls`, in plain text without it."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         interceptors=[TokenAuthInterceptor(api_token)] if api_token else [],
@@ -48,7 +51,10 @@ def serve(
         server,
     )
     try:
-        port = server.add_insecure_port(address)
+        if tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, tls.credentials())
     except RuntimeError as err:
         raise ConfigError(f"config key grpc: cannot listen on {address}: {err}") from None
     if port == 0:

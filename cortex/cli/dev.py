@@ -43,6 +43,12 @@ def port_free(port: int) -> bool:
             return False
 
 
+def _plaintext_env() -> dict[str, str]:
+    """This environment without TLS settings: a dev cluster serves plain gRPC
+    on 127.0.0.1."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_TLS_")}
+
+
 def plan_nodes(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
     return [
         DevNode(
@@ -93,7 +99,7 @@ def start_cluster(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
                 "--peers",
                 peers,
             ],  # fmt: skip
-            env={**os.environ, "CORTEX_SECRET": secret},
+            env={**_plaintext_env(), "CORTEX_SECRET": secret},
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -112,7 +118,7 @@ def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
     while pending:
         node = pending[0]
         try:
-            with CortexClient(node.grpc, timeout_s=2) as client:
+            with CortexClient(node.grpc, timeout_s=2, tls=False) as client:
                 status = client.cluster_status()
             if status.leader and len(status.nodes) >= len(nodes):
                 pending.pop(0)
@@ -210,7 +216,7 @@ def run_demo(args: argparse.Namespace) -> int:
         render.console.print(
             "[green]cluster is up[/]; submitting example tasks round-robin to every node"
         )
-        clients = [CortexClient(n.grpc) for n in nodes]
+        clients = [CortexClient(n.grpc, tls=False) for n in nodes]
         submitted = []
         for i, (name, command) in enumerate(DEMO_TASKS):
             spec = pb.TaskSpec()

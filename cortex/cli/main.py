@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from cortex.api.auth import TOKEN_ENV
+from cortex.api.tls import TLS_CA_ENV
 from cortex.config import DEFAULT_GRPC_ADDRESS
 from cortex.errors import CortexError
 
@@ -32,6 +33,23 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
     start.add_argument("--secret", help="cluster secret (required with --peers or --join)")
     start.add_argument(
         "--api-token", help="require this token on every API call ($CORTEX_API_TOKEN)"
+    )
+    start.add_argument(
+        "--tls-cert", metavar="PEM", help="serve gRPC over TLS with this certificate"
+    )
+    start.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
+    # Its own dest: a subcommand's default would overwrite the global --tls-ca.
+    start.add_argument(
+        "--tls-ca",
+        dest="node_tls_ca",
+        metavar="PEM",
+        help="CA bundle to verify other nodes with (default: the system roots)",
+    )
+    start.add_argument(
+        "--tls-client-auth",
+        action="store_true",
+        default=None,
+        help="require client certificates signed by the --tls-ca CA (mutual TLS)",
     )
     start.add_argument(
         "--label", action="append", default=[], metavar="K=V", help="node label (repeatable)"
@@ -185,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--token",
         help="API token for nodes started with one (default $CORTEX_API_TOKEN)",
     )
+    parser.add_argument(
+        "--tls-ca",
+        metavar="PEM",
+        help="connect over TLS, trusting this CA ('system': the system roots; default "
+        "$CORTEX_TLS_CA); a node started with this flag verifies other nodes with it",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_node_start(commands)
     _add_task(commands)
@@ -264,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.token:
         # Every client this process makes, and a node it starts, picks it up.
         os.environ[TOKEN_ENV] = args.token
+    if args.tls_ca:
+        os.environ[TLS_CA_ENV] = args.tls_ca
     try:
         if args.command == "node":
             if args.node_command != "start":

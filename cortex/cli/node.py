@@ -52,6 +52,10 @@ def run_node(args: argparse.Namespace) -> int:
         "join": args.join,
         "secret": args.secret,
         "api_token": args.api_token,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "tls_ca": args.node_tls_ca,
+        "tls_client_auth": args.tls_client_auth,
         "labels": parse_labels(args.label) or None,
         "capabilities": parse_pairs(args.capability, "--capability") or None,
         "resources": parse_resources(args.resource) or None,
@@ -78,8 +82,8 @@ def run_node(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, shutdown)
     node.start()
     print(
-        f"cortex node {config.node_id} running: raft {config.raft}, grpc {config.grpc}, "
-        f"data {node.data_dir}",
+        f"cortex node {config.node_id} running: raft {config.raft}, grpc {config.grpc}"
+        f"{' (TLS)' if config.tls_cert else ''}, data {node.data_dir}",
         flush=True,
     )
     node.wait()

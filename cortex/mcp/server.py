@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from cortex.api.client import CortexClient
+from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.api.views import node_json, status_json, task_json, workflow_json
 from cortex.errors import CortexError
 from cortex.v1 import cortex_pb2 as pb
@@ -75,14 +76,20 @@ def _constraints(constraints: dict[str, Any] | None) -> pb.Constraints | None:
         raise ToolError(f"constraints: {err}") from None
 
 
-def build_server(node_address: str, timeout_s: float = 30.0) -> MCPServer:
-    """An MCP server whose tools act on the Cortex node at `node_address`."""
+def build_server(
+    node_address: str,
+    timeout_s: float = 30.0,
+    tls: ClientTls | Literal[False] | None = None,
+) -> MCPServer:
+    """An MCP server whose tools act on the Cortex node at `node_address`.
+    `tls` defaults to $CORTEX_TLS_CA and friends, read (and checked) now."""
+    node_tls = (client_tls_from_env() or False) if tls is None else tls
     server = MCPServer(
         name="cortex", title="Cortex task engine", instructions=INSTRUCTIONS, version="0.1.0"
     )
 
     def client() -> CortexClient:
-        return CortexClient(node_address, timeout_s=timeout_s)
+        return CortexClient(node_address, timeout_s=timeout_s, tls=node_tls)
 
     @server.tool()
     def submit_task(

@@ -14,6 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from cortex.api.channels import connect_error, open_channel
+from cortex.api.tls import ClientTls
+from cortex.errors import TlsError
 from cortex.membership.board import ResourceBoard
 from cortex.membership.metrics import ResourceSampler
 from cortex.state.queries import StateReader
@@ -39,6 +42,7 @@ class HeartbeatSender:
         running_tasks: Callable[[], int],
         capabilities: dict[str, str],
         interval_s: float = 2.0,
+        tls: ClientTls | None = None,
     ) -> None:
         self._node_id = node_id
         self._secret = secret
@@ -48,8 +52,11 @@ class HeartbeatSender:
         self._running_tasks = running_tasks
         self._capabilities = capabilities
         self._interval_s = interval_s
+        self._tls = tls
         self._stubs: dict[str, tuple[grpc.Channel, pb_grpc.CortexStub]] = {}
         self._in_flight: set[str] = set()
+        # Nodes a TLS handshake failed with, warned about once until one works.
+        self._tls_failed: set[str] = set()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="heartbeat")
         self._stop = threading.Event()
@@ -99,10 +106,19 @@ class HeartbeatSender:
     def _send(self, address: str, request: pb.HeartbeatRequest) -> None:
         try:
             if address not in self._stubs:
-                channel = grpc.insecure_channel(address)
+                channel = open_channel(address, self._tls)
                 self._stubs[address] = (channel, pb_grpc.CortexStub(channel))
             self._stubs[address][1].Heartbeat(request, timeout=max(self._interval_s, 1.0))
+            with self._lock:
+                self._tls_failed.discard(address)
         except grpc.RpcError as err:
+            failed = connect_error(address, err.details() or "", self._tls)
+            if isinstance(failed, TlsError):
+                with self._lock:
+                    first = address not in self._tls_failed
+                    self._tls_failed.add(address)
+                if first:
+                    log.warning("heartbeats to %s fail: %s", address, failed)
             log.debug("heartbeat to %s failed: %s", address, err.code())
         finally:
             with self._lock:

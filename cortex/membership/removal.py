@@ -11,7 +11,9 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Literal
 
+from cortex.api.tls import ClientTls
 from cortex.errors import CortexError, FailedPrecondition, NotFound, Unavailable
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
@@ -43,6 +45,7 @@ class NodeRemover:
         reader: StateReader,
         timeout_s: float,
         api_token: str | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         self._node_id = node_id
         self._group = group
@@ -50,6 +53,7 @@ class NodeRemover:
         self._reader = reader
         self._timeout_s = timeout_s
         self._api_token = api_token
+        self._tls: ClientTls | Literal[False] = tls or False
         # Set while this node waits for another to carry out its own removal.
         self._passing_on = threading.Event()
 
@@ -102,7 +106,9 @@ class NodeRemover:
         from cortex.api.client import CortexClient
 
         deadline = time.monotonic() + CATCH_UP_S
-        with CortexClient(node.grpc_address, timeout_s=1.0, token=self._api_token) as client:
+        with CortexClient(
+            node.grpc_address, timeout_s=1.0, token=self._api_token, tls=self._tls
+        ) as client:
             while time.monotonic() < deadline:
                 try:
                     if client.cluster_status().last_applied >= index:
@@ -122,7 +128,10 @@ class NodeRemover:
         if leader is None:
             raise Unavailable("no leader known to pass the removal to; retry")
         with CortexClient(
-            leader.grpc_address, timeout_s=self._timeout_s + CATCH_UP_S, token=self._api_token
+            leader.grpc_address,
+            timeout_s=self._timeout_s + CATCH_UP_S,
+            token=self._api_token,
+            tls=self._tls,
         ) as client:
             answer = client.remove_node(node_id, reason)
         return Removal(

@@ -19,11 +19,14 @@ from typing import Any, Protocol
 import grpc
 
 from cortex.api.auth import token_metadata
+from cortex.api.channels import connect_error, open_channel
+from cortex.api.tls import ClientTls
 from cortex.errors import (
     CortexError,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    TlsError,
     Unavailable,
 )
 from cortex.output.attempts import ACTIVE, AttemptInfo
@@ -88,9 +91,14 @@ def source_lost_end(info: AttemptInfo, total_bytes: int, reason: str) -> pb.Outp
 
 class RelayClient:
     def __init__(
-        self, node_id: str, stall_grace_s: float = 5.0, api_token: str | None = None
+        self,
+        node_id: str,
+        stall_grace_s: float = 5.0,
+        api_token: str | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         self._node_id = node_id
+        self._tls = tls
         self._stall_grace_s = stall_grace_s
         self._auth = tuple(token_metadata(api_token))
         self._lock = threading.Lock()
@@ -117,9 +125,16 @@ class RelayClient:
         with self._lock:
             channel = self._channels.get(address)
             if channel is None:
-                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                channel = open_channel(address, self._tls, _CHANNEL_OPTIONS)
                 self._channels[address] = channel
         return pb_grpc.CortexStub(channel)
+
+    def _describe(self, address: str, code: grpc.StatusCode, detail: str) -> str:
+        """Why a call to a source failed, naming TLS when a handshake did."""
+        failed = connect_error(address, detail, self._tls)
+        if isinstance(failed, TlsError):
+            return str(failed)
+        return f"{code.name.lower()}: {detail}"
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """StateMachine listener (Raft thread): notes relayed attempts that ended."""
@@ -208,7 +223,7 @@ class RelayClient:
                     error = (
                         "it went silent after the attempt ended"
                         if relay.cut
-                        else f"{code.name.lower()}: {err.details()}"
+                        else self._describe(address, code, err.details() or "")
                     )
                 first_error = first_error or error
                 if relay.cut or failures >= len(RECONNECT_DELAYS_S):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cortex.api.tls import ClientTls
 from cortex.output.events import EventFeed, EventWatcher
 from cortex.output.hub import OutputHub
 from cortex.output.relay import RelayClient, StreamContext
@@ -25,9 +26,10 @@ class StreamingService:
         max_streams: int,
         relay_stall_grace_s: float = 5.0,
         api_token: str | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         self.ticker = StateTicker()
-        self.relay = RelayClient(node_id, relay_stall_grace_s, api_token)
+        self.relay = RelayClient(node_id, relay_stall_grace_s, api_token, tls)
         self.slots = StreamSlots(node_id, max_streams)
         self.output = OutputStreamer(node_id, reader, hub, self.ticker, self.relay, self.slots)
         self.events = EventWatcher(EventFeed(db_path), self.ticker, self.slots)

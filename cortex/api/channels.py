@@ -1,0 +1,68 @@
+"""The one place gRPC channels to nodes are opened: over TLS when the caller
+has TLS settings, in plain text otherwise. A connection that fails becomes
+an error naming the likely cause, a TLS mismatch included."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from cortex.api.tls import TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV, TLS_SERVER_NAME_ENV, ClientTls
+from cortex.errors import CortexError, TlsError, Unavailable
+
+_VERIFY_REASON = re.compile(r"CERTIFICATE_VERIFY_FAILED:\s*([^:]+)")
+
+
+def open_channel(
+    address: str, tls: ClientTls | None, options: Sequence[tuple[str, Any]] = ()
+) -> grpc.Channel:
+    """A channel to `address`: TLS with `tls`, plain text when it is None."""
+    if tls is None:
+        return grpc.insecure_channel(address, options=list(options))
+    return grpc.secure_channel(address, tls.credentials(), options=[*options, *tls.options()])
+
+
+def connect_error(address: str, detail: str, tls: ClientTls | None) -> CortexError | None:
+    """The error for an UNAVAILABLE call that never connected to `address`;
+    None when `detail` is not gRPC's own "failed to connect" (a node's answer
+    may quote one from a call it made further on)."""
+    lowered = detail.lower()
+    if not lowered.startswith("failed to connect"):
+        return None
+    if tls is None:
+        if "socket closed" in lowered:
+            return Unavailable(
+                f"cannot reach a Cortex node at {address}: it closed the connection, as a node "
+                f"serving TLS does to a plain-text client; if it uses TLS, pass --tls-ca or set "
+                f"{TLS_CA_ENV} ({detail})"
+            )
+        return Unavailable(f"cannot reach a Cortex node at {address} ({detail})")
+    if "certificate_verify_failed" in lowered:
+        match = _VERIFY_REASON.search(detail)
+        reason = match.group(1).strip() if match else detail
+        return TlsError(
+            f"the TLS certificate of the node at {address} is not trusted by {tls.ca_source} "
+            f"({reason}); {TLS_CA_ENV} (--tls-ca) must be the CA that signed it"
+        )
+    if "hostname verification" in lowered:
+        host = tls.server_name or address.rpartition(":")[0]
+        return TlsError(
+            f"the TLS certificate of the node at {address} does not name {host}; set "
+            f"{TLS_SERVER_NAME_ENV} to a name it holds, or reissue it for this address"
+        )
+    if "wrong_version_number" in lowered:
+        return TlsError(
+            f"the node at {address} does not serve TLS; connect without {TLS_CA_ENV} "
+            "(--tls-ca), or start the node with --tls-cert and --tls-key"
+        )
+    if "socket closed" in lowered or "handshake" in lowered:
+        hint = (
+            f"the node may not accept this client's certificate ({TLS_CERT_ENV})"
+            if tls.cert_pem
+            else f"if the node requires client certificates, set {TLS_CERT_ENV} and {TLS_KEY_ENV}"
+        )
+        return TlsError(f"the TLS handshake with the node at {address} failed: {hint} ({detail})")
+    return Unavailable(f"cannot reach a Cortex node at {address} ({detail})")
