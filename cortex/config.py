@@ -25,6 +25,8 @@ from cortex.errors import ConfigError
 DEFAULT_RAFT_PORT = 7100
 DEFAULT_GRPC_PORT = 7200
 DEFAULT_GRPC_ADDRESS = f"127.0.0.1:{DEFAULT_GRPC_PORT}"
+# Hosts that mean "every interface": fine to listen on, useless to dial.
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", "*"})
 
 
 def check_address(value: str) -> str:
@@ -76,6 +78,9 @@ class NodeConfig(BaseModel):
     data_dir: str = "./cortex-data"
     raft: str = f"127.0.0.1:{DEFAULT_RAFT_PORT}"
     grpc: str = DEFAULT_GRPC_ADDRESS
+    # The host other nodes and clients reach this node at, when `raft` or
+    # `grpc` listen on a wildcard address such as 0.0.0.0.
+    advertise: str | None = Field(None, validate_default=True)
     peers: list[str] = Field(default_factory=list)
     join: str | None = None
     secret: str | None = None
@@ -130,6 +135,28 @@ class NodeConfig(BaseModel):
     def _address(cls, value: str | None) -> str | None:
         return None if value is None else check_address(value)
 
+    @field_validator("advertise")
+    @classmethod
+    def _advertised_host(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            value = value.strip()
+            bare_ipv6 = value.count(":") > 1 and not value.startswith("[")
+            if not value or value in WILDCARD_HOSTS or " " in value:
+                raise ValueError(f"{value!r} is not a host other nodes can reach")
+            if bare_ipv6 or (":" in value and not value.endswith("]")):
+                raise ValueError(
+                    f"{value!r}: give a host name or IP without a port ([...] around IPv6)"
+                )
+            return value
+        for key in ("raft", "grpc"):
+            host = str(info.data.get(key) or "").rpartition(":")[0]
+            if host in WILDCARD_HOSTS:
+                raise ValueError(
+                    f"missing: {key} listens on {host}, so other nodes need the host name "
+                    "or IP they reach this node at (--advertise HOST)"
+                )
+        return value
+
     @field_validator("peers")
     @classmethod
     def _peer_addresses(cls, value: list[str]) -> list[str]:
@@ -182,6 +209,20 @@ class NodeConfig(BaseModel):
     @property
     def clustered(self) -> bool:
         return bool(self.peers or self.join)
+
+    @property
+    def raft_address(self) -> str:
+        """This node's Raft address as the other nodes know it."""
+        return _advertised(self.raft, self.advertise)
+
+    @property
+    def grpc_address(self) -> str:
+        """The gRPC address other nodes and clients use for this node."""
+        return _advertised(self.grpc, self.advertise)
+
+
+def _advertised(listen: str, host: str | None) -> str:
+    return f"{host}:{listen.rpartition(':')[2]}" if host else listen
 
 
 _LIST_KEYS = {"peers", "executors", "gaming_processes"}

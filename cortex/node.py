@@ -66,23 +66,24 @@ def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
 
 def _peers_for(config: NodeConfig, data_dir: Path, secret: str, tls: ClientTls | None) -> list[str]:
     """Static peers from config, or the members a `--join` returned (kept in
-    the data dir so a restart needs no second join)."""
+    the data dir so a restart needs no second join); never this node itself."""
+    own = {config.raft_address, config.raft}
     saved = data_dir / _CLUSTER_FILE
     if saved.exists():
-        return [p for p in json.loads(saved.read_text())["members"] if p != config.raft]
+        return [p for p in json.loads(saved.read_text())["members"] if p not in own]
     if config.join:
         from cortex.api.client import CortexClient
 
         with CortexClient(config.join, tls=tls or False) as client:
             members = client.join_cluster(
                 config.node_id,
-                config.raft,
-                config.grpc,
-                join_proof(secret, config.node_id, config.raft),
+                config.raft_address,
+                config.grpc_address,
+                join_proof(secret, config.node_id, config.raft_address),
             )
         saved.write_text(json.dumps({"members": members}))
-        return [p for p in members if p != config.raft]
-    return [p for p in config.peers if p != config.raft]
+        return [p for p in members if p not in own]
+    return [p for p in config.peers if p not in own]
 
 
 def _check_can_listen(address: str, key: str) -> None:
@@ -122,7 +123,8 @@ class Node:
         self._ready = threading.Event()
         self.group = RaftGroup(
             RaftSettings(
-                self_address=config.raft,
+                self_address=config.raft_address,
+                bind_address=config.raft,
                 peers=peers,
                 data_dir=str(self.data_dir),
                 secret=secret,
@@ -175,8 +177,8 @@ class Node:
         self.registration = NodeRegistration(
             e.NodeJoin(
                 node_id=config.node_id,
-                raft_address=config.raft,
-                grpc_address=config.grpc,
+                raft_address=config.raft_address,
+                grpc_address=config.grpc_address,
                 labels=dict(config.labels),
                 executors=list(executors),
                 resources={"max_tasks": config.max_tasks},
@@ -283,10 +285,15 @@ class Node:
         if self.config.task_retention_s > 0:
             self.retention.start()
         self.agent.start()
+        advertised = (
+            f" (others reach it at {self.config.raft_address} and {self.config.grpc_address})"
+            if self.config.advertise
+            else ""
+        )
         log.info(
-            "node %s started: raft %s, grpc %s%s, data %s",
+            "node %s started: raft %s, grpc %s%s%s, data %s",
             self.config.node_id, self.config.raft, self.config.grpc,
-            " (TLS)" if self._server_tls else "", self.data_dir,
+            " (TLS)" if self._server_tls else "", advertised, self.data_dir,
         )  # fmt: skip
 
     def wait(self) -> None:

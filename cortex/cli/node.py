@@ -48,6 +48,7 @@ def run_node(args: argparse.Namespace) -> int:
         "data_dir": args.data_dir,
         "raft": args.raft,
         "grpc": args.grpc,
+        "advertise": args.advertise,
         "peers": [p.strip() for p in args.peers.split(",") if p.strip()] if args.peers else None,
         "join": args.join,
         "secret": args.secret,

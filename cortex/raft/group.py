@@ -36,6 +36,8 @@ class RaftSettings:
     compaction_min_time_s: float = 300.0
     election_timeout_s: tuple[float, float] = (0.4, 1.4)
     leader_fallback_timeout_s: float = 5.0
+    # Where to listen when it differs from `self_address` (e.g. 0.0.0.0:7100).
+    bind_address: str | None = None
 
 
 class RaftGroup(SyncObj):  # type: ignore[misc]
@@ -53,6 +55,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         os.makedirs(settings.data_dir, exist_ok=True)
         conf = SyncObjConf(
             password=settings.secret,
+            bindAddress=settings.bind_address,
             appendEntriesUseBatch=False,
             dynamicMembershipChange=True,
             commandsWaitLeader=False,

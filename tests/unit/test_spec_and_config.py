@@ -276,3 +276,29 @@ def test_task_retention_defaults_to_a_week_and_zero_turns_purging_off(tmp_path: 
     # A batch the config accepts is one apply accepts.
     assert load_config(environ={}, flags={"purge_batch_size": MAX_PURGE_LIMIT})
     assert "purge_batch_size" in config_error(flags={"purge_batch_size": MAX_PURGE_LIMIT + 1})
+
+
+def test_listening_on_every_interface_needs_an_advertised_host() -> None:
+    message = config_error(flags={"raft": "0.0.0.0:7100"})
+    assert "config key advertise" in message and "0.0.0.0" in message and "--advertise" in message
+    message = config_error(flags={"grpc": "[::]:7200"})
+    assert "config key advertise" in message and "grpc listens on [::]" in message
+
+
+@pytest.mark.parametrize("value", ["", "0.0.0.0", "host:7100", "fe80::1", "a b"])
+def test_a_bad_advertised_host_is_named(value: str) -> None:
+    message = config_error(flags={"advertise": value})
+    assert "config key advertise" in message and "flag --advertise" in message
+
+
+def test_advertised_addresses_keep_the_listening_ports() -> None:
+    config = load_config(
+        flags={"raft": "0.0.0.0:7101", "grpc": "0.0.0.0:7201", "advertise": "10.0.0.5"},
+        environ={},
+    )
+    assert (config.raft, config.raft_address) == ("0.0.0.0:7101", "10.0.0.5:7101")
+    assert (config.grpc, config.grpc_address) == ("0.0.0.0:7201", "10.0.0.5:7201")
+    ipv6 = load_config(flags={"advertise": "[fd00::5]"}, environ={})
+    assert ipv6.raft_address == "[fd00::5]:7100"
+    plain = load_config(environ={})
+    assert (plain.raft_address, plain.grpc_address) == (plain.raft, plain.grpc)
