@@ -306,9 +306,11 @@ class TaskService:
             for n in nodes
         ]
 
-    def list_nodes(self) -> list[NodeStatusView]:
+    def list_nodes(self, include_removed: bool = False) -> list[NodeStatusView]:
         return self._node_views(
-            self._reader.nodes(), self._group.leader_address, self._reader.active_counts_by_node()
+            self._reader.nodes(include_removed),
+            self._group.leader_address,
+            self._reader.active_counts_by_node(),
         )
 
     def record_heartbeat(

@@ -198,8 +198,8 @@ class CortexClient:
         except grpc.RpcError as err:
             raise self._error(err) from None
 
-    def list_nodes(self) -> pb.ListNodesResponse:
-        return self._call("ListNodes", pb.ListNodesRequest())
+    def list_nodes(self, include_removed: bool = False) -> pb.ListNodesResponse:
+        return self._call("ListNodes", pb.ListNodesRequest(include_removed=include_removed))
 
     def join_cluster(
         self, node_id: str, raft_address: str, grpc_address: str, proof: str

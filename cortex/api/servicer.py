@@ -240,7 +240,8 @@ class CortexServicer(pb_grpc.CortexServicer):
     def ListNodes(
         self, request: pb.ListNodesRequest, context: grpc.ServicerContext
     ) -> pb.ListNodesResponse:
-        return pb.ListNodesResponse(nodes=[node_to_proto(n) for n in self._service.list_nodes()])
+        nodes = self._service.list_nodes(request.include_removed)
+        return pb.ListNodesResponse(nodes=[node_to_proto(n) for n in nodes])
 
     @_maps_errors
     def JoinCluster(

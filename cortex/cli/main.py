@@ -86,6 +86,7 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
     )
     start.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
     listing = node_commands.add_parser("list", help="nodes with status, resources and active tasks")
+    listing.add_argument("--all", action="store_true", help="include removed nodes")
     listing.add_argument("--json", action="store_true")
     drain = node_commands.add_parser(
         "drain", help="move work off a node; running tasks get a deadline"

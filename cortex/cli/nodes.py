@@ -37,7 +37,11 @@ def nodes_table(nodes: list[pb.NodeInfo]) -> Table:
     table = Table("node", "status", "cpu", "memory", "disk", "tasks", "labels", box=None)
     for node in nodes:
         name = node.node_id + (" *" if node.is_leader else "")
-        status = node.status if node.connected else f"{node.status} (unreachable)"
+        status = (
+            node.status
+            if node.connected or node.status == "removed"
+            else f"{node.status} (unreachable)"
+        )
         if node.has_resources:
             r = node.resources
             mem_used = 100 - (
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         return _remove(args)
     with CortexClient(args.node) as client:
         if args.node_command == "list":
-            nodes = list(client.list_nodes().nodes)
+            nodes = list(client.list_nodes(include_removed=args.all).nodes)
             if args.json:
                 render.print_json([node_json(n) for n in nodes])
             else:

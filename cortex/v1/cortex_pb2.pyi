@@ -365,8 +365,10 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, leader: _Optional[str] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("include_removed",)
+    INCLUDE_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    include_removed: bool
+    def __init__(self, include_removed: _Optional[bool] = ...) -> None: ...
 
 class ListDeadLetterTasksRequest(_message.Message):
     __slots__ = ("page_size", "page_token")

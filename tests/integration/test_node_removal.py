@@ -79,6 +79,8 @@ def test_removed_node_hands_back_its_task_stops_and_can_join_again(make_cluster,
         )
         status = client.cluster_status()
         assert victim.node_id not in {n.node_id for n in status.nodes}
+    listed = json.loads(_cli(leader, "node", "list", "--all", "--json").stdout)
+    assert {n["node_id"]: n["status"] for n in listed}[victim.node_id] == "removed"
     wait_until(lambda: not victim.alive, 30, what="the removed node to stop by itself")
     assert "was removed from the cluster" in victim.log_text()
     wait_until(lambda: not _pid_alive(sleeper), 10, what="the removed node's task to be killed")
@@ -122,6 +124,11 @@ def test_a_dead_node_is_removed_and_the_rest_carry_on(make_cluster):
         assert client.remove_node(dead.node_id).members == removal.members
         with pytest.raises(FailedPrecondition, match="was removed"):
             client.drain_node(dead.node_id)
+        assert dead.node_id not in [n.node_id for n in client.list_nodes().nodes]
+        gone = [
+            n for n in client.list_nodes(include_removed=True).nodes if n.node_id == dead.node_id
+        ]
+        assert [(n.status, n.status_reason) for n in gone] == [("removed", "removed by request")]
         done = client.get_task_result(
             client.submit_task(shell_spec(["echo", "ok"])).task_id, wait=True, timeout_ms=60_000
         )
