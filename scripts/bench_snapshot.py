@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Times a log-compaction snapshot (SQLite backup + zip), which pysyncobj
-takes on the Raft thread, for a database holding N completed tasks, and the
-restore a lagging node does. Prints database and snapshot sizes and times,
-and the apply time of one retention purge of the default batch size (also on
-the Raft thread)."""
+"""Times a log-compaction snapshot (SQLite copy + zip) for a database holding
+N completed tasks: how long it holds the Raft thread, how long the build takes
+on its own thread, and the slowest apply while it runs; then the restore a
+lagging node does, and the apply time of one retention purge of the default
+batch size. Prints database and snapshot sizes and times."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import os
 import tempfile
 import time
 import uuid
+
+from pysyncobj.config import SERIALIZER_STATE
 
 from cortex.config import NodeConfig
 from cortex.raft.snapshot import SnapshotStore
@@ -46,8 +48,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, nargs="+", default=[1_000, 10_000, 50_000])
     args = parser.parse_args()
     batch = NodeConfig.model_fields["purge_batch_size"].default
-    print(f"{'tasks':>8} {'db MB':>8} {'snapshot MB':>12} {'snapshot ms':>12} {'restore ms':>11}"
-          f" {f'purge {batch} ms':>15}")  # fmt: skip
+    print(f"{'tasks':>8} {'db MB':>8} {'snapshot MB':>12} {'raft thread ms':>15} {'build ms':>9}"
+          f" {'apply max ms':>13} {'restore ms':>11} {f'purge {batch} ms':>15}")  # fmt: skip
     for tasks in args.tasks:
         with tempfile.TemporaryDirectory() as scratch:
             machine = StateMachine(os.path.join(scratch, "state.db"))
@@ -58,14 +60,28 @@ def main() -> None:
                 if name.startswith("state.db")
             )
             path = os.path.join(scratch, "raft.snapshot")
+            store = SnapshotStore(machine)
             started = time.perf_counter()
-            SnapshotStore(machine).serialize(path, ((b"", index, 1), (b"", index - 1, 1), set()))
-            taken = time.perf_counter() - started
+            # As pysyncobj calls it: with the pending name, from the Raft thread.
+            recorded = index
+            store.serialize(path + ".tmp", ((b"", index, 1), (b"", index - 1, 1), set()))
+            blocked = time.perf_counter() - started
+            # The Raft thread keeps applying while the copy is built.
+            slowest = 0.0
+            while store.check() == SERIALIZER_STATE.SERIALIZING:
+                index += 1
+                entry = e.Entry.create(e.TaskSubmit(f"during-{index}", {"type": "noop"}), "n1")
+                applied = time.perf_counter()
+                machine.apply_batch(index, e.encode_batch([entry]))
+                slowest = max(slowest, time.perf_counter() - applied)
+            built = time.perf_counter() - started
+            assert os.path.exists(path), "the snapshot was not written"
             fresh = StateMachine(os.path.join(scratch, "fresh.db"))
             started = time.perf_counter()
             SnapshotStore(fresh).deserialize(path)
             restored = time.perf_counter() - started
-            assert fresh.digest() == machine.digest()
+            # The copy holds at least the recorded state, and maybe entries past it.
+            assert recorded <= fresh.applied_index <= machine.applied_index
             now = int(time.time() * 1000)
             purge = e.Entry.create(e.TasksPurge(now, batch), "n1", ts=now)
             started = time.perf_counter()
@@ -73,9 +89,11 @@ def main() -> None:
             purged = time.perf_counter() - started
             assert result.get("tasks") == min(batch, tasks), result
             print(f"{tasks:>8} {db_bytes / 1e6:>8.1f} {os.path.getsize(path) / 1e6:>12.1f} "
-                  f"{taken * 1000:>12.0f} {restored * 1000:>11.0f} {purged * 1000:>15.0f}")  # fmt: skip
-    print("(the snapshot is taken on the Raft thread: heartbeats wait that long; "
-          "election timeouts are 400-1400 ms)")  # fmt: skip
+                  f"{blocked * 1000:>15.1f} {built * 1000:>9.0f} {slowest * 1000:>13.1f} "
+                  f"{restored * 1000:>11.0f} {purged * 1000:>15.0f}")  # fmt: skip
+    print("(raft thread ms: how long compaction holds the Raft thread; the copy is built on "
+          "another thread while entries keep applying (apply max ms: the slowest of them); "
+          "restore runs on the Raft thread of a node catching up)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             fullDumpFile=os.path.join(settings.data_dir, "raft.snapshot"),
             serializer=snapshots.serialize,
             deserializer=snapshots.deserialize,
+            serializeChecker=snapshots.check,
             logCompactionMinEntries=settings.compaction_min_entries,
             logCompactionMinTime=settings.compaction_min_time_s,
             raftMinTimeout=settings.election_timeout_s[0],

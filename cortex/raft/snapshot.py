@@ -1,25 +1,34 @@
 """Snapshot files for pysyncobj log compaction: the SQLite database itself
 plus the Raft bookkeeping pysyncobj needs, in one zip. No pickle: the file
-travels between nodes."""
+travels between nodes.
+
+The database is copied off the Raft thread, so heartbeats and appends carry
+on however large it is. The copy may include entries past the index the
+snapshot is recorded at; that is safe because apply skips every entry at or
+below the applied index the copy carries."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
 import tempfile
+import threading
 import zipfile
 from typing import Any
 
+from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.node import TCPNode
 
-from cortex.state.machine import StateMachine, snapshot_applied_index
+from cortex.state.machine import StateMachine, copy_database, snapshot_applied_index
 
 log = logging.getLogger(__name__)
 
 _META = "raft.json"
 _DB = "state.db"
+_PENDING_SUFFIX = ".tmp"
 
 
 def _encode_log_entry(entry: tuple[bytes, int, int]) -> list[Any]:
@@ -32,28 +41,76 @@ def _decode_log_entry(item: list[Any]) -> tuple[bytes, int, int]:
 
 
 class SnapshotStore:
-    """The serializer/deserializer pair handed to `SyncObjConf`. Both run on
-    the Raft thread, so the database copy matches the applied index exactly."""
+    """The serializer, serialize checker and deserializer handed to
+    `SyncObjConf`. `serialize` runs on the Raft thread but only records the
+    Raft bookkeeping and starts the build; `check` tells pysyncobj when the
+    build is done, and only then does it drop the compacted log entries."""
 
     def __init__(self, machine: StateMachine) -> None:
         self._machine = machine
+        self._lock = threading.Lock()
+        self._build: threading.Thread | None = None
+        self._outcome = SERIALIZER_STATE.FAILED
 
     def serialize(self, path: str, raft_data: tuple[Any, Any, Any]) -> None:
+        # pysyncobj passes `<dump>.tmp` and moves it over the dump once this
+        # returns. The build replaces the dump itself when it is complete, so
+        # nothing may sit at `<dump>.tmp` for that move to find.
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        target = path[: -len(_PENDING_SUFFIX)] if path.endswith(_PENDING_SUFFIX) else path
         last_entry, prev_entry, cluster = raft_data
         meta = {
             "last": _encode_log_entry(last_entry),
             "prev": _encode_log_entry(prev_entry),
             "cluster": sorted(node.id for node in cluster),
-            "applied_index": self._machine.applied_index,
         }
-        directory = os.path.dirname(os.path.abspath(path))
-        with tempfile.TemporaryDirectory(dir=directory) as scratch:
-            db_copy = os.path.join(scratch, _DB)
-            self._machine.backup_to(db_copy)
-            with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
-                archive.writestr(_META, json.dumps(meta))
-                archive.write(db_copy, _DB)
-        log.info("snapshot written at raft index %d", last_entry[1])
+        with self._lock:
+            if self._build is not None:
+                return
+            self._build = threading.Thread(
+                target=self._write, args=(target, meta, last_entry[1]), name="snapshot", daemon=True
+            )
+            self._build.start()
+
+    def check(self) -> int:
+        """pysyncobj's `serializeChecker`: a `SERIALIZER_STATE`."""
+        with self._lock:
+            if self._build is None:
+                return SERIALIZER_STATE.NOT_SERIALIZING
+            if self._build.is_alive():
+                return SERIALIZER_STATE.SERIALIZING
+            self._build = None
+            return self._outcome
+
+    def wait(self, timeout_s: float) -> int:
+        """Waits for a build in progress; its outcome, as `check` gives it."""
+        build = self._build
+        if build is not None:
+            build.join(timeout_s)
+        return self.check()
+
+    def _write(self, target: str, meta: dict[str, Any], raft_index: int) -> None:
+        outcome = SERIALIZER_STATE.FAILED
+        try:
+            directory = os.path.dirname(os.path.abspath(target))
+            with tempfile.TemporaryDirectory(dir=directory) as scratch:
+                db_copy = os.path.join(scratch, _DB)
+                copy_database(self._machine.path, db_copy)
+                meta["applied_index"] = snapshot_applied_index(db_copy)
+                building = os.path.join(scratch, "snapshot.zip")
+                with zipfile.ZipFile(building, "w", zipfile.ZIP_STORED) as archive:
+                    archive.writestr(_META, json.dumps(meta))
+                    archive.write(db_copy, _DB)
+                os.replace(building, target)
+            outcome = SERIALIZER_STATE.SUCCESS
+            log.info("snapshot written at raft index %d (state at applied index %d)",
+                     raft_index, meta["applied_index"])  # fmt: skip
+        except Exception:
+            log.exception("snapshot at raft index %d failed", raft_index)
+        finally:
+            with self._lock:
+                self._outcome = outcome
 
     def deserialize(self, path: str) -> tuple[Any, Any, Any]:
         directory = os.path.dirname(os.path.abspath(path))

@@ -152,14 +152,6 @@ class StateMachine:
         """SHA-256 over a canonical dump of the replicated tables."""
         return state_digest(self._conn)
 
-    def backup_to(self, path: str) -> None:
-        """Writes a consistent copy of the database to `path`."""
-        target = sqlite3.connect(path)
-        try:
-            self._conn.backup(target)
-        finally:
-            target.close()
-
     def restore_from(self, path: str) -> None:
         """Replaces the whole database with the copy at `path` (a snapshot)."""
         source = sqlite3.connect(path)
@@ -189,6 +181,20 @@ def state_digest(conn: sqlite3.Connection) -> str:
             digest.update(json.dumps(tuple(row), separators=(",", ":")).encode())
             digest.update(b"\n")
     return digest.hexdigest()
+
+
+def copy_database(source: str, target: str) -> None:
+    """A consistent copy of the database at `source`, read through a connection
+    of its own: in WAL mode the writer carries on while it is taken."""
+    reader = sqlite3.connect(source)
+    try:
+        copy = sqlite3.connect(target)
+        try:
+            reader.backup(copy)
+        finally:
+            copy.close()
+    finally:
+        reader.close()
 
 
 def snapshot_applied_index(path: str) -> int:

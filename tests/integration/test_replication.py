@@ -148,3 +148,22 @@ def test_fourth_node_joins_through_snapshot_and_converges(make_cluster):
     assert "restored from snapshot" in newcomer.log_text()
     counts = completion_counts(newcomer)
     assert len(counts) == 500 and set(counts.values()) == {1}
+
+
+def test_follower_restarted_after_compacting_its_own_log_converges(make_cluster):
+    """The snapshot is built off the Raft thread while entries keep applying;
+    a node killed after compacting restarts from it and its journal."""
+    compacting = ["--compaction-min-entries", "50"]
+    cluster = make_cluster(3, extra_args=compacting)
+    first = _submit_round_robin(cluster, 150, "before")
+    _wait_all_completed(cluster, first)
+    victim = cluster.followers()[0]
+    wait_until(lambda: "snapshot written" in victim.log_text(), 60, what="a snapshot on the victim")
+    victim.kill9()
+    more = _submit_round_robin(cluster, 30, "during")
+    _wait_all_completed(cluster, first + more)
+    victim.start(peers=cluster.peers)
+    digest, _ = cluster.wait_converged(timeout=90)
+    assert victim.status().state_digest == digest
+    counts = completion_counts(victim)
+    assert set(counts) == set(first + more) and set(counts.values()) == {1}

@@ -27,7 +27,7 @@ from cortex.state.entries import (
     TaskSubmit,
     encode_batch,
 )
-from cortex.state.machine import StateMachine
+from cortex.state.machine import StateMachine, copy_database
 from cortex.state.queries import StateReader
 
 SHELL = {"command": ["true"]}
@@ -524,7 +524,7 @@ def test_backup_and_restore_reproduce_the_state(tmp_path: Path, log: Log) -> Non
     log.one(TaskSubmit("t2", SHELL, idempotency_key="k2"))
     log.one(TaskComplete("t1", 1, "n1", ok_result()))
     snapshot = str(tmp_path / "snapshot.db")
-    log.machine.backup_to(snapshot)
+    copy_database(log.machine.path, snapshot)
 
     other = StateMachine(str(tmp_path / "other" / "state.db"))
     try:
