@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import zipfile
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 _META = "raft.json"
 _DB = "state.db"
 _PENDING_SUFFIX = ".tmp"
+_BUILD_DIR = "snapshot-build"
 
 
 def _encode_log_entry(entry: tuple[bytes, int, int]) -> list[Any]:
@@ -93,8 +95,12 @@ class SnapshotStore:
     def _write(self, target: str, meta: dict[str, Any], raft_index: int) -> None:
         outcome = SERIALIZER_STATE.FAILED
         try:
-            directory = os.path.dirname(os.path.abspath(target))
-            with tempfile.TemporaryDirectory(dir=directory) as scratch:
+            # One fixed place, cleared first: a build cut short by a crash
+            # leaves nothing behind past the next one.
+            scratch = os.path.join(os.path.dirname(os.path.abspath(target)), _BUILD_DIR)
+            shutil.rmtree(scratch, ignore_errors=True)
+            os.mkdir(scratch)
+            try:
                 db_copy = os.path.join(scratch, _DB)
                 copy_database(self._machine.path, db_copy)
                 meta["applied_index"] = snapshot_applied_index(db_copy)
@@ -103,6 +109,8 @@ class SnapshotStore:
                     archive.writestr(_META, json.dumps(meta))
                     archive.write(db_copy, _DB)
                 os.replace(building, target)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
             outcome = SERIALIZER_STATE.SUCCESS
             log.info("snapshot written at raft index %d (state at applied index %d)",
                      raft_index, meta["applied_index"])  # fmt: skip

@@ -53,6 +53,9 @@ def test_a_build_is_reported_once_and_leaves_the_dump_in_place(tmp_path: Path, m
     dump = tmp_path / "node" / "raft.snapshot"
     pending = Path(f"{dump}.tmp")
     pending.write_bytes(b"stale leftovers pysyncobj would move over the dump")
+    crashed_build = tmp_path / "node" / "snapshot-build"
+    crashed_build.mkdir()
+    (crashed_build / "state.db").write_bytes(b"half a copy from a build cut short")
     store = SnapshotStore(machine)
     assert store.check() == SERIALIZER_STATE.NOT_SERIALIZING
     cluster = {TCPNode("127.0.0.1:7101"), TCPNode("127.0.0.1:7102")}
@@ -61,6 +64,7 @@ def test_a_build_is_reported_once_and_leaves_the_dump_in_place(tmp_path: Path, m
     states = _until_done(store)
     assert states[-1] == SERIALIZER_STATE.SUCCESS
     assert store.check() == SERIALIZER_STATE.NOT_SERIALIZING
+    assert not crashed_build.exists()
     with zipfile.ZipFile(dump) as archive:
         meta = json.loads(archive.read("raft.json"))
     assert meta["cluster"] == ["127.0.0.1:7101", "127.0.0.1:7102"]
