@@ -256,6 +256,19 @@ def shell_spec(command: list[str] | str, **fields: Any) -> pb.TaskSpec:
     return spec
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` is running; a zombie (exited, not yet reaped) counts as dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def completion_counts(node: ClusterNode) -> dict[str, int]:
     """Completion events per task, read from the node's own SQLite file."""
     import sqlite3

@@ -13,7 +13,7 @@ import pytest
 
 from cortex.errors import FailedPrecondition
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, completion_counts, shell_spec, wait_until
+from tests.cluster import Cluster, completion_counts, pid_alive, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -30,19 +30,6 @@ def _events(client, task_id: str) -> list[pb.TaskEvent]:
 
 def _node(cluster: Cluster, node_id: str):
     return next(n for n in cluster.nodes if n.node_id == node_id)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (exited, not yet reaped) counts as dead.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _wait_running(client, task_id: str, timeout: float = 30) -> pb.Task:
@@ -189,10 +176,10 @@ def test_cancel_running_task_kills_its_process_group(make_cluster, tmp_path):
         _wait_running(client, task_id)
         pids = wait_until(lambda: pid_file.exists() and len(pid_file.read_text().split()) == 2
                           and [int(p) for p in pid_file.read_text().split()], 20)  # fmt: skip
-        assert all(_pid_alive(p) for p in pids)
+        assert all(pid_alive(p) for p in pids)
         cancelled = client.cancel_task(task_id)
         assert cancelled.state == "cancelled"
-    wait_until(lambda: not any(_pid_alive(p) for p in pids), 2.0, interval=0.05,
+    wait_until(lambda: not any(pid_alive(p) for p in pids), 2.0, interval=0.05,
                what="the task's processes to die")  # fmt: skip
     for node in cluster.nodes:
         with node.client() as client:
@@ -238,9 +225,9 @@ def test_zombie_report_is_rejected_and_its_process_killed(make_cluster, tmp_path
         finally:
             os.kill(zombie.process.pid, signal.SIGCONT)
         assert done.result.stdout == b"attempt 2\n"
-        assert _pid_alive(zombie_pid), "the paused node's attempt should still be running"
+        assert pid_alive(zombie_pid), "the paused node's attempt should still be running"
         cluster.wait_converged(timeout=60)
-        wait_until(lambda: not _pid_alive(zombie_pid), 15, what="the zombie attempt killed")
+        wait_until(lambda: not pid_alive(zombie_pid), 15, what="the zombie attempt killed")
         final = client.get_task(task_id, include_events=True)
     assert final.state == "completed" and final.result.stdout == b"attempt 2\n"
     assert [ev.event for ev in final.events].count("completed") == 1

@@ -5,7 +5,6 @@ again with an empty data dir."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -13,23 +12,11 @@ import pytest
 
 from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import SECRET, Cluster, shell_spec, wait_until
+from tests.cluster import SECRET, Cluster, pid_alive, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
 
 FAST = ["--failure-timeout", "3", "--heartbeat-interval", "0.5", "--shutdown-drain", "0"]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _cli(node, *args: str) -> subprocess.CompletedProcess[str]:
@@ -55,7 +42,7 @@ def test_removed_node_hands_back_its_task_stops_and_can_join_again(make_cluster,
         task_id = client.submit_task(shell_spec(command)).task_id
         wait_until(lambda: client.get_task(task_id).state == "running", 30, what="task running")
         sleeper = wait_until(lambda: pid_file.exists() and int(pid_file.read_text()), 20)
-        assert _pid_alive(sleeper)
+        assert pid_alive(sleeper)
         for node in (leader, other):
             client.uncordon_node(node.node_id)
 
@@ -83,7 +70,7 @@ def test_removed_node_hands_back_its_task_stops_and_can_join_again(make_cluster,
     assert {n["node_id"]: n["status"] for n in listed}[victim.node_id] == "removed"
     wait_until(lambda: not victim.alive, 30, what="the removed node to stop by itself")
     assert "was removed from the cluster" in victim.log_text()
-    wait_until(lambda: not _pid_alive(sleeper), 10, what="the removed node's task to be killed")
+    wait_until(lambda: not pid_alive(sleeper), 10, what="the removed node's task to be killed")
     cluster.wait_converged([leader, other])
 
     # Its old data dir cannot be started as a member again.
