@@ -28,6 +28,7 @@ from cortex.membership.registry import SHUTDOWN_REASON
 from cortex.membership.removal import CATCH_UP_S
 from cortex.output import OutputHub, OutputLimits, StreamingService
 from cortex.raft import Proposer, RaftGroup, RaftSettings
+from cortex.raft.leader_loop import LeaderContext
 from cortex.retention import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.service import TaskService, join_proof
@@ -151,11 +152,11 @@ class Node:
             client_tls,
         )
         executors = {name: BUILTIN_EXECUTORS[name] for name in config.executors}
+        leading = LeaderContext(
+            config.node_id, lambda: self.group.is_leader, self.proposer, self.reader
+        )
         self.scheduler = SchedulerLoop(
-            config.node_id,
-            lambda: self.group.is_leader,
-            self.proposer,
-            self.reader,
+            leading,
             self.board,
             self.service.reachable,
             config.scheduler_interval_s,
@@ -207,18 +208,12 @@ class Node:
             client_tls,
         )
         self.supervisor = NodeSupervisor(
-            config.node_id,
-            lambda: self.group.is_leader,
-            self.proposer,
-            self.reader,
+            leading,
             self.board,
             config.failure_timeout_s,
         )
         self.retention = RetentionLoop(
-            config.node_id,
-            lambda: self.group.is_leader,
-            self.proposer,
-            self.reader,
+            leading,
             config.task_retention_s,
             config.purge_batch_size,
             config.purge_interval_s,
@@ -226,10 +221,7 @@ class Node:
         )
         self.machine.add_listener(self._on_change)
         self.workflow_engine = WorkflowEngine(
-            config.node_id,
-            lambda: self.group.is_leader,
-            self.proposer,
-            self.reader,
+            leading,
             self.service.workflows.sandbox,
             config.scheduler_interval_s,
             config.propose_timeout_s,

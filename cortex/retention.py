@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
-from cortex.raft.leader_loop import LeaderLoop
-from cortex.raft.proposer import Proposer
+from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
-from cortex.state.queries import StateReader
 
 log = logging.getLogger(__name__)
 
@@ -20,19 +17,13 @@ log = logging.getLogger(__name__)
 class RetentionLoop(LeaderLoop):
     def __init__(
         self,
-        node_id: str,
-        is_leader: Callable[[], bool],
-        proposer: Proposer,
-        reader: StateReader,
+        context: LeaderContext,
         retention_s: float,
         batch_size: int = 500,
         interval_s: float = 30.0,
         propose_timeout_s: float = 10.0,
     ) -> None:
-        super().__init__("retention", is_leader, interval_s)
-        self._node_id = node_id
-        self._proposer = proposer
-        self._reader = reader
+        super().__init__("retention", context, interval_s)
         self._retention_ms = int(retention_s * 1000)
         self._batch_size = batch_size
         self._timeout_s = propose_timeout_s

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 from cortex.membership.board import ResourceBoard
-from cortex.raft.leader_loop import LeaderLoop
-from cortex.raft.proposer import Proposer
+from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
-from cortex.state.queries import NodeView, StateReader
+from cortex.state.queries import NodeView
 
 log = logging.getLogger(__name__)
 
@@ -22,18 +20,12 @@ log = logging.getLogger(__name__)
 class NodeSupervisor(LeaderLoop):
     def __init__(
         self,
-        node_id: str,
-        is_leader: Callable[[], bool],
-        proposer: Proposer,
-        reader: StateReader,
+        context: LeaderContext,
         board: ResourceBoard,
         failure_timeout_s: float = 15.0,
         interval_s: float = 0.5,
     ) -> None:
-        super().__init__("supervisor", is_leader, interval_s)
-        self._node_id = node_id
-        self._proposer = proposer
-        self._reader = reader
+        super().__init__("supervisor", context, interval_s)
         self._board = board
         self._timeout_s = failure_timeout_s
         self._leader_since: float | None = None

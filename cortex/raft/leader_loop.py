@@ -6,19 +6,36 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from cortex.errors import CortexError
+from cortex.raft.proposer import Proposer
+from cortex.state.queries import StateReader
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaderContext:
+    """What every leader-only loop works with: this node's id, whether it
+    leads right now, the proposer its entries go through, and the state."""
+
+    node_id: str
+    is_leader: Callable[[], bool]
+    proposer: Proposer
+    reader: StateReader
 
 
 class LeaderLoop:
     """Subclasses implement `work()` (return True when more is waiting, to run
     again at once) and may override `wait_s()` and `on_follower()`."""
 
-    def __init__(self, name: str, is_leader: Callable[[], bool], interval_s: float) -> None:
+    def __init__(self, name: str, context: LeaderContext, interval_s: float) -> None:
         self.name = name
-        self._is_leader = is_leader
+        self._node_id = context.node_id
+        self._is_leader = context.is_leader
+        self._proposer = context.proposer
+        self._reader = context.reader
         self._interval_s = interval_s
         self._wake = threading.Event()
         self._stop = threading.Event()

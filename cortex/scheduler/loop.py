@@ -9,8 +9,7 @@ import time
 from collections.abc import Callable
 
 from cortex.membership.board import ResourceBoard
-from cortex.raft.leader_loop import LeaderLoop
-from cortex.raft.proposer import Proposer
+from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.scheduler.model import Candidate, PendingTask
 from cortex.scheduler.placement import schedule_round
 from cortex.spec import Constraints
@@ -68,18 +67,12 @@ def pending(task: TaskView) -> PendingTask:
 class SchedulerLoop(LeaderLoop):
     def __init__(
         self,
-        node_id: str,
-        is_leader: Callable[[], bool],
-        proposer: Proposer,
-        reader: StateReader,
+        context: LeaderContext,
         board: ResourceBoard,
         reachable: Callable[[NodeView], bool],
         interval_s: float = 1.0,
     ) -> None:
-        super().__init__("scheduler", is_leader, interval_s)
-        self._node_id = node_id
-        self._proposer = proposer
-        self._reader = reader
+        super().__init__("scheduler", context, interval_s)
         self._board = board
         self._reachable = reachable
 

@@ -11,12 +11,9 @@ the new leader's is rejected in apply (its task is no longer pending)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
-from cortex.raft.leader_loop import LeaderLoop
-from cortex.raft.proposer import Proposer
+from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
-from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.state.workflow_queries import WorkflowView
 from cortex.workflows.decisions import Evaluator, TaskNode, decide
@@ -39,18 +36,12 @@ def task_nodes(workflow: WorkflowView) -> dict[str, TaskNode]:
 class WorkflowEngine(LeaderLoop):
     def __init__(
         self,
-        node_id: str,
-        is_leader: Callable[[], bool],
-        proposer: Proposer,
-        reader: StateReader,
+        context: LeaderContext,
         sandbox: ConditionSandbox,
         interval_s: float = 1.0,
         propose_timeout_s: float = 10.0,
     ) -> None:
-        super().__init__("workflows", is_leader, interval_s)
-        self._node_id = node_id
-        self._proposer = proposer
-        self._reader = reader
+        super().__init__("workflows", context, interval_s)
         self._sandbox = sandbox
         self._timeout_s = propose_timeout_s
 
