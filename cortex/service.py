@@ -322,10 +322,17 @@ class TaskService:
         sent_at_ms: int,
         proof: str,
     ) -> None:
-        expected = heartbeat_proof(self._secret, node_id, sent_at_ms)
+        expected = heartbeat_proof(
+            self._secret, node_id, sent_at_ms, resources, capabilities, running_tasks
+        )
         if not proof or not hmac.compare_digest(expected, proof):
             raise Unauthenticated("heartbeat refused: not signed with this cluster's secret")
-        self.board.record(node_id, resources, capabilities, running_tasks)
+        last = self.board.record(node_id, resources, capabilities, running_tasks, sent_at_ms)
+        if last is not None:
+            raise FailedPrecondition(
+                f"heartbeat from {node_id} sent at {sent_at_ms} is not newer than the last one "
+                f"taken ({last}): a replay, or the sender's clock stepped back"
+            )
 
     def admit_node(self, node_id: str, raft_address: str, proof: str) -> list[str]:
         """Adds a node to the Raft group once it proves it holds the secret."""

@@ -17,6 +17,7 @@ class NodeReport:
     capabilities: dict[str, str] = field(default_factory=dict)
     running_tasks: int = 0
     received_at: float = 0.0  # time.monotonic() on this node
+    sent_at_ms: int = 0  # the sender's clock
 
     @property
     def age_s(self) -> float:
@@ -34,10 +35,19 @@ class ResourceBoard:
         resources: NodeResources,
         capabilities: dict[str, str],
         running_tasks: int,
-    ) -> None:
-        report = NodeReport(node_id, resources, dict(capabilities), running_tasks, time.monotonic())
+        sent_at_ms: int = 0,
+    ) -> int | None:
+        """Takes the report unless one sent later (by the sender's clock) is
+        already in; then nothing changes and that one's send time comes back."""
+        report = NodeReport(
+            node_id, resources, dict(capabilities), running_tasks, time.monotonic(), sent_at_ms
+        )
         with self._lock:
+            previous = self._reports.get(node_id)
+            if previous is not None and sent_at_ms and sent_at_ms <= previous.sent_at_ms:
+                return previous.sent_at_ms
             self._reports[node_id] = report
+        return None
 
     def get(self, node_id: str) -> NodeReport | None:
         with self._lock:

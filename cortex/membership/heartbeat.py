@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 
 import grpc
 
@@ -19,6 +21,7 @@ from cortex.api.tls import ClientTls
 from cortex.errors import TlsError
 from cortex.membership.board import ResourceBoard
 from cortex.membership.metrics import ResourceSampler
+from cortex.scheduler.model import NodeResources
 from cortex.state.queries import StateReader
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
@@ -26,8 +29,23 @@ from cortex.v1 import cortex_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 
-def heartbeat_proof(secret: str, node_id: str, sent_at_ms: int) -> str:
-    message = f"heartbeat|{node_id}|{sent_at_ms}".encode()
+def heartbeat_proof(
+    secret: str,
+    node_id: str,
+    sent_at_ms: int,
+    resources: NodeResources,
+    capabilities: dict[str, str],
+    running_tasks: int,
+) -> str:
+    """HMAC over everything a heartbeat reports, so a captured one cannot be
+    altered; receivers also refuse one not newer than the last they took."""
+    body = json.dumps(
+        [node_id, sent_at_ms, running_tasks, sorted(capabilities.items()), asdict(resources)],
+        sort_keys=True,
+        separators=(",", ":"),
+        default=sorted,  # the frozenset of declared fields
+    )
+    message = b"heartbeat|" + body.encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
@@ -80,7 +98,7 @@ class HeartbeatSender:
             self._stop.wait(self._interval_s)
 
     def beat(self) -> None:
-        from cortex.api.convert import resources_to_proto
+        from cortex.api.convert import resources_from_proto, resources_to_proto
 
         resources = self._sampler.sample()
         running = self._running_tasks()
@@ -92,8 +110,12 @@ class HeartbeatSender:
             capabilities=self._capabilities,
             running_tasks=running,
             sent_at_ms=sent_at,
-            proof=heartbeat_proof(self._secret, self._node_id, sent_at),
         )
+        # Signed as the receiver will read it back from the message.
+        request.proof = heartbeat_proof(
+            self._secret, self._node_id, sent_at, resources_from_proto(request.resources),
+            self._capabilities, running,
+        )  # fmt: skip
         for node in self._reader.nodes():
             if node.id == self._node_id or node.status == "offline":
                 continue
