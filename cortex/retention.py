@@ -27,7 +27,6 @@ class RetentionLoop(LeaderLoop):
         self._retention_ms = int(retention_s * 1000)
         self._batch_size = batch_size
         self._timeout_s = propose_timeout_s
-        self.purged_tasks = 0
 
     def work(self) -> bool:
         """Proposes one purge when something is old enough; True (run again
@@ -40,8 +39,6 @@ class RetentionLoop(LeaderLoop):
         if not result.get("ok"):
             log.warning("purge before %d rejected: %s", before_ms, result.get("reason"))
             return False
-        self.rounds += 1
-        self.purged_tasks += result["tasks"]
         log.info(
             "purged %d tasks, %d workflows and %d events finished before %d",
             result["tasks"], result["workflows"], result["events"], before_ms,

@@ -43,7 +43,6 @@ class NodeRegistration:
         self._interval_s = interval_s
         self._on_removed = on_removed
         self._stop = threading.Event()
-        self.registered = threading.Event()
         self._thread = threading.Thread(target=self._run, name="registration", daemon=True)
 
     def start(self) -> None:
@@ -73,35 +72,31 @@ class NodeRegistration:
         # A removed row seen before this process registered is an old removal,
         # which joining again undoes. Seen after, the removal is this process's.
         was_registered = False
-        first_check = True
-        resume = False
-        while not self._stop.wait(
-            REGISTERED_CHECK_S if self.registered.is_set() else self._interval_s
-        ):
+        registered = False
+        # Whether to end the last run's shutdown drain; None until first looked at.
+        resume: bool | None = None
+        while not self._stop.wait(REGISTERED_CHECK_S if registered else self._interval_s):
             if not self._is_ready():
                 continue
             row = self._own_row()
             if was_registered and row is not None and row.status == "removed":
-                self.registered.clear()
                 log.warning("node %s was removed from the cluster: %s",
                             self._join.node_id, row.status_reason)  # fmt: skip
                 if self._on_removed is not None:
                     self._on_removed(row.status_reason)
                 return
-            if first_check:
+            if resume is None:
                 # Only a drain found on start is the last run's shutdown drain;
                 # a later one is this run's own.
-                first_check = False
                 resume = _shutdown_drain(row)
             if resume and _shutdown_drain(row):
                 resume = not self._propose(e.NodeStatus(self._join.node_id, "active", BACK_REASON))
                 continue
             resume = False
-            if self._current(row):
-                self.registered.set()
+            registered = self._current(row)
+            if registered:
                 was_registered = True
                 continue
-            self.registered.clear()
             was_registered = self._propose(self._join) or was_registered
 
     def _propose(self, payload: e.Payload) -> bool:

@@ -40,7 +40,6 @@ class LeaderLoop:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.rounds = 0
 
     def start(self) -> None:
         self._thread.start()

@@ -85,13 +85,6 @@ class SnapshotStore:
             self._build = None
             return self._outcome
 
-    def wait(self, timeout_s: float) -> int:
-        """Waits for a build in progress; its outcome, as `check` gives it."""
-        build = self._build
-        if build is not None:
-            build.join(timeout_s)
-        return self.check()
-
     def _write(self, target: str, meta: dict[str, Any], raft_index: int) -> None:
         outcome = SERIALIZER_STATE.FAILED
         try:

@@ -114,7 +114,6 @@ class SchedulerLoop(LeaderLoop):
                 )
             )
         result = schedule_round(tasks, build_candidates(self._reader, self._board, self._reachable))
-        self.rounds += 1
         if not result.placements:
             return False
         entry = e.Entry.create(

@@ -68,7 +68,6 @@ class WorkflowEngine(LeaderLoop):
             entries = self._entries(workflows, self._sandbox.evaluate_many, basis)
         if not entries or not self._is_leader():
             return 0
-        self.rounds += 1
         results = self._proposer.propose(entries, self._timeout_s)
         decided = 0
         for result in results:
