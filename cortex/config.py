@@ -108,6 +108,9 @@ class NodeConfig(BaseModel):
     max_spec_bytes: int = Field(1024 * 1024, ge=1024)
     scheduler_interval_s: float = Field(1.0, gt=0, le=60)
     compaction_min_entries: int = Field(5000, ge=10)
+    # Sync the Raft journal before acknowledging an append. `false` may lose
+    # acknowledged writes on power loss: for throwaway clusters only.
+    raft_sync: bool = True
     compaction_min_time_s: float = Field(300.0, gt=0)
     kill_grace_s: float = Field(5.0, ge=0)
     propose_timeout_s: float = Field(10.0, gt=0)

@@ -28,7 +28,10 @@ from cortex.membership.registry import SHUTDOWN_REASON
 from cortex.membership.removal import CATCH_UP_S
 from cortex.output import OutputHub, OutputLimits, StreamingService
 from cortex.raft import Proposer, RaftGroup, RaftSettings
+from cortex.raft.group import SNAPSHOT_FILE
+from cortex.raft.journal import journal_last_index, migrate_legacy_journal
 from cortex.raft.leader_loop import LeaderContext
+from cortex.raft.snapshot import snapshot_state_index
 from cortex.retention import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.service import TaskService, join_proof
@@ -108,6 +111,23 @@ def _refuse_if_removed(data_dir: Path) -> None:
         )
 
 
+def refuse_if_state_ahead(data_dir: Path, applied_index: int) -> None:
+    """The database may lag the durable journal and snapshot (replay catches it
+    up) but never lead them: entries it applied that the journal lost could be
+    decided differently by the cluster, and replay would skip the new ones."""
+    journal = journal_last_index(str(data_dir))
+    snapshot = snapshot_state_index(str(data_dir / SNAPSHOT_FILE))
+    if applied_index > max(journal, snapshot):
+        raise ConfigError(
+            f"the state database in {data_dir} has applied raft index {applied_index}, but its"
+            f" Raft journal ends at {journal} and its snapshot at {snapshot}: the journal lost"
+            " entries the database already holds (a crash with raft_sync off, or files copied"
+            " separately), so this node cannot safely rejoin with it. Move the data dir aside"
+            " and start the node with an empty --data-dir and --join, so it catches up from a"
+            " snapshot of the cluster."
+        )
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -119,7 +139,9 @@ class Node:
         secret = resolve_secret(config, self.data_dir)
         peers = _peers_for(config, self.data_dir, secret, client_tls)
         db_path = str(self.data_dir / "state.db")
+        migrate_legacy_journal(str(self.data_dir), sync=config.raft_sync)
         self.machine = StateMachine(db_path)
+        refuse_if_state_ahead(self.data_dir, self.machine.applied_index)
         self.reader = StateReader(db_path)
         self._ready = threading.Event()
         self.group = RaftGroup(
@@ -131,6 +153,7 @@ class Node:
                 secret=secret,
                 compaction_min_entries=config.compaction_min_entries,
                 compaction_min_time_s=config.compaction_min_time_s,
+                sync=config.raft_sync,
             ),
             self.machine,
             on_ready=self._ready.set,

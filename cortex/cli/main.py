@@ -79,6 +79,13 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
     start.add_argument("--max-tasks", type=int, help="most tasks this node runs at once")
     start.add_argument("--compaction-min-entries", type=int, help="log entries before compaction")
     start.add_argument(
+        "--no-raft-sync",
+        dest="raft_sync",
+        action="store_false",
+        default=None,
+        help="do not sync the Raft journal (faster; may lose acknowledged writes on power loss)",
+    )
+    start.add_argument(
         "--task-retention",
         type=float,
         metavar="SECONDS",

@@ -3,6 +3,7 @@ applies a batch of entries to the state machine."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -10,11 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pysyncobj.syncobj
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.journal import Journal
 
 from cortex.errors import Unavailable
+from cortex.failstop import stop_node
+from cortex.raft.journal import DurableJournal, JournalStats, discard_temporary_files
 from cortex.raft.snapshot import SnapshotStore
+from cortex.raft.transport import DurableTransport, install_bounded_connections
 from cortex.state.machine import StateMachine
 
 log = logging.getLogger(__name__)
@@ -24,6 +30,19 @@ FAIL_REASON_NAMES = {
     for name, value in vars(FAIL_REASON).items()
     if not name.startswith("_") and isinstance(value, int)
 }
+
+SNAPSHOT_FILE = "raft.snapshot"
+_create_journal = pysyncobj.syncobj.createJournal
+
+
+def _journal_or_file(journal: Any) -> Any:
+    """pysyncobj builds its journal from `conf.journalFile` by name; Cortex
+    hands it a ready `DurableJournal` there instead (pysyncobj is pinned)."""
+    return journal if isinstance(journal, Journal) else _create_journal(journal)
+
+
+pysyncobj.syncobj.createJournal = _journal_or_file
+install_bounded_connections()
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,8 @@ class RaftSettings:
     leader_fallback_timeout_s: float = 5.0
     # Where to listen when it differs from `self_address` (e.g. 0.0.0.0:7100).
     bind_address: str | None = None
+    # Sync the journal before acknowledging; off only for throwaway clusters.
+    sync: bool = True
 
 
 class RaftGroup(SyncObj):  # type: ignore[misc]
@@ -51,16 +72,20 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         on_ready: Callable[[], None] | None = None,
     ) -> None:
         self._machine = machine
-        snapshots = SnapshotStore(machine)
         os.makedirs(settings.data_dir, exist_ok=True)
+        discard_temporary_files(settings.data_dir)
+        self.journal = DurableJournal(
+            settings.data_dir, sync=settings.sync, applied_index=lambda: machine.applied_index
+        )
+        snapshots = SnapshotStore(machine, self.journal)
         conf = SyncObjConf(
             password=settings.secret,
             bindAddress=settings.bind_address,
             appendEntriesUseBatch=False,
             dynamicMembershipChange=True,
             commandsWaitLeader=False,
-            journalFile=os.path.join(settings.data_dir, "raft.journal"),
-            fullDumpFile=os.path.join(settings.data_dir, "raft.snapshot"),
+            journalFile=self.journal,
+            fullDumpFile=os.path.join(settings.data_dir, SNAPSHOT_FILE),
             serializer=snapshots.serialize,
             deserializer=snapshots.deserialize,
             serializeChecker=snapshots.check,
@@ -73,17 +98,25 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             connectionTimeout=2.0,
             onReady=on_ready,
         )
-        super().__init__(settings.self_address, settings.peers, conf)
+        super().__init__(
+            settings.self_address,
+            settings.peers,
+            conf,
+            transportClass=functools.partial(DurableTransport, journal=self.journal),
+        )
 
     @replicated
     def apply_batch(self, data: bytes) -> list[dict[str, Any]] | None:
         # pysyncobj advances raftLastApplied after this returns, so this
         # entry's index is one past it.
+        index = self.raftLastApplied + 1
         try:
-            return self._machine.apply_batch(self.raftLastApplied + 1, data)
-        except Exception:  # never let an exception reach pysyncobj
-            log.critical("apply raised past the state machine", exc_info=True)
-            return None
+            return self._machine.apply_batch(index, data)
+        except BaseException as err:  # never let an exception reach pysyncobj
+            stop_node(f"applying raft index {index} failed", err, "Start the node again.")
+
+    def journal_stats(self) -> JournalStats:
+        return self.journal.stats()
 
     @property
     def leader_address(self) -> str | None:

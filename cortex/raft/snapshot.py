@@ -23,6 +23,8 @@ from typing import Any
 from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.node import TCPNode
 
+from cortex.failstop import stop_node
+from cortex.raft.journal import DurableJournal, fsync_directory
 from cortex.state.machine import StateMachine, copy_database, snapshot_applied_index
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,9 @@ class SnapshotStore:
     Raft bookkeeping and starts the build; `check` tells pysyncobj when the
     build is done, and only then does it drop the compacted log entries."""
 
-    def __init__(self, machine: StateMachine) -> None:
+    def __init__(self, machine: StateMachine, journal: DurableJournal) -> None:
         self._machine = machine
+        self._journal = journal
         self._lock = threading.Lock()
         self._build: threading.Thread | None = None
         self._outcome = SERIALIZER_STATE.FAILED
@@ -101,7 +104,13 @@ class SnapshotStore:
                 with zipfile.ZipFile(building, "w", zipfile.ZIP_STORED) as archive:
                     archive.writestr(_META, json.dumps(meta))
                     archive.write(db_copy, _DB)
+                # pysyncobj drops the compacted journal entries once this
+                # reports success: the snapshot must be durable first.
+                if self._journal.sync_enabled:
+                    _fsync_file(building)
                 os.replace(building, target)
+                if self._journal.sync_enabled:
+                    fsync_directory(os.path.dirname(os.path.abspath(target)))
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             outcome = SERIALIZER_STATE.SUCCESS
@@ -114,7 +123,27 @@ class SnapshotStore:
                 self._outcome = outcome
 
     def deserialize(self, path: str) -> tuple[Any, Any, Any]:
+        """Loads the snapshot at `path`: on start, the node's own; after a
+        transfer, the leader's. pysyncobj swallows what this raises and carries
+        on with a half-loaded state, so any failure stops the node."""
+        try:
+            return self._load(path)
+        except Exception as err:
+            stop_node(
+                f"loading the Raft snapshot {path} failed",
+                err,
+                "Fix the cause (disk space, permissions) and start the node again; if the"
+                " snapshot itself is damaged, move the data dir aside and start the node with"
+                " an empty one and --join to copy the state from the cluster.",
+            )
+
+    def _load(self, path: str) -> tuple[Any, Any, Any]:
         directory = os.path.dirname(os.path.abspath(path))
+        if self._journal.sync_enabled:
+            # pysyncobj renames a received snapshot into place without syncing
+            # it; it must be durable before the journal is cleared for it.
+            _fsync_file(path)
+            fsync_directory(directory)
         with (
             zipfile.ZipFile(path) as archive,
             tempfile.TemporaryDirectory(dir=directory) as scratch,
@@ -128,5 +157,31 @@ class SnapshotStore:
             if snapshot_index > self._machine.applied_index:
                 self._machine.restore_from(db_copy)
                 log.info("state restored from snapshot at applied index %d", snapshot_index)
+        last, prev = _decode_log_entry(meta["last"]), _decode_log_entry(meta["prev"])
+        # A crash between writing a snapshot and compacting the journal leaves a
+        # journal that starts earlier; pysyncobj would then clear all of it,
+        # entries past the snapshot included. Compact it to the snapshot instead.
+        self._journal.drop_before(prev[1], prev[2])
         cluster = {TCPNode(address) for address in meta["cluster"]}
-        return _decode_log_entry(meta["last"]), _decode_log_entry(meta["prev"]), cluster
+        return last, prev, cluster
+
+
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def snapshot_state_index(path: str) -> int:
+    """The applied index of the state a snapshot file holds (0 when there is
+    no readable snapshot)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            meta = json.loads(archive.read(_META))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return 0
+    if isinstance(meta.get("applied_index"), int):
+        return int(meta["applied_index"])
+    return int(_decode_log_entry(meta["last"])[1])

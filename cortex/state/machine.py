@@ -1,5 +1,8 @@
 """The replicated state machine: applies batches of entries to the node's
-SQLite database, deterministically and without ever raising."""
+SQLite database, deterministically. An entry the state's own rules refuse is
+recorded as rejected; anything else that goes wrong while applying is a local
+fault, handed to `on_fault` (by default: stop the node) before the applied
+index moves."""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
+from cortex.failstop import stop_node
 from cortex.state import entries as e
 from cortex.state import purge  # noqa: F401  (registers TASKS_PURGE in HANDLERS)
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
@@ -21,14 +25,26 @@ from cortex.state.workflow_transitions import settle_workflows
 log = logging.getLogger(__name__)
 
 ChangeListener = Callable[[int, list[TaskChange]], None]
+FaultHandler = Callable[[int, int, BaseException], NoReturn]
+
+
+def stop_on_fault(index: int, applied: int, err: BaseException) -> NoReturn:
+    stop_node(
+        f"applying raft index {index} failed",
+        err,
+        f"Nothing of it was recorded; the applied index stays at {applied}. Fix the cause"
+        " (free disk space, check the disk, memory), then start the node again: it replays"
+        " the entry from its journal and catches up.",
+    )
 
 
 class StateMachine:
     """Owns the writer connection. `apply_batch` is called only from the Raft
     thread; reads go through `cortex.state.queries` on their own connections."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, on_fault: FaultHandler = stop_on_fault) -> None:
         self.path = path
+        self._on_fault = on_fault
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._conn = connect(path)
         migrate(self._conn)
@@ -63,11 +79,9 @@ class StateMachine:
         changes: list[TaskChange] = []
         try:
             results = self._apply_in_transaction(index, data, changes)
-        except Exception:
-            log.critical("apply of index %d failed outside any entry; recording it", index,
-                         exc_info=True)  # fmt: skip
-            changes = []
-            results = self._record_unapplicable(index)
+        except BaseException as err:
+            log.debug("apply of index %d failed", index, exc_info=True)
+            self._on_fault(index, self._applied_index, err)
         self._applied_index = index
         with self._applied:
             self._applied.notify_all()
@@ -94,7 +108,11 @@ class StateMachine:
             )
             cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            if self._conn.in_transaction:
+                try:
+                    cur.execute("ROLLBACK")
+                except sqlite3.Error:
+                    log.debug("rollback failed", exc_info=True)
             raise
         return results
 
@@ -118,11 +136,7 @@ class StateMachine:
             cur.execute("ROLLBACK TO entry")
             cur.execute("RELEASE entry")
             return self._reject(ctx, str(why))
-        except Exception as err:  # a bug must not stall the cluster: record it
-            cur.execute("ROLLBACK TO entry")
-            cur.execute("RELEASE entry")
-            log.exception("entry %s (%s) raised in apply", item.id, item.type)
-            return self._reject(ctx, f"internal error: {type(err).__name__}: {err}")
+        # Anything else propagates: the whole batch rolls back and the node stops.
         cur.execute("RELEASE entry")
         changes.extend(ctx.changes)
         return {"ok": True, **result}
@@ -136,17 +150,6 @@ class StateMachine:
             detail={"reason": reason, "entry_type": ctx.entry.type},
         )
         return {"ok": False, "reason": reason}
-
-    def _record_unapplicable(self, index: int) -> list[dict[str, Any]]:
-        try:
-            self._conn.execute(
-                "INSERT INTO raft_meta (key, value) VALUES ('applied_index', ?)"
-                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (str(index),),
-            )
-        except Exception:
-            log.critical("could not record applied index %d", index, exc_info=True)
-        return [{"ok": False, "reason": "batch could not be applied"}]
 
     def digest(self) -> str:
         """SHA-256 over a canonical dump of the replicated tables."""

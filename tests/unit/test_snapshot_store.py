@@ -16,6 +16,7 @@ import pytest
 from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.node import TCPNode
 
+from cortex.raft.journal import DurableJournal
 from cortex.raft.snapshot import SnapshotStore
 from cortex.state import StateMachine
 from cortex.state import entries as e
@@ -56,7 +57,7 @@ def test_a_build_is_reported_once_and_leaves_the_dump_in_place(tmp_path: Path, m
     crashed_build = tmp_path / "node" / "snapshot-build"
     crashed_build.mkdir()
     (crashed_build / "state.db").write_bytes(b"half a copy from a build cut short")
-    store = SnapshotStore(machine)
+    store = SnapshotStore(machine, DurableJournal(str(tmp_path / "node")))
     assert store.check() == SERIALIZER_STATE.NOT_SERIALIZING
     cluster = {TCPNode("127.0.0.1:7101"), TCPNode("127.0.0.1:7102")}
     store.serialize(str(pending), ((b"last", 50, 3), (b"prev", 49, 3), cluster))
@@ -72,7 +73,7 @@ def test_a_build_is_reported_once_and_leaves_the_dump_in_place(tmp_path: Path, m
 
     fresh = StateMachine(str(tmp_path / "fresh" / "state.db"))
     try:
-        last, prev, members = SnapshotStore(fresh).deserialize(str(dump))
+        last, prev, members = SnapshotStore(fresh, DurableJournal(str(tmp_path / "fresh"))).deserialize(str(dump))
         assert (last, prev) == ((b"last", 50, 3), (b"prev", 49, 3))
         assert {m.id for m in members} == {n.id for n in cluster}
         assert fresh.digest() == machine.digest()
@@ -86,7 +87,7 @@ def test_entries_applied_during_the_build_replay_to_the_same_digest(
     batches = {number: _batch(number) for number in range(1, 401)}
     for number in range(1, 201):
         machine.apply_batch(number, batches[number])
-    store = SnapshotStore(machine)
+    store = SnapshotStore(machine, DurableJournal(str(tmp_path / "node")))
     dump = tmp_path / "node" / "raft.snapshot"
     store.serialize(f"{dump}.tmp", ((b"", 200, 1), (b"", 199, 1), set()))
     # The Raft thread carries on while the copy is taken.
@@ -99,7 +100,7 @@ def test_entries_applied_during_the_build_replay_to_the_same_digest(
 
     fresh = StateMachine(str(tmp_path / "fresh" / "state.db"))
     try:
-        SnapshotStore(fresh).deserialize(str(dump))
+        SnapshotStore(fresh, DurableJournal(str(tmp_path / "fresh"))).deserialize(str(dump))
         assert 200 <= fresh.applied_index <= 400
         # pysyncobj replays from the recorded index; apply skips what the copy has.
         for number in range(201, 401):
@@ -112,7 +113,7 @@ def test_entries_applied_during_the_build_replay_to_the_same_digest(
 
 def test_a_failed_build_is_reported_once_and_keeps_the_old_dump(tmp_path: Path, machine) -> None:
     machine.apply_batch(1, _batch(1))
-    store = SnapshotStore(machine)
+    store = SnapshotStore(machine, DurableJournal(str(tmp_path / "node")))
     missing = tmp_path / "no-such-dir" / "raft.snapshot"
     store.serialize(f"{missing}.tmp", ((b"", 1, 1), (b"", 0, 1), set()))
     assert _until_done(store)[-1] == SERIALIZER_STATE.FAILED

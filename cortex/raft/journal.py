@@ -1,0 +1,468 @@
+"""The Raft journal: pysyncobj's log entries and its term, vote and commit
+index, kept durably.
+
+pysyncobj 0.3.17's own `FileJournal` syncs nothing (an mmap never flushed,
+term and vote written without fsync) and dies of SIGBUS on a full disk. This
+journal implements the same `Journal` interface over plain file writes:
+
+- Appends go to the file at once and are made durable by `sync()`, one
+  `fdatasync` for everything appended since the last one (group commit).
+  `DurableTransport` holds back this node's acknowledgements of appended
+  entries until the sync that covers them, and syncs before the Raft thread
+  goes on to commit or apply anything, so an entry counts as appended on a
+  node only once it is on stable storage there, and the state machine never
+  applies an entry the journal could still lose.
+- Term and vote are written to their own file with fsync of the file and its
+  directory before pysyncobj sends the message that reflects them.
+- Every record carries a CRC, so a record torn by a crash (necessarily one
+  not yet synced) is found and cut off on start.
+- pysyncobj truncates a follower's log whenever an append overlaps what it
+  already holds, even when nothing conflicts, and then appends the same
+  entries again. The file keeps such entries and is only cut where an entry
+  actually differs (Raft's rule), so a crash between the two never loses an
+  entry this node acknowledged. An applied entry being replaced is a real
+  divergence and stops the node.
+- Compaction writes the kept tail to a new file, syncs it and renames it over
+  the old one, so a crash leaves either journal whole.
+
+With `sync=False` the same files are written but never synced: a power loss
+may lose acknowledged writes (documented as such, for throwaway clusters)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from pysyncobj.journal import Journal
+
+from cortex.failstop import stop_node
+
+log = logging.getLogger(__name__)
+
+LOG_FILE = "raft.log"
+META_FILE = "raft.meta"
+_MAGIC = b"cortex raft log\x01"
+_RECORD = struct.Struct("<IIQQ")  # command length, crc32, index, term
+_COPY_CHUNK = 1 << 20
+
+LogEntry = tuple[bytes, int, int]  # command, index, term, as pysyncobj holds them
+FaultHandler = Callable[[str, BaseException], NoReturn]
+
+
+def _stop_on_storage_fault(what: str, err: BaseException) -> NoReturn:
+    stop_node(
+        what,
+        err,
+        "The Raft journal cannot be written durably, so this node must not acknowledge"
+        " anything more. Fix the cause (free disk space, check the disk), then start it again:"
+        " it keeps what it synced and catches up from the leader.",
+    )
+
+
+def _crc(index: int, term: int, command: bytes) -> int:
+    return zlib.crc32(command, zlib.crc32(struct.pack("<QQ", index, term)))
+
+
+def fsync_directory(path: str) -> None:
+    """Makes a rename or a new file in `path` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_durably(path: str, data: bytes, sync: bool = True) -> None:
+    """Replaces `path` with `data` atomically: a crash leaves the old or the new
+    content, never a mix; with `sync`, the new content is on stable storage when
+    this returns."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+
+@dataclass(frozen=True)
+class _Record:
+    index: int
+    term: int
+    offset: int
+    end: int
+
+
+@dataclass(frozen=True)
+class JournalStats:
+    syncs: int
+    synced_entries: int
+
+
+class DurableJournal(Journal):  # type: ignore[misc]
+    def __init__(
+        self,
+        directory: str,
+        sync: bool = True,
+        applied_index: Callable[[], int] = lambda: 0,
+        on_fault: FaultHandler = _stop_on_storage_fault,
+    ) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, LOG_FILE)
+        self.meta_path = os.path.join(directory, META_FILE)
+        self.sync_enabled = sync
+        self._applied_index = applied_index
+        self._on_fault = on_fault
+        # What pysyncobj sees, and what the file holds. The first len(_entries)
+        # records match _entries; the file may hold more (see the module doc).
+        self._entries: list[LogEntry] = []
+        self._records: list[_Record] = []
+        self._dirty = False
+        self._unsynced_entries = 0
+        self._syncs = 0
+        self._synced_entries = 0
+        self._synced_last_index = 0
+        self._meta: dict[str, Any] = {"term": 0, "voted_for": None, "commit_index": 1}
+        self._meta_dirty = False
+        try:
+            os.makedirs(directory, exist_ok=True)
+            self._meta.update(read_meta(self.meta_path))
+            self._fd = self._open_log()
+        except OSError as err:
+            self._on_fault("opening the Raft journal failed", err)
+
+    # -- pysyncobj's Journal interface ------------------------------------
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        position = len(self._entries)
+        self._entries.append((command, idx, term))
+        if position < len(self._records):
+            kept = self._records[position]
+            if (kept.index, kept.term) == (idx, term):
+                return  # the same entry, still in the file
+            self._cut_file(position)
+        self._append_record(command, idx, term)
+
+    def clear(self) -> None:
+        # pysyncobj clears the log for a snapshot that supersedes all of it.
+        self._entries = []
+        self._cut_file(0, replaced_by_leader=False)
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
+        del self._entries[entryFrom:]
+
+    def deleteEntriesTo(self, entryTo: int) -> None:
+        self._entries = self._entries[entryTo:]
+        self._rewrite_from(entryTo)
+
+    def __getitem__(self, item: Any) -> Any:
+        return self._entries[item]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _destroy(self) -> None:
+        if self._fd < 0:
+            return
+        self.sync()
+        self._store_meta()
+        os.close(self._fd)
+        self._fd = -1
+
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
+        if raftCommitIndex != self._meta["commit_index"]:
+            self._meta["commit_index"] = raftCommitIndex
+            self._meta_dirty = True
+
+    def getRaftCommitIndex(self) -> int:
+        return int(self._meta["commit_index"])
+
+    def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:
+        self._meta["term"] = term
+        self._meta["voted_for"] = votedForNodeId
+        # Raft needs term and vote on stable storage before any message that
+        # reflects them is sent, so this is synchronous.
+        self._store_meta()
+
+    def getCurrentTerm(self) -> int:
+        return int(self._meta["term"])
+
+    def getVotedForNodeId(self) -> Any:
+        return self._meta["voted_for"]
+
+    def onOneSecondTimer(self) -> None:
+        if self._meta_dirty:
+            self._store_meta()
+
+    # -- durability --------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        """Whether appended entries are waiting for a sync."""
+        return self._dirty
+
+    def sync(self) -> None:
+        """Makes everything appended so far durable (one fdatasync)."""
+        if not self._dirty:
+            return
+        if self.sync_enabled:
+            try:
+                os.fdatasync(self._fd)
+            except OSError as err:
+                self._on_fault("syncing the Raft journal failed", err)
+            self._syncs += 1
+            self._synced_entries += self._unsynced_entries
+        self._dirty = False
+        self._unsynced_entries = 0
+        self._synced_last_index = self._records[-1].index if self._records else 0
+
+    def stats(self) -> JournalStats:
+        return JournalStats(self._syncs, self._synced_entries)
+
+    @property
+    def last_index(self) -> int:
+        """The last index the file holds (0 when empty)."""
+        return self._records[-1].index if self._records else 0
+
+    def drop_before(self, index: int, term: int) -> bool:
+        """Compacts the journal to start at the entry (`index`, `term`) if it
+        holds it; used on start when a snapshot was written but the crash came
+        before the journal was compacted to it."""
+        for position, (_, idx, t) in enumerate(self._entries):
+            if (idx, t) == (index, term):
+                if position:
+                    self.deleteEntriesTo(position)
+                return True
+        return False
+
+    # -- files -------------------------------------------------------------
+
+    def _open_log(self) -> int:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        size = os.fstat(fd).st_size
+        if size == 0:
+            os.write(fd, _MAGIC)
+            if self.sync_enabled:
+                os.fsync(fd)
+                fsync_directory(self.directory)
+            return fd
+        data = os.pread(fd, size, 0)
+        if not data.startswith(_MAGIC):
+            os.close(fd)
+            raise OSError(f"{self.path} is not a Cortex Raft journal (unknown header)")
+        offset = len(_MAGIC)
+        while offset + _RECORD.size <= size:
+            length, crc, index, term = _RECORD.unpack_from(data, offset)
+            start = offset + _RECORD.size
+            command = data[start : start + length]
+            if len(command) < length or _crc(index, term, command) != crc:
+                break
+            self._entries.append((command, index, term))
+            self._records.append(_Record(index, term, offset, start + length))
+            offset = start + length
+        if offset < size:
+            log.warning(
+                "raft journal %s: %d bytes after index %d are torn or corrupt (a write the"
+                " crash interrupted); cutting them off",
+                self.path, size - offset, self.last_index,
+            )  # fmt: skip
+            os.ftruncate(fd, offset)
+            if self.sync_enabled:
+                os.fsync(fd)
+        self._synced_last_index = self.last_index
+        # A commit index past the journal's end came from entries lost unsynced.
+        self._meta["commit_index"] = min(int(self._meta["commit_index"]), max(self.last_index, 1))
+        return fd
+
+    @property
+    def _end(self) -> int:
+        return self._records[-1].end if self._records else len(_MAGIC)
+
+    def _append_record(self, command: bytes, index: int, term: int) -> None:
+        offset = self._end
+        record = _RECORD.pack(len(command), _crc(index, term, command), index, term) + command
+        try:
+            view = memoryview(record)
+            position = offset
+            while view:
+                written = os.pwrite(self._fd, view, position)
+                view, position = view[written:], position + written
+        except OSError as err:
+            self._on_fault(f"appending raft index {index} to the journal failed", err)
+        self._records.append(_Record(index, term, offset, offset + len(record)))
+        self._dirty = True
+        self._unsynced_entries += 1
+
+    def _cut_file(self, position: int, replaced_by_leader: bool = True) -> None:
+        """Drops the file's records from `position` on."""
+        if position >= len(self._records):
+            return
+        applied = self._applied_index()
+        replaced = self._records[position]
+        if replaced_by_leader and replaced.index <= applied:
+            self._on_fault(
+                "the Raft journal diverged",
+                RuntimeError(
+                    f"the leader replaced raft index {replaced.index} (term {replaced.term}),"
+                    f" which this node already applied (applied index {applied})"
+                ),
+            )
+        try:
+            os.ftruncate(self._fd, replaced.offset)
+        except OSError as err:
+            self._on_fault("truncating the Raft journal failed", err)
+        del self._records[position:]
+        self._dirty = True
+
+    def _rewrite_from(self, position: int) -> None:
+        """Compaction: a new file holding the records from `position` on,
+        synced, then renamed over the old one."""
+        start = self._records[position].offset if position < len(self._records) else self._end
+        end = self._end
+        tmp = self.path + ".compact"
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, _MAGIC)
+                offset = start
+                while offset < end:
+                    chunk = os.pread(self._fd, min(_COPY_CHUNK, end - offset), offset)
+                    if not chunk:
+                        raise OSError(f"{self.path} ended at {offset}, expected {end} bytes")
+                    os.write(fd, chunk)
+                    offset += len(chunk)
+                if self.sync_enabled:
+                    os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            os.replace(tmp, self.path)
+            if self.sync_enabled:
+                fsync_directory(self.directory)
+        except OSError as err:
+            self._on_fault("compacting the Raft journal failed", err)
+        os.close(self._fd)
+        self._fd = fd
+        shift = start - len(_MAGIC)
+        self._records = [
+            _Record(r.index, r.term, r.offset - shift, r.end - shift)
+            for r in self._records[position:]
+        ]
+        if self.sync_enabled:
+            self._synced_entries += self._unsynced_entries
+            self._dirty = False
+            self._unsynced_entries = 0
+            self._synced_last_index = self.last_index
+
+    def _store_meta(self) -> None:
+        # Never record a commit index the durable journal does not reach.
+        self.sync()
+        meta = dict(self._meta)
+        meta["commit_index"] = min(int(meta["commit_index"]), max(self._synced_last_index, 1))
+        try:
+            write_file_durably(
+                self.meta_path, json.dumps(meta, sort_keys=True).encode(), self.sync_enabled
+            )
+        except OSError as err:
+            self._on_fault("writing the Raft term and vote failed", err)
+        self._meta_dirty = False
+
+
+def read_meta(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
+    except FileNotFoundError:
+        return {}
+    except ValueError as err:
+        raise OSError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise OSError(f"{path} does not hold a JSON object")
+    return data
+
+
+def journal_last_index(directory: str) -> int:
+    """The last index a journal in `directory` holds, without opening it for
+    writing (0 when there is none)."""
+    path = os.path.join(directory, LOG_FILE)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return 0
+    if not data.startswith(_MAGIC):
+        return 0
+    offset, last = len(_MAGIC), 0
+    while offset + _RECORD.size <= len(data):
+        length, crc, index, term = _RECORD.unpack_from(data, offset)
+        start = offset + _RECORD.size
+        command = data[start : start + length]
+        if len(command) < length or _crc(index, term, command) != crc:
+            break
+        last, offset = index, start + length
+    return last
+
+
+def discard_temporary_files(directory: str) -> None:
+    for name in (LOG_FILE + ".compact", META_FILE + ".tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, name))
+
+
+LEGACY_LOG_FILE = "raft.journal"
+
+
+def migrate_legacy_journal(directory: str, sync: bool = True) -> bool:
+    """Converts a journal written by pysyncobj's own `FileJournal` (earlier
+    Cortex versions) into this format, once; the old files are kept with a
+    `.migrated` suffix. Returns whether there was one."""
+    legacy = os.path.join(directory, LEGACY_LOG_FILE)
+    if not os.path.exists(legacy) or os.path.exists(os.path.join(directory, LOG_FILE)):
+        return False
+    from pysyncobj.journal import FileJournal
+
+    old = FileJournal(legacy)
+    try:
+        entries = [old[i] for i in range(len(old))]
+        meta = {
+            "term": old.getCurrentTerm(),
+            "voted_for": old.getVotedForNodeId(),
+            "commit_index": old.getRaftCommitIndex(),
+        }
+    finally:
+        old._destroy()
+    building = os.path.join(directory, "raft-migrate")
+    os.makedirs(building, exist_ok=True)
+    for name in (LOG_FILE, META_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(building, name))
+    journal = DurableJournal(building, sync=sync)
+    for command, index, term in entries:
+        journal.add(bytes(command), index, term)
+    journal.sync()
+    journal._meta.update(meta)
+    journal._destroy()
+    for name in (META_FILE, LOG_FILE):  # the log last: its presence marks the migration done
+        os.replace(os.path.join(building, name), os.path.join(directory, name))
+    os.rmdir(building)
+    for name in (LEGACY_LOG_FILE, LEGACY_LOG_FILE + ".meta"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(os.path.join(directory, name), os.path.join(directory, name + ".migrated"))
+    if sync:
+        fsync_directory(directory)
+    log.info("converted the Raft journal in %s (%d entries) to the synced format",
+             directory, len(entries))  # fmt: skip
+    return True

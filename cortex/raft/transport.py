@@ -1,0 +1,166 @@
+"""pysyncobj's TCP transport with two changes Cortex relies on.
+
+**Acknowledgements wait for the journal sync.** A follower tells the leader
+how far its log reaches (`next_node_idx`, success) right after appending; the
+leader counts that towards a commit. Such acknowledgements are held while the
+journal has unsynced appends and sent after the sync that covers them. The
+Raft thread syncs once per pass of its poll loop, right after the poll that
+delivered the appends, before it goes on to commit or apply anything: one
+fdatasync covers every entry appended in that pass (group commit), and the
+leader's own entries, appended before its poll, are synced before its next
+commit decision counts them.
+
+**Bounded frames.** pysyncobj reads a 32-bit length prefix and then buffers
+that many bytes before checking anything, growing an immutable buffer. A
+peer that has not yet shown it holds the cluster secret (its first frame has
+not decrypted) may send frames of at most `MAX_UNPROVEN_FRAME` bytes, a
+proven one `MAX_FRAME`; a longer prefix drops the connection at once, and
+reading stops at each complete frame so the buffer never holds much more
+than one."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import struct
+import zlib
+from typing import Any
+
+import pysyncobj.pickle as pysyncobj_pickle
+import pysyncobj.tcp_server
+import pysyncobj.transport
+from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.transport import TCPTransport
+
+from cortex.raft.journal import DurableJournal
+
+log = logging.getLogger(__name__)
+
+# The key exchange is one Fernet token of 32 random bytes: a few hundred bytes.
+MAX_UNPROVEN_FRAME = 64 * 1024
+# Appends and snapshot chunks are split at 64 KiB, but a follower forwards a
+# whole proposed batch (up to a few MiB) to the leader in one frame.
+MAX_FRAME = 64 * 1024 * 1024
+_PREFIX = struct.Struct("i")
+_ACK = "next_node_idx"
+_READ_BUFFER = "_TcpConnection__readBuffer"
+
+
+class BoundedTcpConnection(TcpConnection):  # type: ignore[misc]
+    """pysyncobj's connection, reading into a bounded bytearray. Overrides its
+    two private read methods (pysyncobj is pinned to 0.3.17)."""
+
+    proven = False
+
+    def _frame_limit(self) -> int:
+        return MAX_FRAME if self.proven else MAX_UNPROVEN_FRAME
+
+    def _refuse(self, size: int) -> None:
+        log.warning(
+            "raft port: dropping a connection that announced a %d-byte frame (limit %d%s)",
+            size, self._frame_limit(),
+            "" if self.proven else " before it proved the cluster secret",
+        )  # fmt: skip
+        self.disconnect()
+
+    def _TcpConnection__processRead(self) -> bool:
+        sock = self._TcpConnection__socket
+        try:
+            incoming = sock.recv(self._TcpConnection__recvBufferSize)
+        except OSError as err:
+            if err.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                self.disconnect()
+            return False
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) or not incoming:
+            self.disconnect()
+            return False
+        buffer = getattr(self, _READ_BUFFER)
+        if not isinstance(buffer, bytearray):
+            buffer = bytearray(buffer)
+            setattr(self, _READ_BUFFER, buffer)
+        buffer += incoming
+        if len(buffer) < _PREFIX.size:
+            return True
+        (size,) = _PREFIX.unpack_from(buffer)
+        if size < 0 or size > self._frame_limit():
+            self._refuse(size)
+            return False
+        # Stop reading once a whole frame is in: the poller calls again for the rest.
+        return len(buffer) < _PREFIX.size + size
+
+    def _TcpConnection__processParseMessage(self) -> Any:
+        buffer = getattr(self, _READ_BUFFER)
+        if len(buffer) < _PREFIX.size:
+            return None
+        (size,) = _PREFIX.unpack_from(buffer)
+        if size < 0 or size > self._frame_limit():
+            self._refuse(size)
+            return None
+        if len(buffer) - _PREFIX.size < size:
+            return None
+        data = bytes(buffer[_PREFIX.size : _PREFIX.size + size])
+        try:
+            if self.encryptor:
+                timestamp: int = self.encryptor.extract_timestamp(data)
+                last: int = getattr(self, "recvLastTimestamp", 0)
+                if timestamp < last:
+                    raise ValueError("frame older than the last one")
+                self.recvLastTimestamp = timestamp
+                data = self.encryptor.decrypt(data)
+            self.proven = True
+            message = pysyncobj_pickle.loads(zlib.decompress(data))
+            if self.recvRandKey:
+                rand_key, message = message
+                if rand_key != self.recvRandKey:
+                    raise ValueError("frame for another connection")
+        except Exception:
+            self.disconnect()
+            return None
+        del buffer[: _PREFIX.size + size]
+        return message
+
+    def disconnect(self) -> None:
+        super().disconnect()
+        self.proven = False
+
+
+def install_bounded_connections() -> None:
+    """pysyncobj creates connections by name in two modules (outgoing in the
+    transport, incoming in the server); both get the bounded class."""
+    pysyncobj.transport.TcpConnection = BoundedTcpConnection
+    pysyncobj.tcp_server.TcpConnection = BoundedTcpConnection
+
+
+class DurableTransport(TCPTransport):  # type: ignore[misc]
+    def __init__(
+        self, syncObj: Any, selfNode: Any, otherNodes: Any, *, journal: DurableJournal
+    ) -> None:
+        super().__init__(syncObj, selfNode, otherNodes)
+        self._journal = journal
+        self._held: list[tuple[Any, Any]] = []
+        poller = syncObj._poller
+        poll = poller.poll
+
+        def poll_then_sync(timeout: float) -> None:
+            poll(timeout)
+            self.flush()
+
+        poller.poll = poll_then_sync
+
+    def send(self, node: Any, message: Any) -> bool:
+        if (
+            isinstance(message, dict)
+            and message.get("type") == _ACK
+            and (self._held or self._journal.dirty)
+        ):
+            self._held.append((node, message))
+            return True
+        return bool(super().send(node, message))
+
+    def flush(self) -> None:
+        """Syncs the journal, then sends the acknowledgements it covers."""
+        self._journal.sync()
+        held, self._held = self._held, []
+        for node, message in held:
+            super().send(node, message)

@@ -1,0 +1,222 @@
+"""The durable Raft journal on its own: what survives a reopen, torn tails,
+Raft's truncate-only-on-conflict rule, compaction and group commit."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+from pysyncobj.journal import FileJournal
+
+from cortex.raft.journal import (
+    LOG_FILE,
+    META_FILE,
+    DurableJournal,
+    journal_last_index,
+    migrate_legacy_journal,
+)
+
+
+class Fault(Exception):
+    pass
+
+
+def _raise(what: str, err: BaseException) -> NoReturn:
+    raise Fault(f"{what}: {err}")
+
+
+def _journal(path: Path, applied: int = 0, sync: bool = True) -> DurableJournal:
+    return DurableJournal(str(path), sync=sync, applied_index=lambda: applied, on_fault=_raise)
+
+
+def _entries(journal: DurableJournal) -> list[tuple[bytes, int, int]]:
+    return [journal[i] for i in range(len(journal))]
+
+
+def test_entries_term_and_vote_survive_a_reopen(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    for index in range(1, 6):
+        journal.add(f"cmd{index}".encode(), index, 1 + index // 3)
+    journal.setCurrentTerm(4, "127.0.0.1:7101")
+    journal.sync()
+    journal._destroy()
+
+    again = _journal(tmp_path)
+    assert _entries(again) == [(f"cmd{i}".encode(), i, 1 + i // 3) for i in range(1, 6)]
+    assert again.getCurrentTerm() == 4
+    assert again.getVotedForNodeId() == "127.0.0.1:7101"
+    assert journal_last_index(str(tmp_path)) == 5
+
+
+def test_term_and_vote_are_stored_before_set_current_term_returns(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    journal.setCurrentTerm(7, "n2")
+    meta = json.loads((tmp_path / META_FILE).read_text())
+    assert (meta["term"], meta["voted_for"]) == (7, "n2")
+
+
+def test_one_sync_covers_every_append_since_the_last(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    for index in range(1, 4):
+        journal.add(b"x", index, 1)
+    assert journal.dirty
+    journal.sync()
+    journal.sync()  # nothing new: no second fdatasync
+    journal.add(b"y", 4, 1)
+    journal.sync()
+    stats = journal.stats()
+    assert (stats.syncs, stats.synced_entries) == (2, 4)
+    assert not journal.dirty
+
+
+def test_without_sync_nothing_is_synced(tmp_path: Path) -> None:
+    journal = _journal(tmp_path, sync=False)
+    journal.add(b"x", 1, 1)
+    journal.sync()
+    assert journal.stats().syncs == 0
+    assert not journal.dirty
+
+
+def test_a_torn_record_at_the_end_is_cut_off(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    for index in range(1, 4):
+        journal.add(b"payload-%d" % index, index, 1)
+    journal.sync()
+    journal._destroy()
+    path = tmp_path / LOG_FILE
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-3])  # the last record lost its tail in a crash
+
+    again = _journal(tmp_path)
+    assert [index for _, index, _ in _entries(again)] == [1, 2]
+    again.add(b"payload-3b", 3, 2)
+    again.sync()
+    again._destroy()
+    assert [e[1:] for e in _entries(_journal(tmp_path))] == [(1, 1), (2, 1), (3, 2)]
+
+
+def test_a_corrupt_record_and_what_follows_are_cut_off(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    for index in range(1, 4):
+        journal.add(b"payload-%d" % index, index, 1)
+    journal._destroy()
+    path = tmp_path / LOG_FILE
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert [index for _, index, _ in _entries(_journal(tmp_path))] == [1, 2]
+
+
+def test_reappending_the_same_entries_after_a_truncation_rewrites_nothing(tmp_path: Path) -> None:
+    journal = _journal(tmp_path, applied=5)
+    for index in range(1, 8):
+        journal.add(b"e%d" % index, index, 1)
+    journal.sync()
+    before = (tmp_path / LOG_FILE).read_bytes()
+    # pysyncobj truncates a follower on any overlapping append, then appends
+    # the same entries again: applied ones included, no conflict.
+    journal.deleteEntriesFrom(2)
+    assert len(journal) == 2
+    for index in range(3, 6):
+        journal.add(b"e%d" % index, index, 1)
+    assert not journal.dirty
+    assert (tmp_path / LOG_FILE).read_bytes() == before
+    journal._destroy()
+    # The file still holds entries 6 and 7, which nothing replaced.
+    assert [index for _, index, _ in _entries(_journal(tmp_path))] == list(range(1, 8))
+
+
+def test_a_conflicting_entry_cuts_the_file_there(tmp_path: Path) -> None:
+    journal = _journal(tmp_path, applied=2)
+    for index in range(1, 6):
+        journal.add(b"old", index, 1)
+    journal.sync()
+    journal.deleteEntriesFrom(3)
+    journal.add(b"new", 4, 2)
+    journal.sync()
+    journal._destroy()
+    assert _entries(_journal(tmp_path)) == [(b"old", 1, 1), (b"old", 2, 1), (b"old", 3, 1),
+                                            (b"new", 4, 2)]  # fmt: skip
+
+
+def test_replacing_an_applied_entry_is_a_divergence_fault(tmp_path: Path) -> None:
+    journal = _journal(tmp_path, applied=4)
+    for index in range(1, 6):
+        journal.add(b"old", index, 1)
+    journal.deleteEntriesFrom(2)
+    with pytest.raises(Fault, match="diverged"):
+        journal.add(b"new", 3, 2)
+
+
+def test_compaction_keeps_the_tail_and_survives_a_reopen(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    for index in range(1, 11):
+        journal.add(b"c%d" % index, index, 1)
+    journal.deleteEntriesFrom(8)  # 9 and 10 stay in the file only
+    journal.deleteEntriesTo(5)
+    assert [index for _, index, _ in _entries(journal)] == [6, 7, 8]
+    journal.add(b"c9", 9, 1)
+    journal.add(b"c11", 10, 2)  # conflicts with the file's 10
+    journal._destroy()
+    assert [e[1:] for e in _entries(_journal(tmp_path))] == [(6, 1), (7, 1), (8, 1), (9, 1),
+                                                             (10, 2)]  # fmt: skip
+    assert not (tmp_path / (LOG_FILE + ".compact")).exists()
+
+
+def test_clear_drops_everything(tmp_path: Path) -> None:
+    journal = _journal(tmp_path, applied=3)
+    for index in range(1, 4):
+        journal.add(b"x", index, 1)
+    journal.clear()
+    journal.add(b"p", 10, 3)
+    journal.add(b"l", 11, 3)
+    journal._destroy()
+    assert [e[1:] for e in _entries(_journal(tmp_path))] == [(10, 3), (11, 3)]
+
+
+def test_drop_before_compacts_to_the_snapshot_boundary(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    for index in range(1, 6):
+        journal.add(b"x", index, 1)
+    assert journal.drop_before(3, 1)
+    assert [index for _, index, _ in _entries(journal)] == [3, 4, 5]
+    assert not journal.drop_before(9, 1)
+
+
+def test_the_stored_commit_index_never_passes_the_synced_journal(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    journal.add(b"x", 1, 1)
+    journal.add(b"y", 2, 1)
+    journal.setRaftCommitIndex(2)
+    journal.onOneSecondTimer()  # syncs first, then stores
+    assert json.loads((tmp_path / META_FILE).read_text())["commit_index"] == 2
+    assert journal.stats().syncs == 1
+
+
+def test_a_write_error_is_a_fault_not_a_lost_entry(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    os.close(journal._fd)
+    journal._fd = os.open(os.devnull, os.O_RDONLY)
+    with pytest.raises(Fault, match="appending raft index 1"):
+        journal.add(b"x", 1, 1)
+
+
+def test_a_journal_of_pysyncobj_s_own_format_is_converted(tmp_path: Path) -> None:
+    legacy = FileJournal(str(tmp_path / "raft.journal"))
+    for index in range(1, 4):
+        legacy.add(b"old%d" % index, index, 2)
+    legacy.setCurrentTerm(5, "127.0.0.1:7102")
+    legacy.setRaftCommitIndex(3)
+    legacy.onOneSecondTimer()
+    legacy._destroy()
+
+    assert migrate_legacy_journal(str(tmp_path))
+    assert not migrate_legacy_journal(str(tmp_path))
+    journal = _journal(tmp_path)
+    assert _entries(journal) == [(b"old%d" % i, i, 2) for i in range(1, 4)]
+    assert (journal.getCurrentTerm(), journal.getVotedForNodeId()) == (5, "127.0.0.1:7102")
+    assert journal.getRaftCommitIndex() == 3
+    assert (tmp_path / "raft.journal.migrated").exists()
