@@ -73,7 +73,9 @@ def test_a_build_is_reported_once_and_leaves_the_dump_in_place(tmp_path: Path, m
 
     fresh = StateMachine(str(tmp_path / "fresh" / "state.db"))
     try:
-        last, prev, members = SnapshotStore(fresh, DurableJournal(str(tmp_path / "fresh"))).deserialize(str(dump))
+        last, prev, members = SnapshotStore(
+            fresh, DurableJournal(str(tmp_path / "fresh"))
+        ).deserialize(str(dump))
         assert (last, prev) == ((b"last", 50, 3), (b"prev", 49, 3))
         assert {m.id for m in members} == {n.id for n in cluster}
         assert fresh.digest() == machine.digest()
