@@ -75,16 +75,20 @@ class ClusterNode:
     api_token: str | None = None
     # The node's certificate and CA, which clients then use as well.
     tls: TlsFiles | None = None
+    # Where its log goes when not beside its data dir.
+    log_file: Path | None = None
+    # How python runs `cortex` (e.g. through a test hook).
+    launcher: list[str] = field(default_factory=lambda: ["-m", "cortex.cli.main"])
 
     @property
     def log_path(self) -> Path:
-        return self.data_dir.parent / f"{self.node_id}.log"
+        return self.log_file or self.data_dir.parent / f"{self.node_id}.log"
 
     def start(
         self, peers: list[str] | None = None, join: str | None = None, secret: str | None = SECRET
     ) -> None:
         args = [
-            sys.executable, "-m", "cortex.cli.main", "node", "start",
+            sys.executable, *self.launcher, "node", "start",
             "--node-id", self.node_id, "--data-dir", str(self.data_dir),
             "--raft", self.raft, "--grpc", self.grpc,
         ]  # fmt: skip

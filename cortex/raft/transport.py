@@ -156,11 +156,14 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         ):
             self._held.append((node, message))
             return True
-        return bool(super().send(node, message))
+        return self._deliver(node, message)
 
     def flush(self) -> None:
         """Syncs the journal, then sends the acknowledgements it covers."""
         self._journal.sync()
         held, self._held = self._held, []
         for node, message in held:
-            super().send(node, message)
+            self._deliver(node, message)
+
+    def _deliver(self, node: Any, message: Any) -> bool:
+        return bool(super().send(node, message))
