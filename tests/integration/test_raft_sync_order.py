@@ -96,7 +96,7 @@ def members(tmp_path: Path, recorder: Recorder, request: pytest.FixtureRequest) 
         group = RaftGroup(settings, machine)
         started.append((group, machine, Proposer(group)))
     yield started
-    for group, machine, proposer in started:
+    for group, _machine, proposer in started:
         proposer.stop()
         group.destroy()
     deadline = time.monotonic() + 10
