@@ -76,6 +76,9 @@ class ClusterView:
     has_quorum: bool
     raft_state: str
     log_size: int
+    raft_sync: bool = True
+    journal_syncs: int = 0
+    journal_synced_entries: int = 0
     nodes: list[NodeStatusView] = field(default_factory=list)
     task_counts: dict[str, int] = field(default_factory=dict)
 
@@ -270,6 +273,7 @@ class TaskService:
 
     def cluster_status(self) -> ClusterView:
         status = self._group.getStatus()
+        journal = self._group.journal_stats()
         digest, applied_index = self._reader.digest_and_index()
         leader = self._group.leader_address
         nodes = self._reader.nodes()
@@ -287,6 +291,9 @@ class TaskService:
             has_quorum=bool(status["has_quorum"]),
             raft_state={0: "follower", 1: "candidate", 2: "leader"}.get(status["state"], "unknown"),
             log_size=int(status["log_len"]),
+            raft_sync=self._group.journal.sync_enabled,
+            journal_syncs=journal.syncs,
+            journal_synced_entries=journal.synced_entries,
             nodes=self._node_views(nodes, leader, active),
             task_counts=self._reader.counts_by_state(),
         )

@@ -236,6 +236,8 @@ class BenchRun:
     applied_after: int
     cpu_seconds: dict[str, float]
     statuses: list[pb.ClusterStatusResponse]
+    # Per node: journal syncs and entries they made durable during the run.
+    journal: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -320,6 +322,9 @@ def report(run: BenchRun) -> list[str]:
         _line("replicated entries/s", f"{entries / elapsed:.0f}")
         _line("tasks per entry (batching)", f"{len(accepted) / entries:.2f}")
         _line("  task events per entry", f"{events / entries:.2f} (4 events per noop task)")
+    for node_id, (syncs, synced) in run.journal.items():
+        per_sync = f", {synced / syncs:.2f} entries per sync" if syncs else ""
+        _line(f"journal syncs on {node_id}", f"{syncs / elapsed:.0f}/s{per_sync}")
     busy = sum(run.cpu_seconds.values())
     _line(
         "CPU seconds during the run",
@@ -371,7 +376,9 @@ def run(args: argparse.Namespace) -> int:
         f"starting {NODE_COUNT} nodes on 127.0.0.1 (raft {base_port}+, grpc {base_port + 100}+), "
         f"data in {data_dir}"
     )
-    nodes = start_cluster(NODE_COUNT, base_port, data_dir)
+    extra = [] if args.raft_sync else ["--no-raft-sync"]
+    print(f"raft_sync {'on' if args.raft_sync else 'OFF (--no-raft-sync)'}")
+    nodes = start_cluster(NODE_COUNT, base_port, data_dir, extra)
     clients: list[CortexClient] = []
     stop = threading.Event()
     problems = ["interrupted before the end of the run"]
@@ -409,6 +416,7 @@ def measure(
     """Submits the tasks, waits for them all to finish, then gathers every
     task's events and every node's final status."""
     before = clients[leader].cluster_status()
+    journal_before = [c.cluster_status() for c in clients]
     baseline = _terminal_count(clients[leader])
     load_before = os.getloadavg()[0]
     print(
@@ -423,6 +431,7 @@ def measure(
     t_done = time.perf_counter()
     cpu_after = _cpu_seconds(nodes)
     applied_after = clients[leader].cluster_status().last_applied
+    journal_after = [c.cluster_status() for c in clients]
     task_ids = [r.task_id for r in records if r.task_id]
     return BenchRun(
         tasks=args.tasks,
@@ -438,6 +447,13 @@ def measure(
         applied_after=applied_after,
         cpu_seconds={k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after},
         statuses=_wait_converged(clients, timeout_s=30),
+        journal={
+            node.node_id: (
+                after.journal_syncs - start.journal_syncs,
+                after.journal_synced_entries - start.journal_synced_entries,
+            )
+            for node, start, after in zip(nodes, journal_before, journal_after, strict=True)
+        },
     )
 
 
@@ -452,6 +468,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=float,
         default=180.0,
         help="seconds to wait, after the last submit, for every task to finish (default 180)",
+    )
+    parser.add_argument(
+        "--no-raft-sync",
+        dest="raft_sync",
+        action="store_false",
+        help="run the nodes without syncing their Raft journals (to measure what syncing costs)",
     )
     add_cluster_arguments(parser)
     args = parser.parse_args(argv)

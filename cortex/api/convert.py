@@ -178,6 +178,9 @@ def cluster_to_proto(view: ClusterView) -> pb.ClusterStatusResponse:
         task_counts=view.task_counts,
         log_size=view.log_size,
         applied_index=view.applied_index,
+        raft_sync=view.raft_sync,
+        journal_syncs=view.journal_syncs,
+        journal_synced_entries=view.journal_synced_entries,
     )
 
 

@@ -74,6 +74,11 @@ def status_json(status: pb.ClusterStatusResponse) -> dict[str, Any]:
         "applied_index": status.applied_index,
         "commit_index": status.commit_index,
         "log_size": status.log_size,
+        "journal": {
+            "sync": status.raft_sync,
+            "syncs": status.journal_syncs,
+            "synced_entries": status.journal_synced_entries,
+        },
         "state_digest": status.state_digest,
         "task_counts": dict(status.task_counts),
         "nodes": [

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,9 @@ def plan_nodes(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
     ]
 
 
-def start_cluster(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
+def start_cluster(
+    count: int, base_port: int, data_dir: Path, extra_args: Sequence[str] = ()
+) -> list[DevNode]:
     if not 1 <= count <= 9:
         raise CortexError("--nodes must be between 1 and 9")
     state_file = data_dir / _STATE_FILE
@@ -98,6 +101,7 @@ def start_cluster(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
                 node.grpc,
                 "--peers",
                 peers,
+                *extra_args,
             ],  # fmt: skip
             env={**_plaintext_env(), "CORTEX_SECRET": secret},
             stdout=log_file,

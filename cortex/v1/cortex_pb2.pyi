@@ -425,7 +425,7 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatusResponse(_message.Message):
-    __slots__ = ("node_id", "leader", "leader_node_id", "term", "last_applied", "commit_index", "state_digest", "has_quorum", "raft_state", "nodes", "task_counts", "log_size", "applied_index")
+    __slots__ = ("node_id", "leader", "leader_node_id", "term", "last_applied", "commit_index", "state_digest", "has_quorum", "raft_state", "nodes", "task_counts", "log_size", "applied_index", "raft_sync", "journal_syncs", "journal_synced_entries")
     class TaskCountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -446,6 +446,9 @@ class ClusterStatusResponse(_message.Message):
     TASK_COUNTS_FIELD_NUMBER: _ClassVar[int]
     LOG_SIZE_FIELD_NUMBER: _ClassVar[int]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    RAFT_SYNC_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_SYNCS_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_SYNCED_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     leader: str
     leader_node_id: str
@@ -459,7 +462,10 @@ class ClusterStatusResponse(_message.Message):
     task_counts: _containers.ScalarMap[str, int]
     log_size: int
     applied_index: int
-    def __init__(self, node_id: _Optional[str] = ..., leader: _Optional[str] = ..., leader_node_id: _Optional[str] = ..., term: _Optional[int] = ..., last_applied: _Optional[int] = ..., commit_index: _Optional[int] = ..., state_digest: _Optional[str] = ..., has_quorum: _Optional[bool] = ..., raft_state: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., task_counts: _Optional[_Mapping[str, int]] = ..., log_size: _Optional[int] = ..., applied_index: _Optional[int] = ...) -> None: ...
+    raft_sync: bool
+    journal_syncs: int
+    journal_synced_entries: int
+    def __init__(self, node_id: _Optional[str] = ..., leader: _Optional[str] = ..., leader_node_id: _Optional[str] = ..., term: _Optional[int] = ..., last_applied: _Optional[int] = ..., commit_index: _Optional[int] = ..., state_digest: _Optional[str] = ..., has_quorum: _Optional[bool] = ..., raft_state: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., task_counts: _Optional[_Mapping[str, int]] = ..., log_size: _Optional[int] = ..., applied_index: _Optional[int] = ..., raft_sync: _Optional[bool] = ..., journal_syncs: _Optional[int] = ..., journal_synced_entries: _Optional[int] = ...) -> None: ...
 
 class JoinClusterRequest(_message.Message):
     __slots__ = ("node_id", "raft_address", "grpc_address", "proof")
