@@ -27,6 +27,7 @@ from cortex.errors import ConfigError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+    from starlette.applications import Starlette
 
 MCP_TOKEN_ENV = "CORTEX_MCP_TOKEN"
 MCP_PATH = "/mcp"
@@ -292,20 +293,25 @@ def http_listener(
     )
 
 
-def serve_http(server: MCPServer, listener: HttpListener) -> None:
-    """Serves `server` (built with `build_server(..., http=listener)`) over
-    streamable HTTP at `listener.url` until interrupted."""
-    import uvicorn
-
+def http_app(server: MCPServer, listener: HttpListener) -> Starlette:
+    """The ASGI app serving `server` at `listener.url`; `server` must have been
+    built with `build_server(..., http=listener)` so that it checks the token."""
     if server.settings.auth is None:
-        raise ValueError("the server was built without the listener's token")
-    app = server.streamable_http_app(
+        raise ValueError("the MCP server was built without the listener's bearer token")
+    return server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=listener.host,
         transport_security=listener.transport_security(),
     )
+
+
+def serve_http(server: MCPServer, listener: HttpListener) -> None:
+    """Serves `server` over streamable HTTP (HTTPS with the listener's
+    certificate) until interrupted."""
+    import uvicorn
+
     config = uvicorn.Config(
-        app,
+        http_app(server, listener),
         host=listener.host,
         port=listener.port,
         ssl_certfile=listener.tls_cert,
