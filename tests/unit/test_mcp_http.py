@@ -213,3 +213,9 @@ def test_a_reachable_listener_checks_host_and_origin(
     auth = {"Authorization": f"Bearer {TOKEN}"}
     reply = remote_app.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **auth, **headers})
     assert reply.status_code == status, reply.text
+
+
+def test_a_server_built_without_the_token_is_never_served_over_http():
+    listener = http_listener("127.0.0.1:8765", environ=ENV)
+    with pytest.raises(ValueError, match="without the listener's bearer token"):
+        http_app(build_server("127.0.0.1:1", tls=False), listener)
