@@ -13,6 +13,7 @@ from types import FrameType
 
 from cortex.api.auth import TOKEN_ENV
 from cortex.api.tls import TLS_CA_ENV
+from cortex.cli.mcp import add_mcp_arguments
 from cortex.config import DEFAULT_GRPC_ADDRESS
 from cortex.errors import CortexError
 
@@ -236,9 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_retry.add_argument("task_id")
     dlq_retry.add_argument("--json", action="store_true")
     mcp = commands.add_parser("mcp", help="serve the MCP tools for agents (stdio, or --http)")
-    mcp.add_argument(
-        "--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp"
-    )
+    add_mcp_arguments(mcp)
     top = commands.add_parser("top", help="live view of nodes and the task queue (q to quit)")
     top.add_argument("--interval", type=float, default=1.0, help="refresh every N seconds")
     status = commands.add_parser("status", help="cluster status as seen by --node")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -19,6 +19,9 @@ from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.api.views import node_json, status_json, task_json, workflow_json
 from cortex.errors import CortexError
 from cortex.v1 import cortex_pb2 as pb
+
+if TYPE_CHECKING:
+    from cortex.mcp.http import HttpListener
 
 T = TypeVar("T")
 
@@ -80,12 +83,20 @@ def build_server(
     node_address: str,
     timeout_s: float = 30.0,
     tls: ClientTls | Literal[False] | None = None,
+    http: HttpListener | None = None,
 ) -> MCPServer:
     """An MCP server whose tools act on the Cortex node at `node_address`.
-    `tls` defaults to $CORTEX_TLS_CA and friends, read (and checked) now."""
+    `tls` defaults to $CORTEX_TLS_CA and friends, read (and checked) now.
+    With `http`, its HTTP transport refuses requests without that listener's
+    bearer token."""
     node_tls = (client_tls_from_env() or False) if tls is None else tls
     server = MCPServer(
-        name="cortex", title="Cortex task engine", instructions=INSTRUCTIONS, version="0.1.0"
+        name="cortex",
+        title="Cortex task engine",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        auth=http.auth_settings() if http else None,
+        token_verifier=http.token_verifier() if http else None,
     )
 
     def client() -> CortexClient:

@@ -1,20 +1,29 @@
 """The MCP server as agents meet it: `cortex mcp` as a subprocess, the
-official MCP client over real stdio and streamable HTTP, a real cluster."""
+official MCP client over real stdio and streamable HTTP (with its bearer
+token, over TLS, behind Host and Origin checks), a real cluster."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.cluster import free_ports, wait_until
+from tests.tls import write_tls_files
 
 pytestmark = pytest.mark.cluster
 
@@ -188,36 +197,195 @@ def test_stdio_server_against_a_cluster(make_cluster):
     anyio.run(session)
 
 
-def test_streamable_http_round_trip(make_cluster):
-    cluster = make_cluster(3)
-    (port,) = free_ports(1)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "cortex.cli.main", "--node", cluster.nodes[1].grpc, "mcp",
-         "--http", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
+API_TOKEN = "cluster-api-token-0123456789"
+HTTP_TOKEN = "mcp-http-token-0123456789abc"
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "probe", "version": "1"}},
+}  # fmt: skip
 
-        async def session() -> dict[str, Any]:
-            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=60) as client:
-                assert {t.name for t in (await client.list_tools()).tools} == TOOLS
-                submitted = _data(
-                    await client.call_tool("submit_task", {"command": ["echo", "over http"]})
-                )
-                return _data(await client.call_tool(
-                    "get_task_result", {"task_id": submitted["task_id"], "wait": True}))  # fmt: skip
 
-        def listening() -> bool:
-            with socket.socket() as probe:
-                return probe.connect_ex(("127.0.0.1", port)) == 0
+def _clean_env(**extra: str) -> dict[str, str]:
+    """This environment without any Cortex setting, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    return {**env, **extra}
 
-        wait_until(listening, 30, what="the HTTP MCP server to listen")
-        result = anyio.run(session)
-        assert result["state"] == "completed"
-        assert result["result"]["stdout"] == "over http\n"
-    finally:
+
+def _mcp_http(
+    node: str, address: str, *args: str, env: dict[str, str], log: Path
+) -> subprocess.Popen[bytes]:
+    """`cortex mcp --http ADDRESS` as a subprocess, its output in `log`."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cortex.cli.main", "--node", node, "mcp", "--http", address, *args],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+
+
+def _wait_listening(server: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    def listening() -> bool:
+        assert server.poll() is None, f"cortex mcp exited: {log.read_text()}"
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_until(listening, 30, what="the HTTP MCP server to listen")
+
+
+def _stop(*servers: subprocess.Popen[bytes]) -> None:
+    for server in servers:
         server.terminate()
+    for server in servers:
         server.wait(10)
+
+
+def _probe(url: str, verify: ssl.SSLContext | bool = True, **headers: str) -> httpx2.Response:
+    """One raw initialize request with these headers."""
+    headers = {"Accept": "application/json, text/event-stream", **headers}
+    return httpx2.post(url, json=INITIALIZE, headers=headers, verify=verify, timeout=30)
+
+
+@asynccontextmanager
+async def _http_client(
+    url: str, token: str, verify: ssl.SSLContext | bool = True
+) -> AsyncIterator[Client]:
+    """The MCP SDK's streamable HTTP client, sending `token` as a bearer token."""
+    async with httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=httpx2.Timeout(30, read=300),
+        verify=verify,
+    ) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, read_timeout_seconds=60) as client:
+            yield client
+
+
+async def _run_echo(client: Client, text: str) -> dict[str, Any]:
+    assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+    submitted = _data(await client.call_tool("submit_task", {"command": ["echo", text]}))
+    return _data(await client.call_tool(
+        "get_task_result", {"task_id": submitted["task_id"], "wait": True}))  # fmt: skip
+
+
+def test_streamable_http_needs_the_bearer_token(make_cluster, tmp_path: Path):
+    cluster = make_cluster(1, api_token=API_TOKEN)
+    node = cluster.nodes[0].grpc
+    token_file = tmp_path / "mcp-token"
+    token_file.write_text(HTTP_TOKEN + "\n")
+    token_file.chmod(0o600)
+    by_api_port, by_file_port = free_ports(2)
+    by_api_log, by_file_log = tmp_path / "by-api.log", tmp_path / "by-file.log"
+    env = _clean_env(CORTEX_API_TOKEN=API_TOKEN)
+    # One server falls back to the API token it calls the cluster with; the
+    # other takes its own token from a file.
+    by_api = _mcp_http(node, f"127.0.0.1:{by_api_port}", env=env, log=by_api_log)
+    by_file = _mcp_http(node, f"127.0.0.1:{by_file_port}", "--http-token-file", str(token_file),
+                        env=env, log=by_file_log)  # fmt: skip
+    try:
+        _wait_listening(by_api, by_api_port, by_api_log)
+        _wait_listening(by_file, by_file_port, by_file_log)
+        by_api_url = f"http://127.0.0.1:{by_api_port}/mcp"
+        by_file_url = f"http://127.0.0.1:{by_file_port}/mcp"
+
+        missing = _probe(by_api_url)
+        assert missing.status_code == 401
+        assert missing.headers["www-authenticate"].startswith("Bearer ")
+        assert _probe(by_api_url, Authorization="Bearer wrong-token-0123456789").status_code == 401
+        assert _probe(by_api_url, Authorization=API_TOKEN).status_code == 401
+        assert _probe(by_file_url, Authorization=f"Bearer {API_TOKEN}").status_code == 401
+        assert _probe(by_file_url, Authorization=f"bearer {HTTP_TOKEN}").status_code == 200
+        # DNS rebinding: a page on another name reaching the loopback port.
+        authorized = {"Authorization": f"Bearer {API_TOKEN}"}
+        assert (
+            _probe(by_api_url, Host=f"evil.example:{by_api_port}", **authorized).status_code == 421
+        )
+        assert _probe(by_api_url, Origin="http://evil.example", **authorized).status_code == 403
+        assert _probe(by_api_url, Host=f"localhost:{by_api_port}", **authorized).status_code == 200
+
+        async def sessions() -> tuple[dict[str, Any], dict[str, Any]]:
+            async with _http_client(by_api_url, API_TOKEN) as client:
+                first = await _run_echo(client, "over http")
+            async with _http_client(by_file_url, HTTP_TOKEN) as client:
+                second = await _run_echo(client, "with its own token")
+            return first, second
+
+        first, second = anyio.run(sessions)
+        assert first["state"] == "completed" and first["result"]["stdout"] == "over http\n"
+        assert second["state"] == "completed"
+        assert second["result"]["stdout"] == "with its own token\n"
+        for server in (by_api, by_file):
+            command_line = Path(f"/proc/{server.pid}/cmdline").read_bytes()
+            assert API_TOKEN.encode() not in command_line
+            assert HTTP_TOKEN.encode() not in command_line
+    finally:
+        _stop(by_api, by_file)
+    logs = by_api_log.read_text() + by_file_log.read_text()
+    assert "401" in logs and "421" in logs, logs
+    assert API_TOKEN not in logs and HTTP_TOKEN not in logs
+
+
+def test_streamable_http_refuses_unsafe_setups_at_start(tmp_path: Path):
+    (port,) = free_ports(1)
+    base = [sys.executable, "-m", "cortex.cli.main", "--node", "127.0.0.1:1", "mcp"]
+
+    def start(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], env=_clean_env(**env), capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+
+    for address in (f"0.0.0.0:{port}", f"127.0.0.1:{port}"):
+        refused = start("--http", address)
+        assert refused.returncode == 1
+        assert "needs a bearer token" in refused.stderr
+        assert "$CORTEX_MCP_TOKEN" in refused.stderr and "--http-token-file" in refused.stderr
+    in_clear = start("--http", f"0.0.0.0:{port}", CORTEX_MCP_TOKEN=HTTP_TOKEN)
+    assert in_clear.returncode == 1
+    assert "--http-tls-cert" in in_clear.stderr and "--insecure-http" in in_clear.stderr
+    unchecked_host = start("--http", f"0.0.0.0:{port}", "--insecure-http",
+                           CORTEX_MCP_TOKEN=HTTP_TOKEN)  # fmt: skip
+    assert unchecked_host.returncode == 1 and "--allowed-host" in unchecked_host.stderr
+    stray = start("--http-token-file", str(tmp_path / "token"))
+    assert stray.returncode == 1 and "only used with --http" in stray.stderr
+    for result in (in_clear, unchecked_host):
+        assert HTTP_TOKEN not in result.stderr
+
+
+def test_streamable_http_over_tls_checks_host_and_origin(tmp_path: Path):
+    tls = write_tls_files(tmp_path / "tls")
+    (port,) = free_ports(1)
+    log = tmp_path / "mcp.log"
+    # The node is never called: initialize and list_tools do not reach it.
+    server = _mcp_http("127.0.0.1:1", f"127.0.0.1:{port}", "--http-tls-cert", str(tls.cert),
+                       "--http-tls-key", str(tls.key), "--allowed-host", "mcp.example.test",
+                       env=_clean_env(CORTEX_MCP_TOKEN=HTTP_TOKEN), log=log)  # fmt: skip
+    try:
+        _wait_listening(server, port, log)
+        url = f"https://127.0.0.1:{port}/mcp"
+        trusted = ssl.create_default_context(cafile=str(tls.ca))
+        authorized = {"Authorization": f"Bearer {HTTP_TOKEN}"}
+        assert _probe(url, trusted).status_code == 401
+        expected = {
+            (): 200,
+            (("Host", f"mcp.example.test:{port}"),): 200,
+            (("Origin", f"https://localhost:{port}"),): 200,
+            (("Host", f"evil.example:{port}"),): 421,
+            (("Host", "127.0.0.1:1"),): 421,
+            (("Origin", "https://evil.example"),): 403,
+            (("Origin", f"http://127.0.0.1:{port}"),): 403,
+        }
+        for headers, status in expected.items():
+            reply = _probe(url, trusted, **authorized, **dict(headers))
+            assert reply.status_code == status, (headers, reply.text)
+        with pytest.raises(httpx2.TransportError):
+            _probe(f"http://127.0.0.1:{port}/mcp", **authorized)
+
+        async def session() -> set[str]:
+            async with _http_client(url, HTTP_TOKEN, trusted) as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+        assert anyio.run(session) == TOOLS
+    finally:
+        _stop(server)
+    assert HTTP_TOKEN not in log.read_text()
 
 
 def test_cluster_without_leader_gives_a_tool_error_not_a_hang(make_cluster):
