@@ -196,10 +196,10 @@ class Agent:
                 # Whatever went wrong, the attempt ends here and is reported:
                 # a task must never stay `running` with nobody running it.
                 log.exception("task %s attempt %d could not run", task.id, task.attempt)
+                problem = describe_exception(err)
                 result = ExecutionResult(
-                    exit_code=-1, error=f"the attempt could not run on {self._node_id}: "
-                    f"{describe_exception(err)}",
-                )  # fmt: skip
+                    exit_code=-1, error=f"the attempt could not run on {self._node_id}: {problem}"
+                )
             running.finished = True
             if running.superseded:
                 log.info(

@@ -9,6 +9,7 @@ import errno
 import logging
 import os
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -115,9 +116,12 @@ class ShellExecutor:
         env = {**self.environment.inherited(os.environ), **spec.env, **execution.env}
         argv = _argv(spec.command)
         cwd = spec.cwd or None
-        if cwd is not None and "\x00" not in cwd and not os.path.isdir(cwd):
-            code = errno.ENOTDIR if os.path.exists(cwd) else errno.ENOENT
-            return _start_failure(OSError(code, os.strerror(code), cwd), argv, cwd)
+        if cwd is not None and "\x00" not in cwd:
+            try:
+                if not stat.S_ISDIR(os.stat(cwd).st_mode):
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), cwd)
+            except OSError as err:
+                return _start_failure(err, argv, cwd)
         stdout_tail = TailBuffer(execution.tail_bytes)
         stderr_tail = TailBuffer(execution.tail_bytes)
         try:
