@@ -25,6 +25,10 @@ from cortex.errors import ConfigError
 DEFAULT_RAFT_PORT = 7100
 DEFAULT_GRPC_PORT = 7200
 DEFAULT_GRPC_ADDRESS = f"127.0.0.1:{DEFAULT_GRPC_PORT}"
+MIN_SECRET_BYTES = 16
+# Keys whose value may instead come from a file (`KEY_file`), so it stays
+# out of `ps` and shell history.
+SECRET_FILE_KEYS = {"secret": "secret_file", "api_token": "api_token_file"}
 # Hosts that mean "every interface": fine to listen on, useless to dial.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", "*"})
 
@@ -86,6 +90,13 @@ class NodeConfig(BaseModel):
     secret: str | None = None
     # When set, every API call must carry it (Authorization: Bearer ...).
     api_token: str | None = Field(None, min_length=8)
+    # Files holding the secret or the API token; `load_config` reads them
+    # into `secret` and `api_token` (one or the other, never both).
+    secret_file: str | None = None
+    api_token_file: str | None = None
+    # Names (or patterns such as AWS_*) of the node's environment variables
+    # tasks inherit, besides PATH, HOME, locale and the like; secrets never.
+    env_passthrough: list[str] = Field(default_factory=list)
     # gRPC over TLS: the node serves with tls_cert and tls_key (PEM files, both
     # or neither) and verifies the nodes it calls against tls_ca (default: the
     # system roots). tls_client_auth also requires callers to present a
@@ -160,6 +171,27 @@ class NodeConfig(BaseModel):
                 )
         return value
 
+    @field_validator("secret")
+    @classmethod
+    def _secret_long_enough(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) < MIN_SECRET_BYTES:
+            raise ValueError(
+                f"is {len(value.encode())} bytes; a cluster secret needs at least "
+                f"{MIN_SECRET_BYTES} (make one with: python3 -c "
+                "'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return value
+
+    @field_validator("env_passthrough")
+    @classmethod
+    def _passthrough_names(cls, value: list[str]) -> list[str]:
+        from cortex.executors.environment import check_passthrough
+
+        problems = check_passthrough(value, {}, ())
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
     @field_validator("peers")
     @classmethod
     def _peer_addresses(cls, value: list[str]) -> list[str]:
@@ -228,7 +260,7 @@ def _advertised(listen: str, host: str | None) -> str:
     return f"{host}:{listen.rpartition(':')[2]}" if host else listen
 
 
-_LIST_KEYS = {"peers", "executors", "gaming_processes"}
+_LIST_KEYS = {"peers", "executors", "gaming_processes", "env_passthrough"}
 _MAP_KEYS = {"labels", "capabilities"}
 
 
@@ -254,6 +286,51 @@ def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str
     return values, sources
 
 
+def read_secret_file(path: str, what: str) -> str:
+    """A secret kept in a file: its content without surrounding whitespace.
+    Raises ConfigError naming `what` when it cannot be read or is empty."""
+    try:
+        value = Path(path).expanduser().read_text().strip()
+    except OSError as err:
+        raise ConfigError(f"{what}: cannot read {path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what}: {path} is not text") from None
+    if not value:
+        raise ConfigError(f"{what}: {path} is empty")
+    return value
+
+
+def _read_secret_files(merged: dict[str, Any], sources: dict[str, str]) -> None:
+    """Replaces `secret_file` / `api_token_file` by what the files hold.
+    A value and a file for the same secret are refused, whichever layers
+    they came from: which one was meant cannot be guessed."""
+    for key, file_key in SECRET_FILE_KEYS.items():
+        path = merged.get(file_key)
+        if path is None:
+            continue
+        if merged.get(key) is not None:
+            raise ConfigError(
+                f"config key {file_key} (from {sources[file_key]}): {key} is set too "
+                f"(from {sources[key]}); give the value or the file, not both"
+            )
+        if not isinstance(path, str) or not path.strip():
+            raise ConfigError(f"config key {file_key} (from {sources[file_key]}): not a path")
+        merged[key] = read_secret_file(path, f"config key {file_key} (from {sources[file_key]})")
+        sources[key] = f"file {path} ({sources[file_key]})"
+
+
+def _check_passthrough_values(config: NodeConfig, environ: Mapping[str, str]) -> None:
+    """A name in env_passthrough whose variable holds the secret or a token
+    here would hand it to every task: refused."""
+    from cortex.executors.environment import check_passthrough, secret_values
+
+    problems = check_passthrough(
+        config.env_passthrough, environ, secret_values(environ, config.secret, config.api_token)
+    )
+    if problems:
+        raise ConfigError(f"config key env_passthrough: {'; '.join(problems)}")
+
+
 def load_config(
     path: str | None = None,
     flags: Mapping[str, Any] | None = None,
@@ -273,15 +350,17 @@ def load_config(
             raise ConfigError(f"config file {path} must hold a mapping of keys to values")
         merged.update({str(k).replace("-", "_"): v for k, v in loaded.items()})
         sources.update({key: f"config file {path}" for key in merged})
-    env_values, env_sources = _from_env(os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    env_values, env_sources = _from_env(environ)
     merged.update(env_values)
     sources.update(env_sources)
     for key, value in (flags or {}).items():
         if value is not None:
             merged[key] = value
             sources[key] = f"flag --{key.replace('_', '-')}"
+    _read_secret_files(merged, sources)
     try:
-        return NodeConfig.model_validate(merged)
+        config = NodeConfig.model_validate(merged)
     except ValidationError as err:
         problems = []
         for problem in err.errors():
@@ -293,3 +372,5 @@ def load_config(
             where = f" (from {origin})" if origin else ""
             problems.append(f"config key {key}{where}: {message}")
         raise ConfigError("; ".join(problems)) from None
+    _check_passthrough_values(config, environ)
+    return config

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from cortex.agent import Agent
 from cortex.api.tls import ClientTls, node_tls
-from cortex.config import NodeConfig
+from cortex.config import MIN_SECRET_BYTES, NodeConfig
 from cortex.errors import ConfigError, CortexError
-from cortex.executors import BUILTIN_EXECUTORS
+from cortex.executors import TaskEnvironment, build_executors, secret_values
 from cortex.membership import (
     HeartbeatSender,
     NodeRegistration,
@@ -57,15 +57,39 @@ def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
     if config.clustered:
         raise ConfigError(
             "config key secret: a node with --peers or --join needs the cluster secret "
-            "(--secret, CORTEX_SECRET or `secret:` in the config file)"
+            "(CORTEX_SECRET, --secret-file, CORTEX_SECRET_FILE or `secret_file:` in the "
+            "config file; --secret works too but shows in `ps`)"
         )
     path = data_dir / _SECRET_FILE
-    if path.exists():
-        return path.read_text().strip()
-    value = secrets.token_urlsafe(32)
-    path.write_text(value)
-    path.chmod(0o600)
+    if not path.exists():
+        write_private_file(path, secrets.token_urlsafe(32))
+    value = path.read_text().strip()
+    if len(value.encode()) < MIN_SECRET_BYTES:
+        raise ConfigError(
+            f"the secret this node keeps in {path} is shorter than {MIN_SECRET_BYTES} bytes; "
+            "remove the file and a new one is made"
+        )
+    if path.stat().st_mode & 0o077:
+        log.warning("%s can be read by other users than its owner: chmod 600 it", path)
     return value
+
+
+def write_private_file(path: Path, content: str) -> None:
+    """Writes a file only its owner can read, from its creation on (never a
+    moment with a wider mode), complete or not at all: it is written under a
+    temporary name and renamed into place."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.unlink(missing_ok=True)  # left over from a crash mid-write
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _peers_for(config: NodeConfig, data_dir: Path, secret: str, tls: ClientTls | None) -> list[str]:
@@ -174,7 +198,10 @@ class Node:
             config.api_token,
             client_tls,
         )
-        executors = {name: BUILTIN_EXECUTORS[name] for name in config.executors}
+        environment = TaskEnvironment(
+            tuple(config.env_passthrough), secret_values(os.environ, secret, config.api_token)
+        )
+        executors = build_executors(config.executors, environment)
         leading = LeaderContext(
             config.node_id, lambda: self.group.is_leader, self.proposer, self.reader
         )
@@ -362,4 +389,4 @@ class Node:
         log.info("node %s stopped", self.config.node_id)
 
 
-__all__ = ["Node", "resolve_secret"]
+__all__ = ["Node", "resolve_secret", "write_private_file"]

@@ -13,6 +13,7 @@ from cortex.errors import InvalidArgument
 EXECUTOR_TYPES = ("shell", "noop")
 DEFAULT_MAX_SPEC_BYTES = 1024 * 1024
 MAX_BACKOFF_MS = 86_400_000
+MAX_TIMEOUT_MS = 7 * 86_400_000
 
 
 class _Strict(BaseModel):
@@ -55,7 +56,7 @@ class TaskSpec(_Strict):
     command: list[str] | str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
-    timeout_ms: int | None = Field(None, alias="timeoutMs", gt=0, le=7 * 86_400_000)
+    timeout_ms: int | None = Field(None, alias="timeoutMs", gt=0, le=MAX_TIMEOUT_MS)
     priority: int = Field(5, ge=0, le=10)
     constraints: Constraints = Field(default_factory=Constraints)
     retry_policy: RetryPolicy = Field(default_factory=RetryPolicy, alias="retryPolicy")
@@ -102,6 +103,82 @@ def describe_validation_error(err: ValidationError, prefix: str = "") -> str:
     return "; ".join(lines)
 
 
+# -- checks made before a spec is proposed -------------------------------------
+#
+# Apply validates specs with `TaskSpec` alone, and must keep accepting every
+# spec it accepted before; the stricter checks below run where a spec enters
+# (the API, workflow definitions) and again on the node about to run it.
+
+
+def _whole_number(value: Any) -> Any:
+    """JSON has one number type: 20.0 is accepted as 20, 1.5 is not."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class NoopOptions(_Strict):
+    """Options of the `noop` executor: how long it waits, and the exit code it ends with."""
+
+    duration_ms: int = Field(0, ge=0, le=MAX_TIMEOUT_MS, strict=True)
+    exit_code: int = Field(0, ge=0, le=255, strict=True)
+
+    @field_validator("duration_ms", "exit_code", mode="before")
+    @classmethod
+    def _integral(cls, value: Any) -> Any:
+        return _whole_number(value)
+
+
+class ShellOptions(_Strict):
+    """The `shell` executor takes no options: its settings are spec fields."""
+
+
+EXECUTOR_OPTIONS: dict[str, type[_Strict]] = {"shell": ShellOptions, "noop": NoopOptions}
+
+
+def _option_problems(spec: TaskSpec) -> list[str]:
+    model = EXECUTOR_OPTIONS[spec.type]
+    try:
+        model.model_validate(spec.options)
+    except ValidationError as err:
+        known = ", ".join(model.model_fields) or "none"
+        problems = []
+        for problem in err.errors():
+            where = "options." + ".".join(str(part) for part in problem["loc"])
+            message = problem["msg"].removeprefix("Value error, ")
+            if problem["type"] == "extra_forbidden":
+                message = f"unknown option of the {spec.type} executor (known: {known})"
+            problems.append(f"{where}: {message}")
+        return problems
+    return []
+
+
+def _nul_problems(spec: TaskSpec) -> list[str]:
+    """A NUL byte cannot reach a process's argv, environment or path: such a
+    task could never start anywhere."""
+    problems = []
+    if isinstance(spec.command, str):
+        if "\x00" in spec.command:
+            problems.append("command: contains a NUL byte")
+    elif spec.command is not None:
+        problems += [
+            f"command.{i}: contains a NUL byte"
+            for i, arg in enumerate(spec.command)
+            if "\x00" in arg
+        ]
+    problems += [f"env.{name}: contains a NUL byte" for name, v in spec.env.items() if "\x00" in v]
+    if spec.cwd is not None and "\x00" in spec.cwd:
+        problems.append("cwd: contains a NUL byte")
+    return problems
+
+
+def runnable_problems(spec: TaskSpec) -> list[str]:
+    """What keeps a valid spec from ever running: executor options its type
+    does not take or of the wrong kind, NUL bytes in argv, env or cwd. Each
+    problem names its field (relative to the spec)."""
+    return _option_problems(spec) + _nul_problems(spec)
+
+
 def parse_task_spec(data: dict[str, Any], max_bytes: int = DEFAULT_MAX_SPEC_BYTES) -> TaskSpec:
     """Validates a spec given as plain data; raises InvalidArgument naming the
     field at fault, or the size limit."""
@@ -109,6 +186,10 @@ def parse_task_spec(data: dict[str, Any], max_bytes: int = DEFAULT_MAX_SPEC_BYTE
     if size > max_bytes:
         raise InvalidArgument(f"task spec is {size} bytes, over the limit of {max_bytes} bytes")
     try:
-        return TaskSpec.model_validate(data)
+        spec = TaskSpec.model_validate(data)
     except ValidationError as err:
         raise InvalidArgument(describe_validation_error(err, "spec.")) from None
+    problems = runnable_problems(spec)
+    if problems:
+        raise InvalidArgument("; ".join(f"spec.{problem}" for problem in problems))
+    return spec

@@ -96,10 +96,12 @@ class ClusterNode:
             args += ["--peers", ",".join(peers)]
         if join:
             args += ["--join", join]
-        if secret:
-            args += ["--secret", secret]
-        args += self.extra_args
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if secret:
+            # As the README advises: in a file, not on the command line.
+            secret_path = write_secret(self.data_dir.parent / f"{self.node_id}.secret", secret)
+            args += ["--secret-file", str(secret_path)]
+        args += self.extra_args
         log = open(self.log_path, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             args,
@@ -160,11 +162,11 @@ class Cluster:
         self.nodes: list[ClusterNode] = []
         self.api_token = api_token
         self.tls = tls
-        self._extra_args = [
-            *(extra_args or []),
-            *(["--api-token", api_token] if api_token else []),
-            *(tls.node_args() if tls else []),
-        ]
+        token_args = []
+        if api_token:
+            root.mkdir(parents=True, exist_ok=True)
+            token_args = ["--api-token-file", str(write_secret(root / "api-token", api_token))]
+        self._extra_args = [*(extra_args or []), *token_args, *(tls.node_args() if tls else [])]
         for _ in range(size):
             self.add_node()
 
@@ -249,6 +251,15 @@ class Cluster:
 
     def dump_logs(self) -> str:
         return "\n".join(f"===== {n.node_id} =====\n{n.log_text()[-6000:]}" for n in self.nodes)
+
+
+def write_secret(path: Path, value: str) -> Path:
+    """A file only its owner reads, holding `value`."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+    return path
 
 
 def shell_spec(command: list[str] | str, **fields: Any) -> pb.TaskSpec:

@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from pydantic import ValidationError
+
 from cortex.errors import CortexError
 from cortex.executors import Execution, ExecutionResult, Executor
 from cortex.output import OutputHub
 from cortex.raft.proposer import Proposer
-from cortex.spec import TaskSpec
+from cortex.spec import TaskSpec, describe_validation_error, runnable_problems
 from cortex.state import entries as e
 from cortex.state.queries import StateReader, TaskView
 from cortex.state.transitions import TaskChange
@@ -36,6 +38,28 @@ class RunningAttempt:
     superseded: bool = False
     # Set once the attempt has ended here and its outcome is being reported.
     finished: bool = False
+
+
+def describe_exception(err: BaseException) -> str:
+    """One readable line: pydantic's errors field by field, others with their type."""
+    if isinstance(err, ValidationError):
+        return describe_validation_error(err)
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _run_executor(
+    executor: Executor, execution: Execution, cancel: threading.Event
+) -> ExecutionResult:
+    """An executor that raises fails its attempt, with a reason naming it."""
+    try:
+        return executor.run(execution, cancel)
+    except Exception as err:
+        log.exception("task %s attempt %d: the %s executor raised",
+                      execution.task_id, execution.attempt, executor.name)  # fmt: skip
+        return ExecutionResult(
+            exit_code=-1, error=f"the {executor.name} executor failed: {describe_exception(err)}"
+        )
 
 
 def attempt_idempotency_key(task: TaskView) -> str:
@@ -166,36 +190,56 @@ class Agent:
 
     def _execute(self, task: TaskView, running: RunningAttempt) -> None:
         try:
-            result = self._run_attempt(task, running)
+            try:
+                result = self._run_attempt(task, running)
+            except Exception as err:
+                # Whatever went wrong, the attempt ends here and is reported:
+                # a task must never stay `running` with nobody running it.
+                log.exception("task %s attempt %d could not run", task.id, task.attempt)
+                problem = describe_exception(err)
+                result = ExecutionResult(
+                    exit_code=-1, error=f"the attempt could not run on {self._node_id}: {problem}"
+                )
             running.finished = True
             if running.superseded:
                 log.info(
                     "task %s attempt %d was taken away; outcome not reported", task.id, task.attempt
                 )
                 return
-            if result.succeeded:
-                payload: e.Payload = e.TaskComplete(
-                    task.id, task.attempt, self._node_id, result.to_dict()
-                )
-            else:
-                reason = result.error or (
-                    "cancelled" if result.cancelled else f"exit code {result.exit_code}"
-                )
-                payload = e.TaskFailed(
-                    task.id, task.attempt, self._node_id, reason, result.to_dict()
-                )
-            self._report(task, payload)
+            self._report(task, self._outcome(task, result))
         finally:
             with self._lock:
                 if self._running.get(task.id) is running:
                     del self._running[task.id]
             self._wake.set()
 
+    def _outcome(self, task: TaskView, result: ExecutionResult) -> e.Payload:
+        if result.succeeded:
+            return e.TaskComplete(task.id, task.attempt, self._node_id, result.to_dict())
+        reason = result.error or (
+            "cancelled" if result.cancelled else f"exit code {result.exit_code}"
+        )
+        if result.permanent:
+            reason += " (a permanent error: not retried)"
+        return e.TaskFailed(
+            task.id, task.attempt, self._node_id, reason, result.to_dict(), result.permanent
+        )
+
     def _run_attempt(self, task: TaskView, running: RunningAttempt) -> ExecutionResult:
         try:
             spec = TaskSpec.model_validate(task.spec)
-        except ValueError as err:
-            return ExecutionResult(exit_code=-1, error=f"invalid spec: {err}")
+        except ValidationError as err:
+            return ExecutionResult(
+                exit_code=-1,
+                error=f"invalid spec: {describe_validation_error(err)}",
+                permanent=True,
+            )
+        unrunnable = runnable_problems(spec)
+        if unrunnable:
+            # Accepted before these checks existed: it can never run.
+            return ExecutionResult(
+                exit_code=-1, error=f"invalid spec: {'; '.join(unrunnable)}", permanent=True
+            )
         executor = self._executors.get(spec.type)
         if executor is None:
             return ExecutionResult(
@@ -245,20 +289,20 @@ class Agent:
         """Runs the attempt with its output going to this node's output log,
         closed with the outcome when the executor returns."""
         if self._output is None or not executor.uses_work_dir:
-            return executor.run(execution, cancel)
+            return _run_executor(executor, execution, cancel)
         try:
             sink = self._output.open(execution.task_id, execution.attempt)
         except (OSError, ValueError) as err:
             log.error("task %s attempt %d: cannot open its output log: %s",
                       execution.task_id, execution.attempt, err)  # fmt: skip
-            return executor.run(execution, cancel)
+            return _run_executor(executor, execution, cancel)
         result: ExecutionResult | None = None
         try:
-            result = executor.run(replace(execution, output=sink), cancel)
+            result = _run_executor(executor, replace(execution, output=sink), cancel)
             return result
         finally:
             if result is None:
-                sink.close(error="the executor failed")
+                sink.close(error="the attempt could not run")
             else:
                 sink.close(result.exit_code, result.error)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent import futures
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -17,6 +19,41 @@ from cortex.service import TaskService
 from cortex.v1 import cortex_pb2, cortex_pb2_grpc
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+class HealthService(health.HealthServicer):  # type: ignore[misc]
+    """The standard health service with `List` too (grpcio-health-checking
+    declares it but answers UNIMPLEMENTED, logging a traceback per call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._statuses: dict[str, Any] = {"": health_pb2.HealthCheckResponse.SERVING}
+        self._statuses_lock = threading.Lock()
+        self._frozen = False
+
+    def set(self, service: str, status: Any) -> None:
+        # Recorded before the base class takes its own lock: it calls back
+        # into `set` while holding it during a graceful shutdown.
+        with self._statuses_lock:
+            if not self._frozen:
+                self._statuses[service] = status
+        super().set(service, status)
+
+    def enter_graceful_shutdown(self) -> None:
+        super().enter_graceful_shutdown()
+        with self._statuses_lock:
+            self._frozen = True
+
+    def List(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Every service's status, as `Check` reports each."""
+        with self._statuses_lock:
+            statuses = dict(self._statuses)
+        return health_pb2.HealthListResponse(
+            statuses={
+                name: health_pb2.HealthCheckResponse(status=status)
+                for name, status in statuses.items()
+            }
+        )
 
 
 def serve(
@@ -38,7 +75,7 @@ def serve(
         ],
     )
     cortex_pb2_grpc.add_CortexServicer_to_server(CortexServicer(service, streaming), server)
-    health_servicer = health.HealthServicer()
+    health_servicer = HealthService()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     health_servicer.set("cortex.v1.Cortex", health_pb2.HealthCheckResponse.SERVING)

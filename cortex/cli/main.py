@@ -11,10 +11,10 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from cortex.api.auth import TOKEN_ENV
+from cortex.api.auth import TOKEN_ENV, TOKEN_FILE_ENV
 from cortex.api.tls import TLS_CA_ENV
 from cortex.cli.mcp import add_mcp_arguments
-from cortex.config import DEFAULT_GRPC_ADDRESS
+from cortex.config import DEFAULT_GRPC_ADDRESS, read_secret_file
 from cortex.errors import CortexError
 
 
@@ -37,9 +37,33 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
     start.add_argument(
         "--join", metavar="GRPC_ADDR", help="join the cluster served at this gRPC address"
     )
-    start.add_argument("--secret", help="cluster secret (required with --peers or --join)")
+    secret = start.add_mutually_exclusive_group()
+    secret.add_argument(
+        "--secret-file",
+        metavar="PATH",
+        help="file holding the cluster secret, needed with --peers or --join ($CORTEX_SECRET_FILE)",
+    )
+    secret.add_argument(
+        "--secret", help="the cluster secret itself (visible in `ps`: prefer --secret-file)"
+    )
+    token = start.add_mutually_exclusive_group()
+    token.add_argument(
+        "--api-token-file",
+        metavar="PATH",
+        help="require the token this file holds on every API call ($CORTEX_API_TOKEN_FILE)",
+    )
+    token.add_argument(
+        "--api-token",
+        help="require this token on every API call (visible in `ps`: prefer --api-token-file "
+        "or $CORTEX_API_TOKEN)",
+    )
     start.add_argument(
-        "--api-token", help="require this token on every API call ($CORTEX_API_TOKEN)"
+        "--env-passthrough",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let tasks inherit this variable of the node's environment (a name or a pattern "
+        "such as AWS_*; repeatable); secrets never pass",
     )
     start.add_argument(
         "--tls-cert", metavar="PEM", help="serve gRPC over TLS with this certificate"
@@ -214,9 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("CORTEX_NODE", DEFAULT_GRPC_ADDRESS),
         help="gRPC address of the node to talk to (default $CORTEX_NODE or %(default)s)",
     )
-    parser.add_argument(
+    token = parser.add_mutually_exclusive_group()
+    token.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="file holding the API token for nodes started with one (default "
+        "$CORTEX_API_TOKEN_FILE)",
+    )
+    token.add_argument(
         "--token",
-        help="API token for nodes started with one (default $CORTEX_API_TOKEN)",
+        help="API token for nodes started with one (default $CORTEX_API_TOKEN; visible in `ps`: "
+        "prefer --token-file or the environment)",
     )
     parser.add_argument(
         "--tls-ca",
@@ -286,6 +318,20 @@ def _add_streams(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     events.add_argument("--json", action="store_true", help="one JSON object per event")
 
 
+def _export_client_settings(args: argparse.Namespace) -> None:
+    """Every client this process makes, and a node it starts, picks up the
+    token and CA given by flag; a flag overrides the environment."""
+    if args.token_file:
+        read_secret_file(args.token_file, "--token-file")
+        os.environ[TOKEN_FILE_ENV] = args.token_file
+        os.environ.pop(TOKEN_ENV, None)
+    elif args.token:
+        os.environ[TOKEN_ENV] = args.token
+        os.environ.pop(TOKEN_FILE_ENV, None)
+    if args.tls_ca:
+        os.environ[TLS_CA_ENV] = args.tls_ca
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     interrupted = threading.Event()
@@ -298,12 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, on_interrupt)
-    if args.token:
-        # Every client this process makes, and a node it starts, picks it up.
-        os.environ[TOKEN_ENV] = args.token
-    if args.tls_ca:
-        os.environ[TLS_CA_ENV] = args.tls_ca
     try:
+        _export_client_settings(args)
         if args.command == "node":
             if args.node_command != "start":
                 from cortex.cli.nodes import run as run_nodes

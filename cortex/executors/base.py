@@ -44,6 +44,9 @@ class ExecutionResult:
     timed_out: bool = False
     cancelled: bool = False
     error: str | None = None
+    # The attempt failed in a way no retry can change (a missing program or
+    # working directory, an unrunnable spec): the task fails without retries.
+    permanent: bool = False
     pid: int | None = None
     # Top-level keys a workflow task added to or changed in its context file.
     context_update: dict[str, Any] | None = None

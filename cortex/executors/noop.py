@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from cortex.executors.base import Execution, ExecutionResult
+from cortex.spec import NoopOptions
 
 
 class NoopExecutor:
@@ -12,8 +13,9 @@ class NoopExecutor:
     uses_work_dir = False
 
     def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
-        duration_ms = float(execution.spec.options.get("duration_ms", 0) or 0)
-        exit_code = int(execution.spec.options.get("exit_code", 0) or 0)
-        if duration_ms > 0 and cancel.wait(duration_ms / 1000):
+        """Waits `duration_ms` (or until cancelled), then ends with `exit_code`.
+        Options that do not validate raise: the agent reports the failure."""
+        options = NoopOptions.model_validate(execution.spec.options)
+        if options.duration_ms > 0 and cancel.wait(options.duration_ms / 1000):
             return ExecutionResult(exit_code=-1, cancelled=True)
-        return ExecutionResult(exit_code=exit_code)
+        return ExecutionResult(exit_code=options.exit_code)

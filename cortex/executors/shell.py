@@ -1,12 +1,15 @@
 """Runs a task's command as a subprocess in its own process group, so a
-timeout or a cancel kills everything it started."""
+timeout or a cancel kills everything it started. The command sees a scrubbed
+environment (see `TaskEnvironment`), never the node's secrets."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from typing import IO
 
 from cortex.executors.base import Execution, ExecutionResult, TailBuffer
+from cortex.executors.environment import TaskEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,31 @@ def _output_writers(
     return file_writer("stdout"), file_writer("stderr")
 
 
+def _start_failure(err: OSError | ValueError, argv: list[str], cwd: str | None) -> ExecutionResult:
+    """Why the command could not start, and whether it never can: a missing
+    or non-executable program or working directory, or a NUL byte, fails the
+    same way on every retry; running out of processes or memory may not."""
+    program = argv[0]
+    if isinstance(err, ValueError):
+        return ExecutionResult(127, error=f"could not start command: {err}", permanent=True)
+    if cwd and err.filename == cwd and err.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
+        problem = "does not exist" if err.errno == errno.ENOENT else os.strerror(err.errno).lower()
+        detail = f"working directory {cwd}: {problem}"
+    elif err.errno == errno.ENOENT and "/" in program and os.path.exists(program):
+        detail = f"{program}: its interpreter (#! line) was not found"
+    elif err.errno == errno.ENOENT:
+        detail = f"{program}: command not found"
+    elif err.errno == errno.EACCES:
+        detail = f"{program}: permission denied (not executable?)"
+    elif err.errno == errno.ENOEXEC:
+        detail = f"{program}: not an executable format"
+    elif err.errno in (errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG):
+        detail = f"{program}: {os.strerror(err.errno)}"
+    else:
+        return ExecutionResult(127, error=f"could not start command {program}: {err}")
+    return ExecutionResult(127, error=f"could not start command: {detail}", permanent=True)
+
+
 def kill_process_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
@@ -77,17 +106,28 @@ class ShellExecutor:
     name = "shell"
     uses_work_dir = True
 
+    def __init__(self, environment: TaskEnvironment | None = None) -> None:
+        self.environment = environment or TaskEnvironment()
+
     def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
         spec = execution.spec
         assert spec.command is not None
         os.makedirs(execution.work_dir, exist_ok=True)
-        env = {**os.environ, **spec.env, **execution.env}
+        env = {**self.environment.inherited(os.environ), **spec.env, **execution.env}
+        argv = _argv(spec.command)
+        cwd = spec.cwd or None
+        if cwd is not None and "\x00" not in cwd:
+            try:
+                if not stat.S_ISDIR(os.stat(cwd).st_mode):
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), cwd)
+            except OSError as err:
+                return _start_failure(err, argv, cwd)
         stdout_tail = TailBuffer(execution.tail_bytes)
         stderr_tail = TailBuffer(execution.tail_bytes)
         try:
             process = subprocess.Popen(
-                _argv(spec.command),
-                cwd=spec.cwd or None,
+                argv,
+                cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -95,7 +135,7 @@ class ShellExecutor:
                 start_new_session=True,
             )
         except (OSError, ValueError) as err:
-            return ExecutionResult(exit_code=127, error=f"could not start command: {err}")
+            return _start_failure(err, argv, cwd)
         with contextlib.ExitStack() as files:
             write_stdout, write_stderr = _output_writers(execution, files)
             assert process.stdout is not None and process.stderr is not None

@@ -121,7 +121,9 @@ class TaskComplete(Payload):
 
 @dataclass(frozen=True)
 class TaskFailed(Payload):
-    """A failed attempt; apply decides retry or dead letter from the policy."""
+    """A failed attempt; apply decides retry or dead letter from the policy,
+    unless the failure is `permanent` (no retry could succeed): then the task
+    fails at once."""
 
     TYPE: ClassVar[str] = "TASK_FAILED"
     task_id: str
@@ -129,6 +131,7 @@ class TaskFailed(Payload):
     node: str
     reason: str
     result: dict[str, Any] | None = None
+    permanent: bool = False
 
 
 @dataclass(frozen=True)

@@ -224,14 +224,16 @@ def _fail_or_retry(
     reason: str,
     node: str | None,
     result: dict[str, Any] | None,
+    permanent: bool = False,
 ) -> str:
     policy = RetryPolicy.model_validate(json.loads(task["retry_policy"]))
     columns: dict[str, Any] = {"set_error": reason}
     if result is not None:
         columns["set_result"] = _dump(result)
-    if not policy.retryable:
+    if permanent or not policy.retryable:
+        detail: dict[str, Any] = {"reason": reason, **({"permanent": True} if permanent else {})}
         ctx.move(
-            task, "failed", "failed", node, task["attempt"], {"reason": reason},
+            task, "failed", "failed", node, task["attempt"], detail,
             set_completed_at=ctx.entry.ts, **columns,
         )  # fmt: skip
         return "failed"
@@ -258,7 +260,7 @@ def task_failed(ctx: ApplyContext, p: e.TaskFailed) -> dict[str, Any]:
     _check_fence(task, p.attempt, p.node, ACTIVE_STATES)
     ctx.event("attempt_failed", p.task_id, task["state"], None, p.node, p.attempt,
               {"reason": p.reason})  # fmt: skip
-    return {"state": _fail_or_retry(ctx, task, p.reason, p.node, p.result)}
+    return {"state": _fail_or_retry(ctx, task, p.reason, p.node, p.result, p.permanent)}
 
 
 def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:

@@ -16,7 +16,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cortex.errors import InvalidArgument
-from cortex.spec import DEFAULT_MAX_SPEC_BYTES, EXECUTOR_TYPES, TaskSpec, describe_validation_error
+from cortex.spec import (
+    DEFAULT_MAX_SPEC_BYTES,
+    EXECUTOR_TYPES,
+    TaskSpec,
+    describe_validation_error,
+    runnable_problems,
+)
 from cortex.state.workflow_rules import MAX_CONTEXT_BYTES, find_cycle
 from cortex.state.workflow_transitions import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_WORKFLOW_TASKS
 from cortex.workflows.sandbox import MAX_CONDITION_CHARS, ConditionSandbox
@@ -284,10 +290,15 @@ def _task_spec(
         problems.append(f"{where}.spec: {size} bytes, over the limit of {max_spec_bytes}")
         return None
     try:
-        return TaskSpec.model_validate(spec)
+        parsed = TaskSpec.model_validate(spec)
     except ValidationError as err:
         problems.append(describe_validation_error(err, f"{where}.spec."))
         return None
+    unrunnable = runnable_problems(parsed)
+    if unrunnable:
+        problems += [f"{where}.spec.{problem}" for problem in unrunnable]
+        return None
+    return parsed
 
 
 def _check_dependencies(

@@ -85,12 +85,12 @@ def test_node_with_wrong_or_missing_secret_cannot_join_or_inject(make_cluster, t
     assert missing.returncode == 1 and "secret" in missing.stderr
 
     joiner = cluster.add_node()
-    joiner.start(join=cluster.nodes[0].grpc, secret="not-the-secret")
+    joiner.start(join=cluster.nodes[0].grpc, secret="not-the-cluster-secret")
     wait_until(lambda: not joiner.alive, 60, what="refused joiner to exit")
     assert "secret" in joiner.log_text()
 
     rogue = cluster.add_node()
-    rogue.start(peers=[*members, rogue.raft], secret="also-wrong")
+    rogue.start(peers=[*members, rogue.raft], secret="also-the-wrong-secret")
     wait_until(lambda: rogue.alive and rogue.status().node_id == rogue.node_id, 30, what="rogue up")
     with rogue.client(timeout_s=15) as client:
         with pytest.raises(Exception) as caught:

@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from cortex.executors import BUILTIN_EXECUTORS, NoopExecutor, ShellExecutor
+from cortex.executors import (
+    BUILTIN_EXECUTORS,
+    NoopExecutor,
+    ShellExecutor,
+    TaskEnvironment,
+    secret_values,
+)
 from cortex.executors.base import Execution, ExecutionResult, TailBuffer
 from cortex.spec import TaskSpec
 
@@ -116,7 +122,7 @@ def test_env_cwd_and_cortex_variables(tmp_path: Path) -> None:
     assert os.path.realpath(cwd) == os.path.realpath(workdir)
     greeting, task_id, attempt, key, path = values.split("|")
     assert (greeting, task_id, attempt, key) == ("hello", "task-9", "2", "abc")
-    assert path == os.environ["PATH"]  # the node's environment is inherited
+    assert path == os.environ["PATH"]  # PATH is on the allow-list of inherited variables
 
 
 def test_output_files_hold_everything(tmp_path: Path) -> None:
@@ -159,6 +165,102 @@ def test_missing_command_through_the_shell_gives_127(tmp_path: Path) -> None:
     result = run_shell(tmp_path, {"command": "cortex-no-such-binary-xyz"})
     assert result.exit_code == 127
     assert b"cortex-no-such-binary-xyz" in result.stderr
+    assert not result.permanent  # the shell ran; what its script does is the task's business
+
+
+# ---------------------------------------------------------------- permanent failures
+
+
+def test_what_can_never_start_is_a_permanent_failure(tmp_path: Path) -> None:
+    not_executable = tmp_path / "script.sh"
+    not_executable.write_text("#!/bin/sh\necho hi\n")
+    bad_interpreter = tmp_path / "interpreted"
+    bad_interpreter.write_text("#!/nonexistent/interpreter\n")
+    bad_interpreter.chmod(0o755)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    cases = [
+        ({"command": ["cortex-no-such-binary-xyz"]}, "cortex-no-such-binary-xyz: command not found"),
+        ({"command": ["/nonexistent/bin/x"]}, "/nonexistent/bin/x: command not found"),
+        ({"command": [str(not_executable)]}, f"{not_executable}: permission denied"),
+        ({"command": [str(bad_interpreter)]}, "its interpreter (#! line) was not found"),
+        ({"command": ["true"], "cwd": str(tmp_path / "gone")},
+         f"working directory {tmp_path / 'gone'}: does not exist"),
+        ({"command": ["true"], "cwd": str(a_file)}, f"working directory {a_file}: not a directory"),
+        ({"command": ["echo", "a\x00b"]}, "embedded null byte"),
+        ({"command": ["true"], "env": {"A": "x\x00y"}}, "embedded null byte"),
+    ]  # fmt: skip
+    for spec, words in cases:
+        result = run_shell(tmp_path, spec)
+        assert result.permanent, (spec, result)
+        assert result.exit_code == 127 and not result.succeeded
+        assert result.error is not None and result.error.startswith("could not start command: ")
+        assert words in result.error, (spec, result.error)
+
+
+def test_running_out_of_resources_is_not_permanent(tmp_path: Path) -> None:
+    """E2BIG (an argv over the kernel's limit) is a failure to start, but not
+    one of the kinds that says the task itself can never run."""
+    result = run_shell(tmp_path, {"command": ["true", "x" * 200_000] * 100})
+    assert result.exit_code == 127 and result.error and not result.permanent
+
+
+# ---------------------------------------------------------------- the inherited environment
+
+SECRET_VALUE = "cluster-secret-value-0123456789"
+
+
+def print_env(tmp_path: Path, executor: ShellExecutor, **spec: Any) -> dict[str, str]:
+    result = executor.run(
+        execution(tmp_path, {"command": ["env", "-0"], **spec}, env={"CORTEX_TASK_ID": "t-1"}),
+        threading.Event(),
+    )
+    assert result.exit_code == 0, result
+    pairs = [item.split("=", 1) for item in result.stdout.decode().split("\0") if item]
+    return dict(pairs)
+
+
+def test_tasks_never_inherit_the_node_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("CORTEX_SECRET", "CORTEX_API_TOKEN", "CORTEX_MCP_TOKEN"):
+        monkeypatch.setenv(name, f"{name.lower()}-value")
+    monkeypatch.setenv("DATABASE_PASSWORD", "hunter2")
+    monkeypatch.setenv("APP_MODE", "fast")
+    monkeypatch.setenv("APP_KEY_COPY", SECRET_VALUE)
+    monkeypatch.setenv("LC_TIME", "C")
+    environment = TaskEnvironment(("APP_*",), secret_values(os.environ, SECRET_VALUE))
+    seen = print_env(tmp_path, ShellExecutor(environment), env={"OWN": "mine"})
+    assert seen["PATH"] == os.environ["PATH"] and seen["LC_TIME"] == "C"
+    assert seen["APP_MODE"] == "fast"  # matched by the operator's pattern
+    assert seen["OWN"] == "mine" and seen["CORTEX_TASK_ID"] == "t-1"
+    for hidden in ("CORTEX_SECRET", "CORTEX_API_TOKEN", "CORTEX_MCP_TOKEN", "DATABASE_PASSWORD",
+                   "APP_KEY_COPY"):  # fmt: skip
+        assert hidden not in seen, hidden
+    text = "\n".join(f"{k}={v}" for k, v in seen.items())
+    for value in ("cortex_secret-value", "cortex_api_token-value", "cortex_mcp_token-value",
+                  SECRET_VALUE, "hunter2"):  # fmt: skip
+        assert value not in text
+
+
+def test_a_pattern_matching_everything_still_keeps_the_secrets_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CORTEX_SECRET", SECRET_VALUE)
+    monkeypatch.setenv("ANYTHING", "passes")
+    seen = print_env(tmp_path, ShellExecutor(TaskEnvironment(("*",))))
+    assert seen["ANYTHING"] == "passes" and "CORTEX_SECRET" not in seen
+
+
+def test_the_default_shell_executor_inherits_only_the_allow_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CORTEX_API_TOKEN", "the-token-value")
+    monkeypatch.setenv("SOME_SERVICE_URL", "http://x")
+    seen = print_env(tmp_path, BUILTIN_EXECUTORS["shell"])  # type: ignore[arg-type]
+    assert "CORTEX_API_TOKEN" not in seen and "SOME_SERVICE_URL" not in seen
+    inherited = set(seen) - {"CORTEX_TASK_ID"}
+    assert inherited and all(TaskEnvironment().allows(name) for name in inherited), inherited
 
 
 # ---------------------------------------------------------------- process groups
@@ -253,6 +355,16 @@ def test_noop_executor(tmp_path: Path) -> None:
         execution(tmp_path, {"type": "noop", "options": {"duration_ms": 20}}), threading.Event()
     )
     assert short.exit_code == 0 and not short.cancelled
+
+
+def test_noop_raises_on_options_it_cannot_take(tmp_path: Path) -> None:
+    """Submit refuses them; an entry from before that check still reaches the
+    executor only through the agent, which reports the exception."""
+    with pytest.raises(ValueError, match="duration_ms"):
+        NoopExecutor().run(
+            execution(tmp_path, {"type": "noop", "options": {"duration_ms": "abc"}}),
+            threading.Event(),
+        )
 
 
 def test_noop_honours_cancel(tmp_path: Path) -> None:
