@@ -6,8 +6,6 @@ index moves."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import sqlite3
@@ -18,6 +16,7 @@ from typing import Any, NoReturn
 from cortex.failstop import stop_node
 from cortex.state import entries as e
 from cortex.state import purge  # noqa: F401  (registers TASKS_PURGE in HANDLERS)
+from cortex.state.digest import full_digest, stored_digest
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
 from cortex.state.transitions import HANDLERS, ApplyContext, Rejected, TaskChange
 from cortex.state.workflow_transitions import settle_workflows
@@ -152,8 +151,8 @@ class StateMachine:
         return {"ok": False, "reason": reason}
 
     def digest(self) -> str:
-        """SHA-256 over a canonical dump of the replicated tables."""
-        return state_digest(self._conn)
+        """The state digest as of the applied index (kept up to date by apply)."""
+        return stored_digest(self._conn)
 
     def restore_from(self, path: str) -> None:
         """Replaces the whole database with the copy at `path` (a snapshot)."""
@@ -177,13 +176,8 @@ class StateMachine:
 
 
 def state_digest(conn: sqlite3.Connection) -> str:
-    digest = hashlib.sha256()
-    for table, key in REPLICATED_TABLES.items():
-        digest.update(table.encode())
-        for row in conn.execute(f"SELECT * FROM {table} ORDER BY {key}"):
-            digest.update(json.dumps(tuple(row), separators=(",", ":")).encode())
-            digest.update(b"\n")
-    return digest.hexdigest()
+    """The state digest recomputed from every replicated row (see `digest`)."""
+    return full_digest(conn, list(REPLICATED_TABLES))
 
 
 def copy_database(source: str, target: str) -> None:

@@ -8,7 +8,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from cortex.state.machine import state_digest
+from cortex.state.digest import stored_digest
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
 from cortex.state.workflow_queries import WorkflowQueries
@@ -279,6 +279,6 @@ class StateReader(WorkflowQueries):
         conn = self._conn()
         conn.execute("BEGIN")
         try:
-            return state_digest(conn), self.applied_index()
+            return stored_digest(conn), self.applied_index()
         finally:
             conn.execute("COMMIT")

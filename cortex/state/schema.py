@@ -6,6 +6,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+from cortex.state import digest
+
 MIGRATIONS: list[str] = [
     # 1: the task core.
     """
@@ -142,6 +144,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             continue
         conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
         version = number
+    digest.install(conn, list(REPLICATED_TABLES))
     return version
 
 
@@ -151,6 +154,7 @@ def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=30000")
+    digest.register_functions(conn)
     if readonly:
         conn.execute("PRAGMA query_only=1")
     conn.row_factory = sqlite3.Row

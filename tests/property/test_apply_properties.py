@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cortex.state.entries import Entry
-from cortex.state.machine import StateMachine
+from cortex.state.machine import StateMachine, state_digest
 
 NODE_POOL = ("n1", "n2", "n3")
 GHOST_NODE = "ghost"
@@ -588,6 +588,8 @@ def test_generated_batches_apply_identically_and_keep_invariants(data: st.DataOb
 
             # (a) two fresh databases, same input: same digest, index and content.
             assert machine_a.digest() == machine_b.digest()
+            # The digest kept up by apply is the one recomputed from every row.
+            assert machine_a.digest() == state_digest(peek)
             assert machine_a.applied_index == machine_b.applied_index == index
             assert _dump_tables(peek) == _dump_tables(peek_b)
 
