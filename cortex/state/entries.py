@@ -7,18 +7,31 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
+
+from cortex.state.reasons import (
+    INVALID_ENTRY,
+    INVALID_PAYLOAD,
+    ReasonCode,
+    Rejected,
+    quoted,
+)
 
 SCHEMA_VERSION = 1
 
 
-class EntryDecodeError(ValueError):
-    """An entry's bytes or fields do not form a valid entry. Carries the
-    entry's id and type when those at least were readable, for the audit row."""
+class EntryDecodeError(Rejected):
+    """An entry's bytes or fields do not form a valid entry (`invalid_entry`
+    for the batch or envelope, `invalid_payload` for the payload). Carries
+    the entry's id and type when those at least were readable, for the audit
+    row. Its text is written here from explicit checks of keys and types,
+    never from the exception a failed construction would raise."""
 
-    def __init__(self, message: str, entry_id: str = "", entry_type: str = "INVALID") -> None:
-        super().__init__(message)
+    def __init__(
+        self, code: ReasonCode, text: str, entry_id: str = "", entry_type: str = "INVALID"
+    ) -> None:
+        super().__init__(code, text)
         self.entry_id = entry_id
         self.entry_type = entry_type
 
@@ -29,13 +42,26 @@ class Payload:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Payload:
-        try:
-            payload = cls(**data)
-        except TypeError as err:
-            raise EntryDecodeError(f"{cls.TYPE}: {err}") from None
+        """Checks the keys and each field's type before building the payload,
+        so nothing here raises anything but `EntryDecodeError`."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            raise EntryDecodeError(
+                INVALID_PAYLOAD, f"{cls.TYPE}: unknown field {quoted(unknown[0])}"
+            )
         for f in fields(cls):
-            _check_type(cls.TYPE, f.name, getattr(payload, f.name), f.type)
+            if f.name in data:
+                _check_type(cls.TYPE, f.name, data[f.name], f.type)
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise EntryDecodeError(INVALID_PAYLOAD, f"{cls.TYPE}: missing field {f.name}")
+        payload = cls(**data)
+        payload.check()
         return payload
+
+    def check(self) -> None:
+        """Checks beyond the field types (items of lists, values of maps);
+        raises `EntryDecodeError`."""
 
 
 # What SQLite can store as an INTEGER.
@@ -70,7 +96,29 @@ def _check_type(entry_type: str, name: str, value: Any, annotation: Any) -> None
             continue
         if isinstance(value, accepted):
             return
-    raise EntryDecodeError(f"{entry_type}: field {name} has the wrong type")
+    raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: field {name} has the wrong type")
+
+
+def _check_record(entry_type: str, where: str, raw: Any, cls: type[Any]) -> None:
+    """An item of a payload list that must hold exactly the fields of the
+    dataclass `cls`, each of its type."""
+    if not isinstance(raw, dict):
+        raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} is not an object")
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(str(key) for key in raw if key not in names)
+    if unknown:
+        raise EntryDecodeError(
+            INVALID_PAYLOAD, f"{entry_type}: {where} has an unknown field {quoted(unknown[0])}"
+        )
+    for f in fields(cls):
+        if f.name not in raw:
+            raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} has no {f.name}")
+        _check_type(entry_type, f"{where}.{f.name}", raw[f.name], f.type)
+
+
+def _check_strings(entry_type: str, name: str, values: Any) -> None:
+    if not all(isinstance(value, str) for value in values):
+        raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {name} must hold only strings")
 
 
 @dataclass(frozen=True)
@@ -96,6 +144,10 @@ class TaskAssign(Payload):
 
     TYPE: ClassVar[str] = "TASK_ASSIGN"
     assignments: list[dict[str, Any]]
+
+    def check(self) -> None:
+        for number, raw in enumerate(self.assignments):
+            _check_record(self.TYPE, f"assignments[{number}]", raw, Assignment)
 
     def items(self) -> list[Assignment]:
         return [Assignment(**a) for a in self.assignments]
@@ -213,6 +265,10 @@ class NodeJoin(Payload):
     executors: list[str] = field(default_factory=list)
     resources: dict[str, Any] = field(default_factory=dict)
 
+    def check(self) -> None:
+        _check_strings(self.TYPE, "labels", self.labels.values())
+        _check_strings(self.TYPE, "executors", self.executors)
+
 
 @dataclass(frozen=True)
 class NodeStatus(Payload):
@@ -285,26 +341,46 @@ class Entry:
     def decode_payload(self) -> Payload:
         cls = PAYLOAD_TYPES.get(self.type)
         if cls is None:
-            raise EntryDecodeError(f"unknown entry type {self.type!r}")
+            raise EntryDecodeError(INVALID_ENTRY, f"unknown entry type {quoted(self.type)}")
         if not isinstance(self.payload, dict):
-            raise EntryDecodeError(f"{self.type}: payload is not an object")
+            raise EntryDecodeError(INVALID_PAYLOAD, f"{self.type}: payload is not an object")
         return cls.from_dict(self.payload)
 
 
-def _check_envelope(entry: Entry) -> None:
-    for name, kinds in (
-        ("type", str),
-        ("id", str),
-        ("node", str),
-        ("payload", dict),
-        ("trace", dict),
-    ):
-        if not isinstance(getattr(entry, name), kinds):
-            raise EntryDecodeError(f"envelope field {name} has the wrong type")
-    for name in ("ts", "v"):
-        value = getattr(entry, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT_MAX:
-            raise EntryDecodeError(f"envelope field {name} is not a valid integer")
+_ENVELOPE_TYPES: dict[str, type] = {
+    "type": str,
+    "id": str,
+    "ts": int,
+    "node": str,
+    "payload": dict,
+    "v": int,
+    "trace": dict,
+}
+_ENVELOPE_REQUIRED = ("type", "id", "ts", "node", "payload")
+
+
+def _entry_from(raw: Any) -> Entry:
+    """An envelope from decoded JSON, its keys and types checked one by one."""
+    if not isinstance(raw, dict):
+        raise EntryDecodeError(INVALID_ENTRY, "entry is not an object")
+    unknown = sorted(str(key) for key in raw if key not in _ENVELOPE_TYPES)
+    if unknown:
+        raise EntryDecodeError(INVALID_ENTRY, f"envelope has an unknown field {quoted(unknown[0])}")
+    for name in _ENVELOPE_REQUIRED:
+        if name not in raw:
+            raise EntryDecodeError(INVALID_ENTRY, f"envelope has no {name}")
+    for name, kind in _ENVELOPE_TYPES.items():
+        if name not in raw:
+            continue
+        value = raw[name]
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT_MAX:
+                raise EntryDecodeError(
+                    INVALID_ENTRY, f"envelope field {name} is not a valid integer"
+                )
+        elif not isinstance(value, kind):
+            raise EntryDecodeError(INVALID_ENTRY, f"envelope field {name} has the wrong type")
+    return Entry(**raw)
 
 
 def encode_batch(entries: list[Entry]) -> bytes:
@@ -316,24 +392,23 @@ def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
     its slot so the rest of the batch still applies."""
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as err:
-        return [EntryDecodeError(f"batch is not valid JSON: {type(err).__name__}")]
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # Which of these a bad batch raises, and its message, vary between
+        # Python versions: none of it goes into the reason.
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not valid JSON")]
     if not isinstance(raw, list):
-        return [EntryDecodeError("batch is not a list")]
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not a list")]
     out: list[Entry | EntryDecodeError] = []
     for item in raw:
         try:
-            if not isinstance(item, dict):
-                raise EntryDecodeError("entry is not an object")
-            entry = Entry(**item)
-            _check_envelope(entry)
-            out.append(entry)
-        except (TypeError, EntryDecodeError) as err:
-            raw = item if isinstance(item, dict) else {}
-            raw_id, raw_type = raw.get("id"), raw.get("type")
+            out.append(_entry_from(item))
+        except EntryDecodeError as err:
+            fields_ = item if isinstance(item, dict) else {}
+            raw_id, raw_type = fields_.get("id"), fields_.get("type")
             out.append(
                 EntryDecodeError(
-                    f"malformed envelope: {err}",
+                    err.code,
+                    err.text,
                     raw_id if isinstance(raw_id, str) else "",
                     raw_type if isinstance(raw_type, str) else "INVALID",
                 )

@@ -14,6 +14,7 @@ from typing import Any
 
 from cortex.state import entries as e
 from cortex.state import purge  # noqa: F401  (registers TASKS_PURGE in HANDLERS)
+from cortex.state.reasons import INTERNAL_ERROR, ReasonCode
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
 from cortex.state.transitions import HANDLERS, ApplyContext, Rejected, TaskChange
 from cortex.state.workflow_transitions import settle_workflows
@@ -107,7 +108,7 @@ class StateMachine:
     ) -> dict[str, Any]:
         if isinstance(item, e.EntryDecodeError):
             entry = e.Entry(type=item.entry_type, id=item.entry_id, ts=0, node="", payload={})
-            return self._reject(ApplyContext(cur, index, entry, changes), str(item))
+            return self._reject(ApplyContext(cur, index, entry, changes), item.code, item.text)
         ctx = ApplyContext(cur, index, item, [])
         cur.execute("SAVEPOINT entry")
         try:
@@ -117,25 +118,24 @@ class StateMachine:
         except (Rejected, e.EntryDecodeError) as why:
             cur.execute("ROLLBACK TO entry")
             cur.execute("RELEASE entry")
-            return self._reject(ctx, str(why))
-        except Exception as err:  # a bug must not stall the cluster: record it
+            return self._reject(ctx, why.code, why.text)
+        except Exception:  # a bug must not stall the cluster: record it
             cur.execute("ROLLBACK TO entry")
             cur.execute("RELEASE entry")
             log.exception("entry %s (%s) raised in apply", item.id, item.type)
-            return self._reject(ctx, f"internal error: {type(err).__name__}: {err}")
+            return self._reject(
+                ctx, INTERNAL_ERROR, "apply failed unexpectedly; see the node's log"
+            )
         cur.execute("RELEASE entry")
         changes.extend(ctx.changes)
         return {"ok": True, **result}
 
     @staticmethod
-    def _reject(ctx: ApplyContext, reason: str) -> dict[str, Any]:
+    def _reject(ctx: ApplyContext, code: ReasonCode, text: str) -> dict[str, Any]:
+        """Records the refused entry as a `rejected` event (`detail.reason` is
+        `"code: text"`, `detail.code` the code) naming its task if it has one."""
         task_id = ctx.entry.payload.get("task_id") if isinstance(ctx.entry.payload, dict) else None
-        ctx.event(
-            "rejected",
-            task_id if isinstance(task_id, str) else None,
-            detail={"reason": reason, "entry_type": ctx.entry.type},
-        )
-        return {"ok": False, "reason": reason}
+        return ctx.rejected(task_id if isinstance(task_id, str) else None, code, text)
 
     def _record_unapplicable(self, index: int) -> list[dict[str, Any]]:
         try:
