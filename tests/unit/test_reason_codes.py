@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from cortex.errors import CortexError, FailedPrecondition, InvalidArgument, NotFound
+from cortex.refusals import refusal_error
 from cortex.state import reasons
 from cortex.state.machine import StateMachine
 
@@ -364,3 +366,22 @@ def test_every_code_is_documented() -> None:
     doc = reasons.__doc__ or ""
     for code in reasons.REASON_CODES:
         assert f"`{code}`" in doc, code
+
+
+@pytest.mark.parametrize(
+    ("reason", "error"),
+    [
+        ("invalid_spec: priority must be an integer", InvalidArgument),
+        ("unknown_task: task t1 does not exist", NotFound),
+        ("illegal_transition: task t1 is already completed", FailedPrecondition),
+        ("stale_report: task t1: attempt 1 on n1, current is attempt 2 on n2", FailedPrecondition),
+        ("internal_error: apply failed unexpectedly; see the node's log", CortexError),
+        ("batch could not be applied", CortexError),
+    ],
+)
+def test_a_refused_proposal_becomes_the_error_its_code_names(
+    reason: str, error: type[CortexError]
+) -> None:
+    err = refusal_error({"ok": False, "reason": reason}, "task t1 could not be cancelled")
+    assert type(err) is error
+    assert str(err) == f"task t1 could not be cancelled: {reason}"
