@@ -66,6 +66,11 @@ class Payload:
 
 # What SQLite can store as an INTEGER.
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+# Latest proposer clock (ms) an entry may carry: far beyond any real clock,
+# and low enough that the clock plus any delay apply adds still fits SQLite.
+MAX_TS_MS = 2**62
+# Longest delay (ms) a TASK_RETRY may ask for: the longest back-off.
+MAX_RETRY_DELAY_MS = 86_400_000
 
 _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,),
@@ -193,6 +198,13 @@ class TaskRetry(Payload):
     reason: str
     delay_ms: int = 0
     spend_attempt: bool = True
+
+    def check(self) -> None:
+        if not 0 <= self.delay_ms <= MAX_RETRY_DELAY_MS:
+            raise EntryDecodeError(
+                INVALID_PAYLOAD,
+                f"{self.TYPE}: delay_ms {self.delay_ms} is not between 0 and {MAX_RETRY_DELAY_MS}",
+            )
 
 
 @dataclass(frozen=True)
@@ -356,6 +368,7 @@ _ENVELOPE_TYPES: dict[str, type] = {
     "v": int,
     "trace": dict,
 }
+_ENVELOPE_MAX = {"ts": MAX_TS_MS, "v": _INT_MAX}
 _ENVELOPE_REQUIRED = ("type", "id", "ts", "node", "payload")
 
 
@@ -374,7 +387,11 @@ def _entry_from(raw: Any) -> Entry:
             continue
         value = raw[name]
         if kind is int:
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT_MAX:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value <= _ENVELOPE_MAX[name]
+            ):
                 raise EntryDecodeError(
                     INVALID_ENTRY, f"envelope field {name} is not a valid integer"
                 )

@@ -163,6 +163,11 @@ def script() -> Script:
     s.one("NODE_JOIN", {**join("n3"), "labels": {"zone": 1}}, "invalid_payload")
     s.one("NODE_STATUS", {"node_id": "n1", "status": "sleepy\u2028"}, "invalid_payload")
     s.one("TASKS_PURGE", {"before_ms": 10, "limit": 0}, "invalid_payload")
+    s.one("TASK_RETRY", {"task_id": "t1", "attempt": 0, "reason": "x", "delay_ms": 2**63 - 1},
+          "invalid_payload")  # fmt: skip
+    # A clock so late that clock + back-off would not fit SQLite.
+    s.one("TASK_FAILED", {"task_id": "t1", "attempt": 0, "node": "n1", "reason": "x"},
+          "invalid_entry", ts=2**63 - 1)  # fmt: skip
 
     # Specs refused by the spec rules.
     for number, spec in enumerate(INVALID_SPECS):
