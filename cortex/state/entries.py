@@ -5,9 +5,11 @@ travel together as one `Batch`, the unit pysyncobj replicates."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from itertools import accumulate
 from typing import Any, ClassVar
 
 from cortex.state.reasons import (
@@ -404,9 +406,32 @@ def encode_batch(entries: list[Entry]) -> bytes:
     return json.dumps([asdict(e) for e in entries], separators=(",", ":")).encode()
 
 
+# Deepest nesting of arrays and objects a batch may have. How deep `json`
+# can go depends on the Python version (its recursion limits), so a batch
+# deeper than this is refused before decoding, the same way on every node;
+# it is far below what any supported Python decodes and encodes.
+MAX_NESTING = 512
+# A string, or an unterminated one up to the end: possessive, so every quote
+# starts a match that succeeds and the scan stays linear on hostile bytes.
+_JSON_STRING = re.compile(rb'"[^"\\]*+(?:\\(?:.|\Z)[^"\\]*+)*+(?:"|\Z)', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_STEP = [1 if byte in b"[{" else -1 for byte in range(256)]
+
+
+def batch_nesting(data: bytes) -> int:
+    """How deep arrays and objects nest in `data`, counted on the bytes
+    (brackets inside strings aside), without decoding them."""
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets), initial=0))
+
+
 def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
     """Decodes a replicated batch; an undecodable element becomes an error in
     its slot so the rest of the batch still applies."""
+    if batch_nesting(data) > MAX_NESTING:
+        return [
+            EntryDecodeError(INVALID_ENTRY, f"the batch nests deeper than {MAX_NESTING} levels")
+        ]
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cortex.state.entries import (
+    MAX_NESTING,
     Entry,
     NodeJoin,
     NodeLeave,
@@ -25,6 +26,7 @@ from cortex.state.entries import (
     TaskRetry,
     TaskStarted,
     TaskSubmit,
+    batch_nesting,
     encode_batch,
 )
 from cortex.state.machine import StateMachine, copy_database
@@ -654,6 +656,30 @@ def test_bad_envelope_rejects_only_itself(machine: StateMachine, bad: Entry) -> 
 
 def test_deeply_nested_batch_is_recorded_as_rejected(machine: StateMachine) -> None:
     results = machine.apply_batch(1, b"[" * 100_000)
-    assert results is not None and results[0]["ok"] is False
+    assert results == [
+        {"ok": False, "reason": f"invalid_entry: the batch nests deeper than {MAX_NESTING} levels"}
+    ]
     rows = machine._conn.execute("SELECT event FROM task_events WHERE raft_index = 1").fetchall()
     assert [r["event"] for r in rows] == ["rejected"]
+
+
+@pytest.mark.parametrize("extra", [0, 1, 200])
+def test_nesting_is_limited_the_same_way_whatever_json_could_decode(
+    machine: StateMachine, extra: int
+) -> None:
+    # batch > entry > payload > resources, then the nested value; brackets in
+    # strings do not count.
+    depth = MAX_NESTING - 3 + extra
+    value = "[" * (depth - 1) + '"]]]}}}"' + "]" * (depth - 1)
+    data = (
+        '[{"type":"NODE_JOIN","id":"j","ts":1,"node":"n1","payload":{"node_id":"n1",'
+        f'"raft_address":"a","grpc_address":"b","resources":{{"x":{value}}}}}}}]'
+    ).encode()
+    assert batch_nesting(data) == MAX_NESTING + extra
+    (result,) = machine.apply_batch(1, data) or []
+    if extra == 0:
+        assert result == {"ok": True, "status": "active"}
+    else:
+        assert (
+            result["reason"] == f"invalid_entry: the batch nests deeper than {MAX_NESTING} levels"
+        )
