@@ -406,14 +406,17 @@ def encode_batch(entries: list[Entry]) -> bytes:
     return json.dumps([asdict(e) for e in entries], separators=(",", ":")).encode()
 
 
-# Deepest nesting of arrays and objects a batch may have. How deep `json`
-# can go depends on the Python version (its recursion limits), so a batch
-# deeper than this is refused before decoding, the same way on every node;
-# it is far below what any supported Python decodes and encodes.
+# What `json` decodes depends on the Python version and settings: how deep
+# it can nest (recursion limits) and how many digits an integer may have
+# (`sys.set_int_max_str_digits`, 640 at the least). A batch beyond these
+# limits, far inside what any supported Python takes, is refused before
+# decoding, the same way on every node.
 MAX_NESTING = 512
+MAX_NUMBER_DIGITS = 256
 # A string, or an unterminated one up to the end: possessive, so every quote
 # starts a match that succeeds and the scan stays linear on hostile bytes.
 _JSON_STRING = re.compile(rb'"[^"\\]*+(?:\\(?:.|\Z)[^"\\]*+)*+(?:"|\Z)', re.DOTALL)
+_LONG_NUMBER = re.compile(rb"[0-9]{%d}" % (MAX_NUMBER_DIGITS + 1))
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
 _STEP = [1 if byte in b"[{" else -1 for byte in range(256)]
 
@@ -421,17 +424,29 @@ _STEP = [1 if byte in b"[{" else -1 for byte in range(256)]
 def batch_nesting(data: bytes) -> int:
     """How deep arrays and objects nest in `data`, counted on the bytes
     (brackets inside strings aside), without decoding them."""
-    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    return _nesting(_JSON_STRING.sub(b"", data))
+
+
+def _nesting(outside_strings: bytes) -> int:
+    brackets = outside_strings.translate(None, _NOT_BRACKETS)
     return max(accumulate(map(_STEP.__getitem__, brackets), initial=0))
+
+
+def _beyond_limits(data: bytes) -> str | None:
+    outside_strings = _JSON_STRING.sub(b"", data)
+    if _nesting(outside_strings) > MAX_NESTING:
+        return f"the batch nests deeper than {MAX_NESTING} levels"
+    if _LONG_NUMBER.search(outside_strings):
+        return f"the batch has a number of more than {MAX_NUMBER_DIGITS} digits"
+    return None
 
 
 def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
     """Decodes a replicated batch; an undecodable element becomes an error in
     its slot so the rest of the batch still applies."""
-    if batch_nesting(data) > MAX_NESTING:
-        return [
-            EntryDecodeError(INVALID_ENTRY, f"the batch nests deeper than {MAX_NESTING} levels")
-        ]
+    problem = _beyond_limits(data)
+    if problem:
+        return [EntryDecodeError(INVALID_ENTRY, problem)]
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):

@@ -663,6 +663,24 @@ def test_deeply_nested_batch_is_recorded_as_rejected(machine: StateMachine) -> N
     assert [r["event"] for r in rows] == ["rejected"]
 
 
+@pytest.mark.parametrize("digits", [256, 257, 5000])
+def test_numbers_too_long_for_some_python_settings_are_refused(
+    machine: StateMachine, digits: int
+) -> None:
+    # Python decodes an integer of at most 640 to 4300 digits, depending on
+    # its settings; "9" * digits inside a string is only text.
+    number = "9" * digits
+    data = (
+        '[{"type":"NODE_JOIN","id":"j","ts":1,"node":"n1","payload":{"node_id":"n1",'
+        f'"raft_address":"a","grpc_address":"b","resources":{{"x":{number},"y":"{number}"}}}}}}]'
+    ).encode()
+    (result,) = machine.apply_batch(1, data) or []
+    if digits == 256:
+        assert result == {"ok": True, "status": "active"}
+    else:
+        assert result["reason"] == "invalid_entry: the batch has a number of more than 256 digits"
+
+
 @pytest.mark.parametrize("extra", [0, 1, 200])
 def test_nesting_is_limited_the_same_way_whatever_json_could_decode(
     machine: StateMachine, extra: int
