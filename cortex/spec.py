@@ -1,7 +1,8 @@
 """Typed task specifications as submitted by clients, validated before any
 entry is proposed. Its messages go to clients only: inside `apply` the same
 rules are enforced by `cortex.state.spec_rules`, whose messages this project
-writes (tests/unit/test_spec_rules.py keeps the two in agreement)."""
+writes (tests/property/test_spec_rules_properties.py keeps the two in
+agreement)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ no NaN or Infinity, no lone UTF-16 surrogates.
 
 A refusal raises `SpecError` with a message written here, so the reason
 recorded in replicated state reads the same on every node whatever library
-versions it runs. tests/unit/test_spec_rules.py holds the checker and the
-pydantic model to agreement.
+versions it runs. tests/property/test_spec_rules_properties.py holds the
+checker and the pydantic model to agreement on generated specs.
 
 The rules are data: a `Model` is a tuple of `Field`s (name, alias, check,
 default) plus rules over the whole object; a check takes the value and the
