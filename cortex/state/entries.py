@@ -12,6 +12,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from itertools import accumulate
 from typing import Any, ClassVar
 
+from cortex.state.backoff import MAX_BACKOFF_MS
 from cortex.state.reasons import (
     INVALID_ENTRY,
     INVALID_PAYLOAD,
@@ -72,7 +73,7 @@ _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 # and low enough that the clock plus any delay apply adds still fits SQLite.
 MAX_TS_MS = 2**62
 # Longest delay (ms) a TASK_RETRY may ask for: the longest back-off.
-MAX_RETRY_DELAY_MS = 86_400_000
+MAX_RETRY_DELAY_MS = MAX_BACKOFF_MS
 
 _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,),
