@@ -23,6 +23,7 @@ from cortex.membership.heartbeat import heartbeat_proof
 from cortex.membership.removal import NodeRemover, Removal
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
+from cortex.refusals import refusal_error
 from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
 from cortex.scheduler import explain
 from cortex.scheduler.loop import build_candidates, pending
@@ -140,7 +141,7 @@ class TaskService:
         )
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
-            raise InvalidArgument(f"task rejected: {result.get('reason')}")
+            raise refusal_error(result, "task rejected")
         return SubmitOutcome(
             result["task_id"], bool(result["created"]), self._machine.applied_index
         )
@@ -198,9 +199,7 @@ class TaskService:
         result = self._proposer.propose_one(entry, self._timeout)
         current = self.get_task(task_id)
         if not result.get("ok") and current.state != "cancelled":
-            raise FailedPrecondition(
-                f"task {task_id} could not be cancelled: {result.get('reason')}"
-            )
+            raise refusal_error(result, f"task {task_id} could not be cancelled")
         return current
 
     def list_dead_letter(self, page_size: int = 100, page_token: str = "") -> TaskPage:
@@ -215,7 +214,7 @@ class TaskService:
         )
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
-            raise FailedPrecondition(f"task {task_id} could not be retried: {result.get('reason')}")
+            raise refusal_error(result, f"task {task_id} could not be retried")
         return self.get_task(task_id)
 
     # -- nodes -------------------------------------------------------------
@@ -240,7 +239,7 @@ class TaskService:
         entry = e.Entry.create(e.NodeStatus(node_id, status, reason, deadline_ms), self.node_id)
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
-            raise FailedPrecondition(f"node {node_id}: {result.get('reason')}")
+            raise refusal_error(result, f"node {node_id}")
         return next(v for v in self.list_nodes() if v.node.id == node_id)
 
     def remove_node(self, node_id: str, reason: str = "") -> Removal:

@@ -1,5 +1,8 @@
 """Typed task specifications as submitted by clients, validated before any
-entry is proposed."""
+entry is proposed. Its messages go to clients only: inside `apply` the same
+rules are enforced by `cortex.state.spec_rules`, whose messages this project
+writes (tests/property/test_spec_rules_properties.py keeps the two in
+agreement)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,26 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cortex.errors import InvalidArgument
+from cortex.state.backoff import (
+    MAX_BACKOFF_MS,
+    backoff_delay_ms,
+    exact_thousandths,
+    nearest_thousandths,
+)
+from cortex.state.spec_rules import EXECUTOR_TYPES, is_blank, plain_json_problem
 
-EXECUTOR_TYPES = ("shell", "noop")
+__all__ = [
+    "DEFAULT_MAX_SPEC_BYTES",
+    "EXECUTOR_TYPES",
+    "MAX_BACKOFF_MS",
+    "Constraints",
+    "RetryPolicy",
+    "TaskSpec",
+    "describe_validation_error",
+    "parse_task_spec",
+]
+
 DEFAULT_MAX_SPEC_BYTES = 1024 * 1024
-MAX_BACKOFF_MS = 86_400_000
 MAX_TIMEOUT_MS = 7 * 86_400_000
 
 
@@ -22,22 +41,33 @@ class _Strict(BaseModel):
 
 class RetryPolicy(_Strict):
     max_retries: int = Field(3, alias="maxRetries", ge=0, le=100)
-    backoff_ms: int = Field(1000, alias="backoffMs", ge=0, le=86_400_000)
-    backoff_multiplier: float = Field(2.0, alias="backoffMultiplier", ge=1.0, le=100.0)
+    backoff_ms: int = Field(1000, alias="backoffMs", ge=0, le=MAX_BACKOFF_MS)
+    backoff_multiplier: float = Field(
+        2.0, alias="backoffMultiplier", ge=1.0, le=100.0, allow_inf_nan=False
+    )
     retryable: bool = True
+
+    @field_validator("backoff_multiplier")
+    @classmethod
+    def _three_decimals(cls, value: float) -> float:
+        # Apply computes back-off in whole thousandths (cortex.state.backoff).
+        if exact_thousandths(value) is None:
+            raise ValueError(f"backoffMultiplier {value} has more than 3 decimal places")
+        return value
 
     def delay_ms(self, retry_number: int) -> int:
         """Back-off before retry number `retry_number` (1-based): 1x, 2x, 4x ...,
-        capped at a day."""
-        exponent = min(max(retry_number - 1, 0), 64)
-        return int(min(self.backoff_ms * self.backoff_multiplier**exponent, MAX_BACKOFF_MS))
+        capped at a day; the integer arithmetic apply uses."""
+        return backoff_delay_ms(
+            self.backoff_ms, nearest_thousandths(self.backoff_multiplier), retry_number
+        )
 
 
 class Constraints(_Strict):
     requires_gpu: bool = Field(False, alias="requiresGpu")
     avoid_gaming: bool = Field(False, alias="avoidGaming")
     min_memory_mb: int = Field(0, alias="minMemoryMb", ge=0)
-    min_disk_gb: float = Field(0, alias="minDiskGb", ge=0)
+    min_disk_gb: float = Field(0, alias="minDiskGb", ge=0, allow_inf_nan=False)
     node_labels: list[str] = Field(default_factory=list, alias="nodeLabels")
     target_node: str | None = Field(None, alias="targetNode")
     requires_capabilities: dict[str, str] = Field(
@@ -63,13 +93,23 @@ class TaskSpec(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_json(cls, data: Any) -> Any:
+        """NaN, Infinity and lone surrogates anywhere (options included) are
+        refused: they are not JSON, and apply refuses them too."""
+        problem = plain_json_problem(data) if isinstance(data, dict) else None
+        if problem:
+            raise ValueError(problem)
+        return data
+
     @field_validator("command")
     @classmethod
     def _command_not_empty(cls, value: list[str] | str | None) -> list[str] | str | None:
         if value is None:
             return value
         if isinstance(value, str):
-            if not value.strip():
+            if is_blank(value):
                 raise ValueError("command is empty")
         elif not value or not value[0]:
             raise ValueError("command is empty")

@@ -17,6 +17,7 @@ from cortex.api.tls import ClientTls
 from cortex.errors import CortexError, FailedPrecondition, NotFound, Unavailable
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
+from cortex.refusals import refusal_error
 from cortex.requests import check_id
 from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader
@@ -81,7 +82,7 @@ class NodeRemover:
             entry = e.Entry.create(e.NodeLeave(node_id, reason or DEFAULT_REASON), self._node_id)
             result = self._proposer.propose_one(entry, self._timeout_s)
             if not result.get("ok"):
-                raise FailedPrecondition(f"node {node_id}: {result.get('reason')}")
+                raise refusal_error(result, f"node {node_id}")
             requeued = int(result.get("requeued", 0))
             log.info("node %s removed (%d tasks re-queued)", node_id, requeued)
             self._let_it_learn(node, self._reader.applied_index())

@@ -5,20 +5,36 @@ travel together as one `Batch`, the unit pysyncobj replicates."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from itertools import accumulate
 from typing import Any, ClassVar
+
+from cortex.state.backoff import MAX_BACKOFF_MS
+from cortex.state.reasons import (
+    INVALID_ENTRY,
+    INVALID_PAYLOAD,
+    ReasonCode,
+    Rejected,
+    quoted,
+)
 
 SCHEMA_VERSION = 1
 
 
-class EntryDecodeError(ValueError):
-    """An entry's bytes or fields do not form a valid entry. Carries the
-    entry's id and type when those at least were readable, for the audit row."""
+class EntryDecodeError(Rejected):
+    """An entry's bytes or fields do not form a valid entry (`invalid_entry`
+    for the batch or envelope, `invalid_payload` for the payload). Carries
+    the entry's id and type when those at least were readable, for the audit
+    row. Its text is written here from explicit checks of keys and types,
+    never from the exception a failed construction would raise."""
 
-    def __init__(self, message: str, entry_id: str = "", entry_type: str = "INVALID") -> None:
-        super().__init__(message)
+    def __init__(
+        self, code: ReasonCode, text: str, entry_id: str = "", entry_type: str = "INVALID"
+    ) -> None:
+        super().__init__(code, text)
         self.entry_id = entry_id
         self.entry_type = entry_type
 
@@ -29,17 +45,35 @@ class Payload:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Payload:
-        try:
-            payload = cls(**data)
-        except TypeError as err:
-            raise EntryDecodeError(f"{cls.TYPE}: {err}") from None
+        """Checks the keys and each field's type before building the payload,
+        so nothing here raises anything but `EntryDecodeError`."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(str(key) for key in data if key not in known)
+        if unknown:
+            raise EntryDecodeError(
+                INVALID_PAYLOAD, f"{cls.TYPE}: unknown field {quoted(unknown[0])}"
+            )
         for f in fields(cls):
-            _check_type(cls.TYPE, f.name, getattr(payload, f.name), f.type)
+            if f.name in data:
+                _check_type(cls.TYPE, f.name, data[f.name], f.type)
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise EntryDecodeError(INVALID_PAYLOAD, f"{cls.TYPE}: missing field {f.name}")
+        payload = cls(**data)
+        payload.check()
         return payload
+
+    def check(self) -> None:
+        """Checks beyond the field types (items of lists, values of maps);
+        raises `EntryDecodeError`."""
 
 
 # What SQLite can store as an INTEGER.
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+# Latest proposer clock (ms) an entry may carry: far beyond any real clock,
+# and low enough that the clock plus any delay apply adds still fits SQLite.
+MAX_TS_MS = 2**62
+# Longest delay (ms) a TASK_RETRY may ask for: the longest back-off.
+MAX_RETRY_DELAY_MS = MAX_BACKOFF_MS
 
 _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,),
@@ -70,7 +104,29 @@ def _check_type(entry_type: str, name: str, value: Any, annotation: Any) -> None
             continue
         if isinstance(value, accepted):
             return
-    raise EntryDecodeError(f"{entry_type}: field {name} has the wrong type")
+    raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: field {name} has the wrong type")
+
+
+def _check_record(entry_type: str, where: str, raw: Any, cls: type[Any]) -> None:
+    """An item of a payload list that must hold exactly the fields of the
+    dataclass `cls`, each of its type."""
+    if not isinstance(raw, dict):
+        raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} is not an object")
+    names = [f.name for f in fields(cls)]
+    unknown = sorted(str(key) for key in raw if key not in names)
+    if unknown:
+        raise EntryDecodeError(
+            INVALID_PAYLOAD, f"{entry_type}: {where} has an unknown field {quoted(unknown[0])}"
+        )
+    for f in fields(cls):
+        if f.name not in raw:
+            raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} has no {f.name}")
+        _check_type(entry_type, f"{where}.{f.name}", raw[f.name], f.type)
+
+
+def _check_strings(entry_type: str, name: str, values: Any) -> None:
+    if not all(isinstance(value, str) for value in values):
+        raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {name} must hold only strings")
 
 
 @dataclass(frozen=True)
@@ -96,6 +152,10 @@ class TaskAssign(Payload):
 
     TYPE: ClassVar[str] = "TASK_ASSIGN"
     assignments: list[dict[str, Any]]
+
+    def check(self) -> None:
+        for number, raw in enumerate(self.assignments):
+            _check_record(self.TYPE, f"assignments[{number}]", raw, Assignment)
 
     def items(self) -> list[Assignment]:
         return [Assignment(**a) for a in self.assignments]
@@ -144,6 +204,13 @@ class TaskRetry(Payload):
     reason: str
     delay_ms: int = 0
     spend_attempt: bool = True
+
+    def check(self) -> None:
+        if not 0 <= self.delay_ms <= MAX_RETRY_DELAY_MS:
+            raise EntryDecodeError(
+                INVALID_PAYLOAD,
+                f"{self.TYPE}: delay_ms {self.delay_ms} is not between 0 and {MAX_RETRY_DELAY_MS}",
+            )
 
 
 @dataclass(frozen=True)
@@ -215,6 +282,10 @@ class NodeJoin(Payload):
     labels: dict[str, str] = field(default_factory=dict)
     executors: list[str] = field(default_factory=list)
     resources: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        _check_strings(self.TYPE, "labels", self.labels.values())
+        _check_strings(self.TYPE, "executors", self.executors)
 
 
 @dataclass(frozen=True)
@@ -288,55 +359,117 @@ class Entry:
     def decode_payload(self) -> Payload:
         cls = PAYLOAD_TYPES.get(self.type)
         if cls is None:
-            raise EntryDecodeError(f"unknown entry type {self.type!r}")
+            raise EntryDecodeError(INVALID_ENTRY, f"unknown entry type {quoted(self.type)}")
         if not isinstance(self.payload, dict):
-            raise EntryDecodeError(f"{self.type}: payload is not an object")
+            raise EntryDecodeError(INVALID_PAYLOAD, f"{self.type}: payload is not an object")
         return cls.from_dict(self.payload)
 
 
-def _check_envelope(entry: Entry) -> None:
-    for name, kinds in (
-        ("type", str),
-        ("id", str),
-        ("node", str),
-        ("payload", dict),
-        ("trace", dict),
-    ):
-        if not isinstance(getattr(entry, name), kinds):
-            raise EntryDecodeError(f"envelope field {name} has the wrong type")
-    for name in ("ts", "v"):
-        value = getattr(entry, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT_MAX:
-            raise EntryDecodeError(f"envelope field {name} is not a valid integer")
+_ENVELOPE_TYPES: dict[str, type] = {
+    "type": str,
+    "id": str,
+    "ts": int,
+    "node": str,
+    "payload": dict,
+    "v": int,
+    "trace": dict,
+}
+_ENVELOPE_MAX = {"ts": MAX_TS_MS, "v": _INT_MAX}
+_ENVELOPE_REQUIRED = ("type", "id", "ts", "node", "payload")
+
+
+def _entry_from(raw: Any) -> Entry:
+    """An envelope from decoded JSON, its keys and types checked one by one."""
+    if not isinstance(raw, dict):
+        raise EntryDecodeError(INVALID_ENTRY, "entry is not an object")
+    unknown = sorted(str(key) for key in raw if key not in _ENVELOPE_TYPES)
+    if unknown:
+        raise EntryDecodeError(INVALID_ENTRY, f"envelope has an unknown field {quoted(unknown[0])}")
+    for name in _ENVELOPE_REQUIRED:
+        if name not in raw:
+            raise EntryDecodeError(INVALID_ENTRY, f"envelope has no {name}")
+    for name, kind in _ENVELOPE_TYPES.items():
+        if name not in raw:
+            continue
+        value = raw[name]
+        if kind is int:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value <= _ENVELOPE_MAX[name]
+            ):
+                raise EntryDecodeError(
+                    INVALID_ENTRY, f"envelope field {name} is not a valid integer"
+                )
+        elif not isinstance(value, kind):
+            raise EntryDecodeError(INVALID_ENTRY, f"envelope field {name} has the wrong type")
+    return Entry(**raw)
 
 
 def encode_batch(entries: list[Entry]) -> bytes:
     return json.dumps([asdict(e) for e in entries], separators=(",", ":")).encode()
 
 
+# What `json` decodes depends on the Python version and settings: how deep
+# it can nest (recursion limits) and how many digits an integer may have
+# (`sys.set_int_max_str_digits`, 640 at the least). A batch beyond these
+# limits, far inside what any supported Python takes, is refused before
+# decoding, the same way on every node.
+MAX_NESTING = 512
+MAX_NUMBER_DIGITS = 256
+# A string, or an unterminated one up to the end: possessive, so every quote
+# starts a match that succeeds and the scan stays linear on hostile bytes.
+_JSON_STRING = re.compile(rb'"[^"\\]*+(?:\\(?:.|\Z)[^"\\]*+)*+(?:"|\Z)', re.DOTALL)
+_LONG_NUMBER = re.compile(rb"[0-9]{%d}" % (MAX_NUMBER_DIGITS + 1))
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_STEP = [1 if byte in b"[{" else -1 for byte in range(256)]
+
+
+def batch_nesting(data: bytes) -> int:
+    """How deep arrays and objects nest in `data`, counted on the bytes
+    (brackets inside strings aside), without decoding them."""
+    return _nesting(_JSON_STRING.sub(b"", data))
+
+
+def _nesting(outside_strings: bytes) -> int:
+    brackets = outside_strings.translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets), initial=0))
+
+
+def _beyond_limits(data: bytes) -> str | None:
+    outside_strings = _JSON_STRING.sub(b"", data)
+    if _nesting(outside_strings) > MAX_NESTING:
+        return f"the batch nests deeper than {MAX_NESTING} levels"
+    if _LONG_NUMBER.search(outside_strings):
+        return f"the batch has a number of more than {MAX_NUMBER_DIGITS} digits"
+    return None
+
+
 def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
     """Decodes a replicated batch; an undecodable element becomes an error in
     its slot so the rest of the batch still applies."""
+    problem = _beyond_limits(data)
+    if problem:
+        return [EntryDecodeError(INVALID_ENTRY, problem)]
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as err:
-        return [EntryDecodeError(f"batch is not valid JSON: {type(err).__name__}")]
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # Which of these a bad batch raises, and its message, vary between
+        # Python versions: none of it goes into the reason.
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not valid JSON")]
     if not isinstance(raw, list):
-        return [EntryDecodeError("batch is not a list")]
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not a list")]
     out: list[Entry | EntryDecodeError] = []
     for item in raw:
         try:
-            if not isinstance(item, dict):
-                raise EntryDecodeError("entry is not an object")
-            entry = Entry(**item)
-            _check_envelope(entry)
-            out.append(entry)
-        except (TypeError, EntryDecodeError) as err:
-            raw = item if isinstance(item, dict) else {}
-            raw_id, raw_type = raw.get("id"), raw.get("type")
+            out.append(_entry_from(item))
+        except EntryDecodeError as err:
+            fields_ = item if isinstance(item, dict) else {}
+            raw_id, raw_type = fields_.get("id"), fields_.get("type")
             out.append(
                 EntryDecodeError(
-                    f"malformed envelope: {err}",
+                    err.code,
+                    err.text,
                     raw_id if isinstance(raw_id, str) else "",
                     raw_type if isinstance(raw_type, str) else "INVALID",
                 )

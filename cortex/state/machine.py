@@ -17,6 +17,7 @@ from cortex.failstop import stop_node
 from cortex.state import entries as e
 from cortex.state import purge  # noqa: F401  (registers TASKS_PURGE in HANDLERS)
 from cortex.state.digest import full_digest, stored_digest
+from cortex.state.reasons import ReasonCode
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
 from cortex.state.transitions import HANDLERS, ApplyContext, Rejected, TaskChange
 from cortex.state.workflow_transitions import settle_workflows
@@ -124,7 +125,7 @@ class StateMachine:
     ) -> dict[str, Any]:
         if isinstance(item, e.EntryDecodeError):
             entry = e.Entry(type=item.entry_type, id=item.entry_id, ts=0, node="", payload={})
-            return self._reject(ApplyContext(cur, index, entry, changes), str(item))
+            return self._reject(ApplyContext(cur, index, entry, changes), item.code, item.text)
         ctx = ApplyContext(cur, index, item, [])
         cur.execute("SAVEPOINT entry")
         try:
@@ -134,21 +135,18 @@ class StateMachine:
         except (Rejected, e.EntryDecodeError) as why:
             cur.execute("ROLLBACK TO entry")
             cur.execute("RELEASE entry")
-            return self._reject(ctx, str(why))
+            return self._reject(ctx, why.code, why.text)
         # Anything else propagates: the whole batch rolls back and the node stops.
         cur.execute("RELEASE entry")
         changes.extend(ctx.changes)
         return {"ok": True, **result}
 
     @staticmethod
-    def _reject(ctx: ApplyContext, reason: str) -> dict[str, Any]:
+    def _reject(ctx: ApplyContext, code: ReasonCode, text: str) -> dict[str, Any]:
+        """Records the refused entry as a `rejected` event (`detail.reason` is
+        `"code: text"`, `detail.code` the code) naming its task if it has one."""
         task_id = ctx.entry.payload.get("task_id") if isinstance(ctx.entry.payload, dict) else None
-        ctx.event(
-            "rejected",
-            task_id if isinstance(task_id, str) else None,
-            detail={"reason": reason, "entry_type": ctx.entry.type},
-        )
-        return {"ok": False, "reason": reason}
+        return ctx.rejected(task_id if isinstance(task_id, str) else None, code, text)
 
     def digest(self) -> str:
         """The state digest as of the applied index (kept up to date by apply)."""

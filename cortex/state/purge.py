@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.state import entries as e
-from cortex.state.transitions import HANDLERS, ApplyContext, Rejected, TaskChange
+from cortex.state.reasons import INVALID_PAYLOAD, Rejected
+from cortex.state.transitions import HANDLERS, ApplyContext, TaskChange
 
 # Purgeable: terminal task states but dead_letter, terminal workflow states.
 # The SQL spells the sets out literally: the partial indexes of migration 4
@@ -109,11 +110,16 @@ def choose_units(tasks: list[PurgeUnit], workflows: list[PurgeUnit], limit: int)
 
 def tasks_purge(ctx: ApplyContext, p: e.TasksPurge) -> dict[str, Any]:
     if p.before_ms < 0:
-        raise Rejected(f"purge cutoff {p.before_ms} is negative")
+        raise Rejected(INVALID_PAYLOAD, f"purge cutoff {p.before_ms} is negative")
     if not 1 <= p.limit <= MAX_PURGE_LIMIT:
-        raise Rejected(f"purge limit {p.limit} is not between 1 and {MAX_PURGE_LIMIT}")
+        raise Rejected(
+            INVALID_PAYLOAD, f"purge limit {p.limit} is not between 1 and {MAX_PURGE_LIMIT}"
+        )
     if p.before_ms > ctx.entry.ts:
-        raise Rejected(f"purge cutoff {p.before_ms} is after the entry's own time {ctx.entry.ts}")
+        raise Rejected(
+            INVALID_PAYLOAD,
+            f"purge cutoff {p.before_ms} is after the entry's own time {ctx.entry.ts}",
+        )
     cur = ctx.cur
     units = choose_units(
         old_tasks(cur, p.before_ms, p.limit), old_workflows(cur, p.before_ms, p.limit), p.limit

@@ -1,6 +1,8 @@
 """The deterministic effect of each entry type on the database. Handlers read
-only the entry and the database; they raise `Rejected` for an entry that is
-valid JSON but not a legal transition, and the machine records it."""
+only the entry and the database; they raise `Rejected(code, text)` (codes in
+`cortex.state.reasons`) for an entry that decodes but is not a legal
+transition, and the machine records it. Nothing here uses floating point
+arithmetic or lets a library's message into the database."""
 
 from __future__ import annotations
 
@@ -10,18 +12,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
-from cortex.spec import RetryPolicy, TaskSpec
 from cortex.state import entries as e
+from cortex.state.backoff import backoff_delay_ms, nearest_thousandths
+from cortex.state.reasons import (
+    ILLEGAL_TRANSITION,
+    INVALID_PAYLOAD,
+    INVALID_SPEC,
+    STALE_REPORT,
+    UNKNOWN_NODE,
+    UNKNOWN_TASK,
+    ReasonCode,
+    Rejected,
+    quoted,
+)
+from cortex.state.spec_rules import SpecError, check_task_spec
 
 TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
 ACTIVE_STATES = frozenset({"assigned", "running"})
 NODE_STATUSES = frozenset({"active", "draining", "cordoned", "offline"})
-
-
-class Rejected(Exception):
-    """The entry is not a legal transition in the current state."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,21 @@ class ApplyContext:
     def task(self, task_id: str) -> sqlite3.Row:
         row = self.cur.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
         if row is None:
-            raise Rejected(f"unknown task {task_id}")
+            raise Rejected(UNKNOWN_TASK, f"task {task_id} does not exist")
         return row
+
+    def rejected(
+        self, task_id: str | None, code: ReasonCode, text: str, **extra: Any
+    ) -> dict[str, Any]:
+        """Records a refusal (of the entry, or of one item of it) as a
+        `rejected` event; returns the result the proposer gets."""
+        reason = f"{code}: {text}"
+        self.event(
+            "rejected",
+            task_id,
+            detail={"reason": reason, "code": code, "entry_type": self.entry.type, **extra},
+        )
+        return {"ok": False, "reason": reason}
 
     def move(
         self,
@@ -103,11 +124,15 @@ def _dump(value: Any) -> str:
 
 def _check_fence(task: sqlite3.Row, attempt: int, node: str, allowed: frozenset[str]) -> None:
     if task["state"] not in allowed:
-        raise Rejected(f"task {task['id']} is {task['state']}, not {'/'.join(sorted(allowed))}")
+        raise Rejected(
+            ILLEGAL_TRANSITION,
+            f"task {task['id']} is {task['state']}, not {'/'.join(sorted(allowed))}",
+        )
     if task["attempt"] != attempt or task["assigned_node"] != node:
         raise Rejected(
-            f"stale report for task {task['id']}: attempt {attempt} on {node}, current is"
-            f" attempt {task['attempt']} on {task['assigned_node']}"
+            STALE_REPORT,
+            f"task {task['id']}: attempt {attempt} on {node}, current is"
+            f" attempt {task['attempt']} on {task['assigned_node']}",
         )
 
 
@@ -121,10 +146,9 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
     if ctx.cur.execute("SELECT 1 FROM tasks WHERE id = ?", (p.task_id,)).fetchone():
         return {"task_id": p.task_id, "created": False}
     try:
-        spec = TaskSpec.model_validate(p.spec)
-    except ValidationError as err:
-        raise Rejected(f"invalid spec: {err.errors()[0]['msg']}") from None
-    dump = spec.model_dump(mode="json")
+        spec = check_task_spec(p.spec)
+    except SpecError as err:
+        raise Rejected(INVALID_SPEC, str(err)) from None
     ctx.cur.execute(
         "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
         " constraints, retry_policy, timeout_ms, labels, idempotency_key, created_at,"
@@ -133,14 +157,14 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
             p.task_id,
             p.workflow_id,
             p.workflow_key,
-            spec.type,
+            spec["type"],
             "queued",
-            spec.priority,
-            _dump(dump),
-            _dump(dump["constraints"]),
-            _dump(dump["retry_policy"]),
-            spec.timeout_ms,
-            _dump(spec.labels),
+            spec["priority"],
+            _dump(spec),
+            _dump(spec["constraints"]),
+            _dump(spec["retry_policy"]),
+            spec["timeout_ms"],
+            _dump(spec["labels"]),
             p.idempotency_key,
             ctx.entry.ts,
             ctx.entry.ts,
@@ -165,17 +189,25 @@ def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
         try:
             task = ctx.task(item.task_id)
             if task["state"] != "queued":
-                raise Rejected(f"task {item.task_id} is {task['state']}, not queued")
+                raise Rejected(
+                    ILLEGAL_TRANSITION, f"task {item.task_id} is {task['state']}, not queued"
+                )
             if item.attempt != task["attempt"] + 1:
                 raise Rejected(
+                    STALE_REPORT,
                     f"assignment of task {item.task_id} for attempt {item.attempt}, "
-                    f"expected {task['attempt'] + 1}"
+                    f"expected {task['attempt'] + 1}",
                 )
             node = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (item.node,)).fetchone()
             if node is None:
-                raise Rejected(f"assignment of task {item.task_id} to unknown node {item.node}")
+                raise Rejected(
+                    UNKNOWN_NODE, f"assignment of task {item.task_id} to unknown node {item.node}"
+                )
             if node["status"] == "removed":
-                raise Rejected(f"assignment of task {item.task_id} to removed node {item.node}")
+                raise Rejected(
+                    ILLEGAL_TRANSITION,
+                    f"assignment of task {item.task_id} to removed node {item.node}",
+                )
             ctx.move(
                 task,
                 "assigned",
@@ -189,7 +221,7 @@ def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
             placed += 1
         except Rejected as why:
             rejected += 1
-            ctx.event("rejected", item.task_id, detail={"reason": str(why)})
+            ctx.rejected(item.task_id, why.code, why.text)
     return {"placed": placed, "rejected": rejected}
 
 
@@ -226,18 +258,18 @@ def _fail_or_retry(
     result: dict[str, Any] | None,
     permanent: bool = False,
 ) -> str:
-    policy = RetryPolicy.model_validate(json.loads(task["retry_policy"]))
+    policy = json.loads(task["retry_policy"])
     columns: dict[str, Any] = {"set_error": reason}
     if result is not None:
         columns["set_result"] = _dump(result)
-    if permanent or not policy.retryable:
+    if permanent or not policy["retryable"]:
         detail: dict[str, Any] = {"reason": reason, **({"permanent": True} if permanent else {})}
         ctx.move(
             task, "failed", "failed", node, task["attempt"], detail,
             set_completed_at=ctx.entry.ts, **columns,
         )  # fmt: skip
         return "failed"
-    if task["retries"] >= policy.max_retries:
+    if task["retries"] >= policy["max_retries"]:
         ctx.move(
             task, "dead_letter", "dead_lettered", node, task["attempt"],
             {"reason": reason, "retries": task["retries"]},
@@ -245,7 +277,10 @@ def _fail_or_retry(
         )  # fmt: skip
         return "dead_letter"
     retry_number = task["retries"] + 1
-    delay = policy.delay_ms(retry_number)
+    # Exact integers: the stored multiplier (a float) becomes whole thousandths.
+    delay = backoff_delay_ms(
+        policy["backoff_ms"], nearest_thousandths(policy["backoff_multiplier"]), retry_number
+    )
     ctx.move(
         task, "queued", "retried", node, task["attempt"],
         {"reason": reason, "retry": retry_number, "delay_ms": delay},
@@ -273,10 +308,14 @@ def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:
         )  # fmt: skip
         return {"state": "queued"}
     if task["state"] not in ACTIVE_STATES and task["state"] != "queued":
-        raise Rejected(f"task {p.task_id} is {task['state']}; only active tasks can be re-queued")
+        raise Rejected(
+            ILLEGAL_TRANSITION,
+            f"task {p.task_id} is {task['state']}; only active tasks can be re-queued",
+        )
     if task["attempt"] != p.attempt:
         raise Rejected(
-            f"retry for attempt {p.attempt} of task {p.task_id}, current is {task['attempt']}"
+            STALE_REPORT,
+            f"retry for attempt {p.attempt} of task {p.task_id}, current is {task['attempt']}",
         )
     if not p.spend_attempt:
         _requeue(ctx, task, p.reason)
@@ -295,7 +334,7 @@ def _requeue(ctx: ApplyContext, task: sqlite3.Row, reason: str) -> None:
 def task_cancel(ctx: ApplyContext, p: e.TaskCancel) -> dict[str, Any]:
     task = ctx.task(p.task_id)
     if task["state"] in TERMINAL_STATES:
-        raise Rejected(f"task {p.task_id} is already {task['state']}")
+        raise Rejected(ILLEGAL_TRANSITION, f"task {p.task_id} is already {task['state']}")
     ctx.move(
         task, "cancelled", "cancelled", task["assigned_node"], task["attempt"],
         {"reason": p.reason}, set_completed_at=ctx.entry.ts, set_error=p.reason,
@@ -306,7 +345,7 @@ def task_cancel(ctx: ApplyContext, p: e.TaskCancel) -> dict[str, Any]:
 def task_dead_letter(ctx: ApplyContext, p: e.TaskDeadLetter) -> dict[str, Any]:
     task = ctx.task(p.task_id)
     if task["state"] in TERMINAL_STATES:
-        raise Rejected(f"task {p.task_id} is already {task['state']}")
+        raise Rejected(ILLEGAL_TRANSITION, f"task {p.task_id} is already {task['state']}")
     ctx.move(
         task, "dead_letter", "dead_lettered", task["assigned_node"], task["attempt"],
         {"reason": p.reason}, set_completed_at=ctx.entry.ts, set_dead_lettered_at=ctx.entry.ts,
@@ -317,7 +356,7 @@ def task_dead_letter(ctx: ApplyContext, p: e.TaskDeadLetter) -> dict[str, Any]:
 
 def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
     if not p.node_id or not p.raft_address or not p.grpc_address:
-        raise Rejected("node join needs node_id, raft_address and grpc_address")
+        raise Rejected(INVALID_PAYLOAD, "node join needs node_id, raft_address and grpc_address")
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
     # A node coming back from offline, or joining again after its removal, is
     # active; drain and cordon are operator decisions and survive a restart.
@@ -349,12 +388,15 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
 
 def node_status(ctx: ApplyContext, p: e.NodeStatus) -> dict[str, Any]:
     if p.status not in NODE_STATUSES:
-        raise Rejected(f"unknown node status {p.status!r}")
+        raise Rejected(
+            INVALID_PAYLOAD,
+            f"node status {quoted(p.status)} is not one of {', '.join(sorted(NODE_STATUSES))}",
+        )
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
     if row is None:
-        raise Rejected(f"unknown node {p.node_id}")
+        raise Rejected(UNKNOWN_NODE, f"node {p.node_id} never joined")
     if row["status"] == "removed":
-        raise Rejected(f"node {p.node_id} was removed; it must join again")
+        raise Rejected(ILLEGAL_TRANSITION, f"node {p.node_id} was removed; it must join again")
     deadline = p.deadline_ms if p.status == "draining" else None
     ctx.cur.execute(
         "UPDATE nodes SET status = ?, status_reason = ?, drain_deadline = ?, updated_at = ?"
@@ -375,9 +417,9 @@ def node_leave(ctx: ApplyContext, p: e.NodeLeave) -> dict[str, Any]:
     unfinished tasks go back to the queue."""
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
     if row is None:
-        raise Rejected(f"unknown node {p.node_id}")
+        raise Rejected(UNKNOWN_NODE, f"node {p.node_id} never joined")
     if row["status"] == "removed":
-        raise Rejected(f"node {p.node_id} is already removed")
+        raise Rejected(ILLEGAL_TRANSITION, f"node {p.node_id} is already removed")
     reason = f"node {p.node_id} removed from the cluster"
     tasks = ctx.cur.execute(
         "SELECT * FROM tasks WHERE assigned_node = ? AND state IN ('assigned', 'running')"

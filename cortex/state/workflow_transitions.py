@@ -12,15 +12,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
-from cortex.spec import TaskSpec
 from cortex.state import entries as e
+from cortex.state.reasons import (
+    DUPLICATE_ID,
+    ILLEGAL_TRANSITION,
+    INVALID_PAYLOAD,
+    INVALID_SPEC,
+    INVALID_WORKFLOW,
+    UNKNOWN_WORKFLOW,
+    Rejected,
+    quoted,
+)
+from cortex.state.spec_rules import SpecError, check_task_spec
 from cortex.state.transitions import (
     HANDLERS,
     TERMINAL_STATES,
     ApplyContext,
-    Rejected,
     TaskChange,
 )
 from cortex.state.workflow_rules import (
@@ -49,57 +56,62 @@ def _dump(value: Any) -> str:
 class _TaskItem:
     key: str
     task_id: str
-    spec: TaskSpec
+    spec: dict[str, Any]  # canonical, from `check_task_spec`
     depends_on: list[str]
     condition: str | None
 
 
 def _task_item(index: int, raw: Any) -> _TaskItem:
     if not isinstance(raw, dict):
-        raise Rejected(f"workflow task {index} is not an object")
-    unknown = set(raw) - _TASK_FIELDS
+        raise Rejected(INVALID_WORKFLOW, f"workflow task {index} is not an object")
+    unknown = sorted(str(name) for name in raw if name not in _TASK_FIELDS)
     if unknown:
-        raise Rejected(f"workflow task {index} has unknown fields {sorted(unknown)}")
+        raise Rejected(
+            INVALID_WORKFLOW,
+            f"workflow task {index} has unknown fields {', '.join(map(quoted, unknown))}",
+        )
     key, task_id = raw.get("key"), raw.get("task_id")
     depends_on, condition = raw.get("depends_on", []), raw.get("condition")
     if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
-        raise Rejected(f"workflow task {index} has no valid key")
+        raise Rejected(INVALID_WORKFLOW, f"workflow task {index} has no valid key")
     if not isinstance(task_id, str) or not task_id:
-        raise Rejected(f"workflow task {key} has no task_id")
+        raise Rejected(INVALID_WORKFLOW, f"workflow task {key} has no task_id")
     if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
-        raise Rejected(f"workflow task {key}: depends_on is not a list of keys")
+        raise Rejected(INVALID_WORKFLOW, f"workflow task {key}: depends_on is not a list of keys")
     if len(set(depends_on)) != len(depends_on):
-        raise Rejected(f"workflow task {key} lists a dependency twice")
+        raise Rejected(INVALID_WORKFLOW, f"workflow task {key} lists a dependency twice")
     if condition is not None and not isinstance(condition, str):
-        raise Rejected(f"workflow task {key}: condition is not a string")
+        raise Rejected(INVALID_WORKFLOW, f"workflow task {key}: condition is not a string")
     if not isinstance(raw.get("spec"), dict):
-        raise Rejected(f"workflow task {key}: spec is not an object")
+        raise Rejected(INVALID_SPEC, f"workflow task {key}: spec is not an object")
     try:
-        spec = TaskSpec.model_validate(raw["spec"])
-    except ValidationError as err:
-        raise Rejected(f"workflow task {key}: invalid spec: {err.errors()[0]['msg']}") from None
+        spec = check_task_spec(raw["spec"])
+    except SpecError as err:
+        raise Rejected(INVALID_SPEC, f"workflow task {key}: {err}") from None
     return _TaskItem(key, task_id, spec, depends_on, condition or None)
 
 
 def _task_items(raw: list[Any]) -> list[_TaskItem]:
     if not raw:
-        raise Rejected("a workflow needs at least one task")
+        raise Rejected(INVALID_WORKFLOW, "a workflow needs at least one task")
     if len(raw) > MAX_WORKFLOW_TASKS:
-        raise Rejected(f"a workflow has at most {MAX_WORKFLOW_TASKS} tasks")
+        raise Rejected(INVALID_WORKFLOW, f"a workflow has at most {MAX_WORKFLOW_TASKS} tasks")
     items = [_task_item(i, item) for i, item in enumerate(raw)]
     keys = [item.key for item in items]
     if len(set(keys)) != len(keys):
-        raise Rejected("workflow task keys are not unique")
+        raise Rejected(INVALID_WORKFLOW, "workflow task keys are not unique")
     if len({item.task_id for item in items}) != len(items):
-        raise Rejected("workflow task ids are not unique")
+        raise Rejected(INVALID_WORKFLOW, "workflow task ids are not unique")
     known = set(keys)
     for item in items:
         missing = [d for d in item.depends_on if d not in known]
         if missing:
-            raise Rejected(f"workflow task {item.key} depends on unknown task {missing[0]}")
+            raise Rejected(
+                INVALID_WORKFLOW, f"workflow task {item.key} depends on unknown task {missing[0]}"
+            )
     cycle = find_cycle({item.key: item.depends_on for item in items})
     if cycle:
-        raise Rejected(f"dependency cycle: {' -> '.join(cycle)}")
+        raise Rejected(INVALID_WORKFLOW, f"dependency cycle: {' -> '.join(cycle)}")
     return items
 
 
@@ -114,10 +126,13 @@ def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
     if cur.execute("SELECT 1 FROM workflows WHERE id = ?", (p.workflow_id,)).fetchone():
         return {"workflow_id": p.workflow_id, "created": False}
     if not p.workflow_id or not p.name or len(p.name) > MAX_NAME_CHARS:
-        raise Rejected("a workflow needs an id and a name of at most 200 characters")
+        raise Rejected(
+            INVALID_WORKFLOW,
+            f"a workflow needs an id and a name of at most {MAX_NAME_CHARS} characters",
+        )
     context = _dump(p.context)
     if len(context) > MAX_CONTEXT_BYTES:
-        raise Rejected(f"workflow context is over {MAX_CONTEXT_BYTES} bytes")
+        raise Rejected(INVALID_WORKFLOW, f"workflow context is over {MAX_CONTEXT_BYTES} bytes")
     items = _task_items(p.tasks)
     for start in range(0, len(items), _IN_CHUNK):
         ids = [item.task_id for item in items[start : start + _IN_CHUNK]]
@@ -125,15 +140,14 @@ def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
             f"SELECT id FROM tasks WHERE id IN ({','.join('?' * len(ids))}) LIMIT 1", ids
         ).fetchone()
         if taken is not None:
-            raise Rejected(f"task id {taken['id']} already exists")
+            raise Rejected(DUPLICATE_ID, f"task id {taken['id']} already exists")
     ts = ctx.entry.ts
-    dumps = [item.spec.model_dump(mode="json") for item in items]
     definition = {
         "name": p.name,
         "tasks": [
-            {"key": item.key, "type": item.spec.type, "dependsOn": item.depends_on,
-             "condition": item.condition, "spec": dump}
-            for item, dump in zip(items, dumps, strict=True)
+            {"key": item.key, "type": item.spec["type"], "dependsOn": item.depends_on,
+             "condition": item.condition, "spec": item.spec}
+            for item in items
         ],
     }  # fmt: skip
     cur.execute(
@@ -148,10 +162,11 @@ def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
         " constraints, retry_policy, timeout_ms, labels, created_at, updated_at, submit_index)"
         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [
-            (item.task_id, p.workflow_id, item.key, item.spec.type, state, item.spec.priority,
-             _dump(dump), _dump(dump["constraints"]), _dump(dump["retry_policy"]),
-             item.spec.timeout_ms, _dump(item.spec.labels), ts, ts, ctx.index)
-            for item, dump, state in zip(items, dumps, states, strict=True)
+            (item.task_id, p.workflow_id, item.key, item.spec["type"], state,
+             item.spec["priority"], _dump(item.spec), _dump(item.spec["constraints"]),
+             _dump(item.spec["retry_policy"]), item.spec["timeout_ms"],
+             _dump(item.spec["labels"]), ts, ts, ctx.index)
+            for item, state in zip(items, states, strict=True)
         ],
     )  # fmt: skip
     cur.executemany(
@@ -175,7 +190,7 @@ def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
 def _workflow(ctx: ApplyContext, workflow_id: str) -> sqlite3.Row:
     row = ctx.cur.execute("SELECT * FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
     if row is None:
-        raise Rejected(f"unknown workflow {workflow_id}")
+        raise Rejected(UNKNOWN_WORKFLOW, f"workflow {workflow_id} does not exist")
     return row
 
 
@@ -195,26 +210,35 @@ def _apply_decision(
     ctx: ApplyContext, workflow_id: str, conditions: dict[str, str | None], raw: Any
 ) -> str:
     if not isinstance(raw, dict):
-        raise Rejected("a decision is not an object")
+        raise Rejected(INVALID_PAYLOAD, "a decision is not an object")
     task_id, key = raw.get("task_id"), raw.get("key")
     decision, reason = raw.get("decision"), raw.get("reason", "")
     if not isinstance(task_id, str) or not isinstance(key, str) or not isinstance(reason, str):
-        raise Rejected("a decision needs task_id, key and reason strings")
+        raise Rejected(INVALID_PAYLOAD, "a decision needs task_id, key and reason strings")
     if decision not in ("run", "skip"):
-        raise Rejected(f"decision for {key} is {decision!r}, not run or skip")
+        raise Rejected(INVALID_PAYLOAD, f"decision for {key} is not run or skip")
     task = ctx.task(task_id)
     if task["workflow_id"] != workflow_id or task["workflow_key"] != key:
-        raise Rejected(f"task {task_id} is not task {key} of workflow {workflow_id}")
+        raise Rejected(
+            INVALID_PAYLOAD, f"task {task_id} is not task {key} of workflow {workflow_id}"
+        )
     if task["state"] != "pending":
-        raise Rejected(f"task {key} is {task['state']}, not pending: already decided")
+        raise Rejected(
+            ILLEGAL_TRANSITION, f"task {key} is {task['state']}, not pending: already decided"
+        )
     dependencies = _dependency_states(ctx, workflow_id, key)
     for dependency, state in dependencies.items():
         if state not in TERMINAL_STATES:
-            raise Rejected(f"dependency {dependency} of task {key} is still {state}")
+            raise Rejected(
+                ILLEGAL_TRANSITION, f"dependency {dependency} of task {key} is still {state}"
+            )
     if not conditions.get(key):
         expected, _ = default_verdict(dependencies)
         if expected != (decision == "run"):
-            raise Rejected(f"decision to {decision} {key} contradicts its dependencies' states")
+            raise Rejected(
+                ILLEGAL_TRANSITION,
+                f"decision to {decision} {key} contradicts its dependencies' states",
+            )
     detail = {"workflow_id": workflow_id, "reason": reason[:MAX_REASON_CHARS]}
     if decision == "run":
         ctx.move(task, "queued", "released", None, task["attempt"], detail)
@@ -230,7 +254,7 @@ def workflow_advance(ctx: ApplyContext, p: e.WorkflowAdvance) -> dict[str, Any]:
     rejected without undoing the others."""
     workflow = _workflow(ctx, p.workflow_id)
     if workflow["state"] != "running":
-        raise Rejected(f"workflow {p.workflow_id} is {workflow['state']}")
+        raise Rejected(ILLEGAL_TRANSITION, f"workflow {p.workflow_id} is {workflow['state']}")
     conditions = {t["key"]: t.get("condition") for t in json.loads(workflow["definition"])["tasks"]}
     counts = {"released": 0, "skipped": 0, "rejected": 0}
     for raw in p.decisions:
@@ -239,16 +263,17 @@ def workflow_advance(ctx: ApplyContext, p: e.WorkflowAdvance) -> dict[str, Any]:
         except Rejected as why:
             counts["rejected"] += 1
             task_id = raw.get("task_id") if isinstance(raw, dict) else None
-            ctx.event("rejected", task_id if isinstance(task_id, str) else None,
-                      detail={"reason": str(why), "entry_type": ctx.entry.type,
-                              "workflow_id": p.workflow_id})  # fmt: skip
+            ctx.rejected(task_id if isinstance(task_id, str) else None, why.code, why.text,
+                         workflow_id=p.workflow_id)  # fmt: skip
     return counts
 
 
 def workflow_cancel(ctx: ApplyContext, p: e.WorkflowCancel) -> dict[str, Any]:
     workflow = _workflow(ctx, p.workflow_id)
     if workflow["state"] in WORKFLOW_TERMINAL_STATES:
-        raise Rejected(f"workflow {p.workflow_id} is already {workflow['state']}")
+        raise Rejected(
+            ILLEGAL_TRANSITION, f"workflow {p.workflow_id} is already {workflow['state']}"
+        )
     reason = p.reason[:MAX_REASON_CHARS] or "cancelled by request"
     ctx.cur.execute(
         "UPDATE workflows SET state = 'cancelled', error = ?, completed_at = ?, updated_at = ?"
@@ -309,8 +334,9 @@ def _check_reopen(ctx: ApplyContext, row: sqlite3.Row) -> None:
     workflow = _workflow(ctx, row["workflow_id"])
     if workflow["state"] != "running":
         raise Rejected(
+            ILLEGAL_TRANSITION,
             f"task {row['workflow_key']} belongs to workflow {workflow['id']}, which is"
-            f" {workflow['state']}"
+            f" {workflow['state']}",
         )
     decided = ctx.cur.execute(
         "SELECT t.workflow_key AS key, t.state AS state FROM task_dependencies d"
@@ -320,8 +346,9 @@ def _check_reopen(ctx: ApplyContext, row: sqlite3.Row) -> None:
     ).fetchone()
     if decided is not None:
         raise Rejected(
+            ILLEGAL_TRANSITION,
             f"task {row['workflow_key']} cannot run again: its dependent {decided['key']} is"
-            f" already {decided['state']}"
+            f" already {decided['state']}",
         )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
 from cortex.raft.proposer import Proposer
+from cortex.refusals import refusal_error
 from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
 from cortex.spec import DEFAULT_MAX_SPEC_BYTES
 from cortex.state import entries as e
@@ -83,7 +84,7 @@ class WorkflowService:
         entry = e.Entry.create(submit_payload(definition, idempotency_key), self.node_id)
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
-            raise InvalidArgument(f"workflow rejected: {result.get('reason')}")
+            raise refusal_error(result, "workflow rejected")
         return WorkflowSubmitOutcome(
             result["workflow_id"], bool(result["created"]), self._machine.applied_index
         )
@@ -114,9 +115,7 @@ class WorkflowService:
         result = self._proposer.propose_one(entry, self._timeout)
         current = self.get(workflow_id)
         if not result.get("ok") and current.state != "cancelled":
-            raise FailedPrecondition(
-                f"workflow {workflow_id} could not be cancelled: {result.get('reason')}"
-            )
+            raise refusal_error(result, f"workflow {workflow_id} could not be cancelled")
         return current
 
     def close(self) -> None:

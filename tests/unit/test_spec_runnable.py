@@ -26,7 +26,7 @@ def spec_error(data: dict[str, Any]) -> str:
         ({"duration_ms": "abc"}, "spec.options.duration_ms", "integer"),
         ({"duration_ms": "100"}, "spec.options.duration_ms", "integer"),
         ({"duration_ms": 1e300}, "spec.options.duration_ms", "less than or equal"),
-        ({"duration_ms": float("inf")}, "spec.options.duration_ms", "integer"),
+        ({"duration_ms": float("inf")}, "spec", "options.duration_ms must be a finite number"),
         ({"duration_ms": 1.5}, "spec.options.duration_ms", "integer"),
         ({"duration_ms": -1}, "spec.options.duration_ms", "greater than or equal to 0"),
         ({"duration_ms": True}, "spec.options.duration_ms", "integer"),

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cortex.state.entries import (
+    MAX_NESTING,
     Entry,
     NodeJoin,
     NodeLeave,
@@ -25,6 +26,7 @@ from cortex.state.entries import (
     TaskRetry,
     TaskStarted,
     TaskSubmit,
+    batch_nesting,
     encode_batch,
 )
 from cortex.state.machine import StateMachine, copy_database
@@ -97,6 +99,12 @@ def rejections(reader: StateReader, task_id: str) -> list[str]:
         for ev in reader.task_events(task_id)
         if ev.event == "rejected" and ev.detail
     ]
+
+
+def code_of(result: dict[str, Any]) -> str:
+    """The reason code of a refused entry's result (`"code: text"`)."""
+    assert result["ok"] is False, result
+    return str(result["reason"]).split(": ", 1)[0]
 
 
 def run_to_running(log: Log, task_id: str = "t1", node: str = "n1", spec: Any = None) -> None:
@@ -188,8 +196,7 @@ def test_fencing_rejects_stale_attempt_and_wrong_node(log: Log, reader: StateRea
     wrong_node = log.one(TaskComplete("t1", 1, "n2", ok_result()))
     wrong_node_fail = log.one(TaskFailed("t1", 1, "n2", "boom"))
     for result in (stale_attempt, later_attempt, wrong_node, wrong_node_fail):
-        assert result["ok"] is False
-        assert "stale" in result["reason"]
+        assert code_of(result) == "stale_report"
 
     task = reader.get_task("t1")
     assert task is not None
@@ -199,7 +206,7 @@ def test_fencing_rejects_stale_attempt_and_wrong_node(log: Log, reader: StateRea
 
     assert log.one(TaskComplete("t1", 1, "n1", ok_result()))["ok"] is True
     duplicate = log.one(TaskComplete("t1", 1, "n1", ok_result()))
-    assert duplicate["ok"] is False
+    assert code_of(duplicate) == "illegal_transition"
     assert [t[0] for t in transitions(reader, "t1")].count("completed") == 1
 
 
@@ -225,7 +232,7 @@ def test_started_only_from_assigned_and_with_the_current_attempt(
     log.one(join("n1"))
     log.one(TaskSubmit("t1", SHELL))
     not_assigned = log.one(TaskStarted("t1", 1, "n1"))
-    assert not_assigned["ok"] is False and "queued" in not_assigned["reason"]
+    assert not_assigned["reason"] == "illegal_transition: task t1 is queued, not assigned"
     log.one(assign("t1", "n1", 1))
     assert log.one(TaskStarted("t1", 2, "n1"))["ok"] is False
     assert log.one(TaskStarted("t1", 1, "n1"))["ok"] is True
@@ -250,9 +257,15 @@ def test_assignment_checks_state_attempt_and_node(log: Log, reader: StateReader)
     assert result == {"ok": True, "placed": 1, "rejected": 3}
     states = {t: reader.get_task(t).state for t in ("t1", "t2", "t3")}  # type: ignore[union-attr]
     assert states == {"t1": "assigned", "t2": "queued", "t3": "queued"}
-    assert len(rejections(reader, "t2")) == 1 and "attempt" in rejections(reader, "t2")[0]
-    assert "unknown node" in rejections(reader, "t3")[0]
-    assert "unknown task" in rejections(reader, "t9")[0]
+    assert rejections(reader, "t2") == [
+        "stale_report: assignment of task t2 for attempt 2, expected 1"
+    ]
+    assert rejections(reader, "t3") == [
+        "unknown_node: assignment of task t3 to unknown node nowhere"
+    ]
+    assert rejections(reader, "t9") == ["unknown_task: task t9 does not exist"]
+    codes = [ev.detail["code"] for ev in reader.task_events("t9") if ev.detail]
+    assert codes == ["unknown_task"]
     # Already assigned: a second placement of the same attempt is stale.
     assert log.one(assign("t1", "n1", 1))["rejected"] == 1
 
@@ -381,7 +394,7 @@ def test_cancel_of_terminal_task_is_rejected(log: Log, reader: StateReader, fina
     assert task is not None and task.state == final
     event_count = len(reader.task_events("t1"))
     result = log.one(TaskCancel("t1"))
-    assert result["ok"] is False and final in result["reason"]
+    assert result["reason"] == f"illegal_transition: task t1 is already {final}"
     task = reader.get_task("t1")
     assert task is not None and task.state == final
     assert len(reader.task_events("t1")) == event_count + 1
@@ -390,7 +403,7 @@ def test_cancel_of_terminal_task_is_rejected(log: Log, reader: StateReader, fina
 
 def test_cancel_of_unknown_task_is_rejected(log: Log) -> None:
     result = log.one(TaskCancel("nope"))
-    assert result["ok"] is False and "unknown task" in result["reason"]
+    assert result == {"ok": False, "reason": "unknown_task: task nope does not exist"}
 
 
 # ---------------------------------------------------------------- submits
@@ -423,7 +436,7 @@ def test_resubmitting_an_existing_task_id_creates_nothing(log: Log, reader: Stat
 
 def test_invalid_spec_is_rejected_without_a_task(log: Log, reader: StateReader) -> None:
     result = log.one(TaskSubmit("t1", {"command": "", "priority": 5}))
-    assert result["ok"] is False and "spec" in result["reason"]
+    assert result == {"ok": False, "reason": "invalid_spec: command is empty"}
     assert reader.get_task("t1") is None
     assert rejections(reader, "t1") == [result["reason"]]
 
@@ -457,16 +470,16 @@ def test_node_status_and_leave(log: Log, reader: StateReader) -> None:
     assert log.one(join("n1"))["status"] == "draining"
     log.one(NodeStatus("n1", "offline"))
     assert log.one(join("n1"))["status"] == "active"
-    assert log.one(NodeStatus("n1", "sleepy"))["ok"] is False
-    assert log.one(NodeStatus("ghost", "active"))["ok"] is False
+    assert code_of(log.one(NodeStatus("n1", "sleepy"))) == "invalid_payload"
+    assert code_of(log.one(NodeStatus("ghost", "active"))) == "unknown_node"
     assert log.one(NodeLeave("n1", "decommissioned"))["ok"] is True
     assert reader.nodes() == []
     [gone] = reader.nodes(include_removed=True)
     assert (gone.status, gone.status_reason) == ("removed", "decommissioned")
-    assert log.one(NodeLeave("n1"))["ok"] is False
-    assert log.one(NodeLeave("ghost"))["ok"] is False
+    assert code_of(log.one(NodeLeave("n1"))) == "illegal_transition"
+    assert code_of(log.one(NodeLeave("ghost"))) == "unknown_node"
     # Operator commands cannot revive a removed node; only a new join can.
-    assert log.one(NodeStatus("n1", "active"))["ok"] is False
+    assert code_of(log.one(NodeStatus("n1", "active"))) == "illegal_transition"
     assert log.one(join("n1"))["status"] == "active"
     assert [n.id for n in reader.nodes()] == ["n1"]
 
@@ -582,7 +595,10 @@ def test_malformed_batches_are_recorded_as_rejected(machine: StateMachine, data:
         "SELECT event, detail FROM task_events WHERE raft_index = 1"
     ).fetchall()
     assert len(rows) == len(results)
-    assert all(r["event"] == "rejected" and json.loads(r["detail"])["reason"] for r in rows)
+    for row in rows:
+        detail = json.loads(row["detail"])
+        assert row["event"] == "rejected" and detail["code"] == "invalid_entry", detail
+        assert detail["reason"].startswith("invalid_entry: ")
     assert machine.applied_index == 1
 
 
@@ -593,8 +609,8 @@ def test_a_rejected_entry_does_not_disturb_its_batch(machine: StateMachine) -> N
     results = machine.apply_batch(1, encode_batch([bad, good, unknown]))
     assert results is not None
     assert [r["ok"] for r in results] == [False, True, False]
-    assert "task_id" in results[0]["reason"]
-    assert "TASK_TELEPORT" in results[2]["reason"]
+    assert results[0]["reason"] == "invalid_payload: TASK_SUBMIT: field task_id has the wrong type"
+    assert results[2]["reason"] == 'invalid_entry: unknown entry type "TASK_TELEPORT"'
     assert StateReader(machine.path).nodes()[0].id == "n1"
 
 
@@ -640,6 +656,48 @@ def test_bad_envelope_rejects_only_itself(machine: StateMachine, bad: Entry) -> 
 
 def test_deeply_nested_batch_is_recorded_as_rejected(machine: StateMachine) -> None:
     results = machine.apply_batch(1, b"[" * 100_000)
-    assert results is not None and results[0]["ok"] is False
+    assert results == [
+        {"ok": False, "reason": f"invalid_entry: the batch nests deeper than {MAX_NESTING} levels"}
+    ]
     rows = machine._conn.execute("SELECT event FROM task_events WHERE raft_index = 1").fetchall()
     assert [r["event"] for r in rows] == ["rejected"]
+
+
+@pytest.mark.parametrize("digits", [256, 257, 5000])
+def test_numbers_too_long_for_some_python_settings_are_refused(
+    machine: StateMachine, digits: int
+) -> None:
+    # Python decodes an integer of at most 640 to 4300 digits, depending on
+    # its settings; "9" * digits inside a string is only text.
+    number = "9" * digits
+    data = (
+        '[{"type":"NODE_JOIN","id":"j","ts":1,"node":"n1","payload":{"node_id":"n1",'
+        f'"raft_address":"a","grpc_address":"b","resources":{{"x":{number},"y":"{number}"}}}}}}]'
+    ).encode()
+    (result,) = machine.apply_batch(1, data) or []
+    if digits == 256:
+        assert result == {"ok": True, "status": "active"}
+    else:
+        assert result["reason"] == "invalid_entry: the batch has a number of more than 256 digits"
+
+
+@pytest.mark.parametrize("extra", [0, 1, 200])
+def test_nesting_is_limited_the_same_way_whatever_json_could_decode(
+    machine: StateMachine, extra: int
+) -> None:
+    # batch > entry > payload > resources, then the nested value; brackets in
+    # strings do not count.
+    depth = MAX_NESTING - 3 + extra
+    value = "[" * (depth - 1) + '"]]]}}}"' + "]" * (depth - 1)
+    data = (
+        '[{"type":"NODE_JOIN","id":"j","ts":1,"node":"n1","payload":{"node_id":"n1",'
+        f'"raft_address":"a","grpc_address":"b","resources":{{"x":{value}}}}}}}]'
+    ).encode()
+    assert batch_nesting(data) == MAX_NESTING + extra
+    (result,) = machine.apply_batch(1, data) or []
+    if extra == 0:
+        assert result == {"ok": True, "status": "active"}
+    else:
+        assert (
+            result["reason"] == f"invalid_entry: the batch nests deeper than {MAX_NESTING} levels"
+        )

@@ -71,22 +71,27 @@ def test_submit_is_idempotent_by_key_and_by_id(log):
 @pytest.mark.parametrize(
     ("tasks", "reason"),
     [
-        ([], "at least one task"),
+        ([], "invalid_workflow: a workflow needs at least one task"),
         ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "depends_on": ["b"]}],
-         "depends on unknown task b"),
+         "invalid_workflow: workflow task a depends on unknown task b"),
         ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "depends_on": ["b"]},
           {"key": "b", "task_id": "t2", "spec": {"command": "x"}, "depends_on": ["a"]}],
-         "dependency cycle: a -> b -> a"),
+         "invalid_workflow: dependency cycle: a -> b -> a"),
         ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}},
-          {"key": "a", "task_id": "t2", "spec": {"command": "x"}}], "keys are not unique"),
-        ([{"key": "a", "task_id": "t1", "spec": {"type": "nope"}}], "invalid spec"),
-        ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "extra": 1}], "unknown fields"),
-        (["a"], "is not an object"),
+          {"key": "a", "task_id": "t2", "spec": {"command": "x"}}],
+         "invalid_workflow: workflow task keys are not unique"),
+        ([{"key": "a", "task_id": "t1", "spec": {"type": "nope"}}],
+         "invalid_spec: workflow task a: type must be one of shell, noop"),
+        ([{"key": "a", "task_id": "t1", "spec": {"timeoutMs": 0, "command": "x"}}],
+         "invalid_spec: workflow task a: timeoutMs must be greater than 0"),
+        ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "extra": 1}],
+         'invalid_workflow: workflow task 0 has unknown fields "extra"'),
+        (["a"], "invalid_workflow: workflow task 0 is not an object"),
     ],
 )  # fmt: skip
 def test_an_invalid_submit_is_rejected_whole(log, tasks, reason):
     result = log.one(e.WorkflowSubmit("w1", "wf", tasks))
-    assert result["ok"] is False and reason in result["reason"]
+    assert result == {"ok": False, "reason": reason}
     assert log.reader.get_workflow("w1") is None
     assert log.reader.list_tasks().total == 0
 
@@ -94,7 +99,8 @@ def test_an_invalid_submit_is_rejected_whole(log, tasks, reason):
 def test_a_task_id_that_exists_already_rejects_the_submit(log):
     log.one(e.TaskSubmit("t1", {"command": "x"}))
     tasks = [{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "depends_on": []}]
-    assert "already exists" in log.one(e.WorkflowSubmit("w1", "wf", tasks))["reason"]
+    result = log.one(e.WorkflowSubmit("w1", "wf", tasks))
+    assert result["reason"] == "duplicate_id: task id t1 already exists"
 
 
 def test_the_diamond_runs_in_order_and_completes(log):
@@ -128,17 +134,28 @@ def test_stale_and_duplicate_decisions_are_rejected_one_by_one(log):
     second = log.one(e.WorkflowAdvance(workflow_id, duplicate))
     assert second == {"ok": True, "released": 1, "skipped": 0, "rejected": 1}
     rejected = [ev for ev in log.events(ids["left"]) if ev["event"] == "rejected"]
-    assert "already decided" in json.loads(rejected[0]["detail"])["reason"]
+    detail = json.loads(rejected[0]["detail"])
+    assert detail["code"] == "illegal_transition" and "already decided" in detail["reason"]
+    assert detail["workflow_id"] == workflow_id
     assert log.state(ids["left"]) == "queued"
 
 
 @pytest.mark.parametrize(
     ("decision", "why"),
     [
-        ({"key": "join", "decision": "run"}, "is still pending"),
-        ({"key": "left", "decision": "skip"}, "contradicts"),
-        ({"key": "left", "decision": "maybe"}, "not run or skip"),
-        ({"key": "right", "decision": "run", "task": "left"}, "is not task right"),
+        (
+            {"key": "join", "decision": "run"},
+            "illegal_transition: dependency left of task join is still pending",
+        ),
+        (
+            {"key": "left", "decision": "skip"},
+            "illegal_transition: decision to skip left contradicts",
+        ),
+        (
+            {"key": "left", "decision": "maybe"},
+            "invalid_payload: decision for left is not run or skip",
+        ),
+        ({"key": "right", "decision": "run", "task": "left"}, "invalid_payload: task "),
     ],
 )
 def test_decisions_that_do_not_fit_the_state_are_rejected(log, decision, why):
@@ -148,14 +165,17 @@ def test_decisions_that_do_not_fit_the_state_are_rejected(log, decision, why):
     result = log.one(e.WorkflowAdvance(workflow_id, [raw]))
     assert result["rejected"] == 1
     detail = json.loads([ev for ev in log.events() if ev["event"] == "rejected"][-1]["detail"])
-    assert why in detail["reason"]
+    assert detail["reason"].startswith(why)
+    assert detail["code"] == why.split(":")[0]
 
 
 def test_advance_on_an_unknown_or_finished_workflow_is_rejected(log):
-    assert "unknown workflow" in log.one(e.WorkflowAdvance("nope", []))["reason"]
+    unknown = log.one(e.WorkflowAdvance("nope", []))
+    assert unknown["reason"] == "unknown_workflow: workflow nope does not exist"
     workflow_id, ids = log.submit(DIAMOND)
     log.one(e.WorkflowCancel(workflow_id, "stop"))
-    assert "is cancelled" in log.one(e.WorkflowAdvance(workflow_id, []))["reason"]
+    finished = log.one(e.WorkflowAdvance(workflow_id, []))
+    assert finished["reason"] == f"illegal_transition: workflow {workflow_id} is cancelled"
 
 
 def test_a_failure_skips_dependents_without_condition_and_fails_the_workflow(log):
