@@ -38,6 +38,7 @@ from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.workflows.engine import WorkflowEngine
+from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,7 @@ class Node:
             config.heartbeat_interval_s,
             config.api_token,
             client_tls,
+            ConditionSandbox(max_workers=config.condition_workers_max),
         )
         executors = {name: BUILTIN_EXECUTORS[name] for name in config.executors}
         leading = LeaderContext(
@@ -225,6 +227,7 @@ class Node:
             self.service.workflows.sandbox,
             config.scheduler_interval_s,
             config.propose_timeout_s,
+            config.condition_input_max_bytes,
         )
         self.machine.add_listener(self.workflow_engine.on_change)
         self.streaming = StreamingService(

@@ -1,9 +1,15 @@
-"""The leader-only workflow engine: when workflow tasks finish (or every
-interval), finds pending tasks whose dependencies are all terminal, decides
-them (evaluating conditions in the sandbox, off the Raft thread) and
-proposes one `WORKFLOW_ADVANCE` per workflow.
+"""The leader-only workflow engine: when workflow tasks finish, when a
+condition's outcome arrives (or every interval), finds pending tasks whose
+dependencies are all terminal, decides them and proposes one
+`WORKFLOW_ADVANCE` per workflow.
 
-Nothing is kept between rounds: the decisions still to make are derived
+Conditions are evaluated in the sandbox off the engine's thread, each
+workflow on its own fairly served queue: a round decides what it can with
+the outcomes it has and asks for the rest, so one workflow's slow
+conditions hold up neither the engine nor other workflows.
+
+Only outcomes in flight are kept between rounds (matched by the exact
+input they were computed from): the decisions still to make are derived
 from the replicated state each time, so a new leader picks up exactly where
 the old one stopped. A decision the old leader proposed that commits after
 the new leader's is rejected in apply (its task is no longer pending)."""
@@ -16,19 +22,23 @@ from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.state.workflow_queries import WorkflowView
-from cortex.workflows.decisions import Evaluator, TaskNode, decide
+from cortex.workflows.condition_input import DEFAULT_MAX_BYTES
+from cortex.workflows.decisions import TaskNode, decide
+from cortex.workflows.evaluations import PendingEvaluations
 from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
 
-# Conditions evaluated per workflow per round: a workflow with many slow
-# conditions commits its decisions in parts and does not hold up the others.
+# Conditions a workflow has asked for at once at most: a workflow with many
+# conditions commits its decisions in parts.
 CONDITIONS_PER_ROUND = 64
 
 
 def task_nodes(workflow: WorkflowView) -> dict[str, TaskNode]:
     return {
-        t.key: TaskNode(t.key, t.task_id, t.state, tuple(t.depends_on), t.condition, t.result)
+        t.key: TaskNode(
+            t.key, t.task_id, t.state, tuple(t.depends_on), t.condition, t.result, t.attempt
+        )
         for t in workflow.tasks
     }
 
@@ -40,10 +50,12 @@ class WorkflowEngine(LeaderLoop):
         sandbox: ConditionSandbox,
         interval_s: float = 1.0,
         propose_timeout_s: float = 10.0,
+        input_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         super().__init__("workflows", context, interval_s)
-        self._sandbox = sandbox
+        self._evaluations = PendingEvaluations(sandbox, self.wake)
         self._timeout_s = propose_timeout_s
+        self._input_max_bytes = input_max_bytes
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """State listener (Raft thread): wake when a task became pending or
@@ -51,21 +63,27 @@ class WorkflowEngine(LeaderLoop):
         if not changes or any(c.state == "pending" or c.state in TERMINAL_STATES for c in changes):
             self._wake.set()
 
+    def on_follower(self) -> None:
+        self._evaluations.clear()
+
     def work(self) -> bool:
         return self.advance() > 0
 
     def advance(self) -> int:
-        """One round: decides what can be decided now and proposes it; returns
-        how many decisions were committed."""
+        """One round: decides what can be decided now and proposes it; asks
+        for the conditions it lacks; returns how many decisions committed."""
         ready = self._reader.ready_workflow_tasks()
-        if not ready:
-            return 0
         basis = self._reader.applied_index()
-        workflows = [w for w in map(self._reader.get_workflow, ready) if w and w.state == "running"]
-        # Decisions without conditions first: they must not wait for a slow condition.
-        entries = self._entries(workflows, None, basis)
-        if not entries:
-            entries = self._entries(workflows, self._sandbox.evaluate_many, basis)
+        entries = []
+        try:
+            for workflow_id in ready:
+                workflow = self._reader.get_workflow(workflow_id)
+                if workflow is not None and workflow.state == "running":
+                    entry = self._entry(workflow, basis)
+                    if entry is not None:
+                        entries.append(entry)
+        finally:
+            self._evaluations.sweep()
         if not entries or not self._is_leader():
             return 0
         results = self._proposer.propose(entries, self._timeout_s)
@@ -77,22 +95,21 @@ class WorkflowEngine(LeaderLoop):
                 log.warning("workflow advance rejected: %s", result.get("reason"))
         return decided
 
-    def _entries(
-        self, workflows: list[WorkflowView], evaluate: Evaluator | None, basis: int
-    ) -> list[e.Entry]:
-        entries = []
-        for workflow in workflows:
-            decisions = decide(
-                task_nodes(workflow), workflow.context, evaluate, CONDITIONS_PER_ROUND
-            )
-            if not decisions:
-                continue
-            released = sum(1 for d in decisions if d.run)
-            log.info("workflow %s: releasing %d tasks, skipping %d", workflow.id, released,
-                     len(decisions) - released)  # fmt: skip
-            for d in decisions:
-                log.log(logging.DEBUG if d.run else logging.INFO, "workflow %s task %s (%s): %s, %s",
-                        workflow.id, d.key, d.task_id, "run" if d.run else "skip", d.reason)  # fmt: skip
-            payload = e.WorkflowAdvance(workflow.id, [d.to_entry() for d in decisions], basis)
-            entries.append(e.Entry.create(payload, self._node_id))
-        return entries
+    def _entry(self, workflow: WorkflowView, basis: int) -> e.Entry | None:
+        decisions = decide(
+            task_nodes(workflow),
+            workflow.context,
+            self._evaluations.evaluator(workflow.id),
+            CONDITIONS_PER_ROUND,
+            self._input_max_bytes,
+        )
+        if not decisions:
+            return None
+        released = sum(1 for d in decisions if d.run)
+        log.info("workflow %s: releasing %d tasks, skipping %d", workflow.id, released,
+                 len(decisions) - released)  # fmt: skip
+        for d in decisions:
+            log.log(logging.DEBUG if d.run else logging.INFO, "workflow %s task %s (%s): %s, %s",
+                    workflow.id, d.key, d.task_id, "run" if d.run else "skip", d.reason)  # fmt: skip
+        payload = e.WorkflowAdvance(workflow.id, [d.to_entry() for d in decisions], basis)
+        return e.Entry.create(payload, self._node_id)
