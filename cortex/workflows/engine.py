@@ -17,6 +17,7 @@ the new leader's is rejected in apply (its task is no longer pending)."""
 from __future__ import annotations
 
 import logging
+import time
 
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
@@ -56,6 +57,10 @@ class WorkflowEngine(LeaderLoop):
         self._evaluations = PendingEvaluations(sandbox, self.wake)
         self._timeout_s = propose_timeout_s
         self._input_max_bytes = input_max_bytes
+        # Ready tasks of each workflow when it was last looked at and could
+        # decide nothing more; a full round looks at every workflow.
+        self._examined: dict[str, tuple[str, ...]] = {}
+        self._last_full_round = float("-inf")
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """State listener (Raft thread): wake when a task became pending or
@@ -65,25 +70,50 @@ class WorkflowEngine(LeaderLoop):
 
     def on_follower(self) -> None:
         self._evaluations.clear()
+        self._examined = {}
 
     def work(self) -> bool:
         return self.advance() > 0
 
     def advance(self) -> int:
         """One round: decides what can be decided now and proposes it; asks
-        for the conditions it lacks; returns how many decisions committed."""
+        for the conditions it lacks; returns how many decisions committed.
+
+        A workflow that only waits for its conditions is looked at again when
+        one of their outcomes arrives, when its ready tasks change, or at the
+        next full round (every interval), not on every round."""
+        started = time.monotonic()
         ready = self._reader.ready_workflow_tasks()
         basis = self._reader.applied_index()
+        full = started - self._last_full_round >= self._interval_s
+        if full:
+            self._last_full_round = started
+        arrived = self._evaluations.take_arrivals()
         entries = []
+        examined: dict[str, tuple[str, ...]] = {}
+        waiting: set[str] = set()
         try:
-            for workflow_id in ready:
+            for workflow_id, task_ids in ready.items():
+                signature = tuple(sorted(task_ids))
+                if not full and workflow_id not in arrived:
+                    if self._examined.get(workflow_id) == signature:
+                        examined[workflow_id] = signature
+                        waiting.add(workflow_id)
+                        continue
                 workflow = self._reader.get_workflow(workflow_id)
-                if workflow is not None and workflow.state == "running":
-                    entry = self._entry(workflow, basis)
-                    if entry is not None:
-                        entries.append(entry)
+                if workflow is None or workflow.state != "running":
+                    continue
+                entry = self._entry(workflow, basis)
+                if entry is None:
+                    examined[workflow_id] = signature
+                else:
+                    entries.append(entry)
         finally:
-            self._evaluations.sweep()
+            self._examined = examined
+            self._evaluations.sweep(keep=waiting)
+        log.debug("workflow round: %d ready, %d looked at, %d to propose, %d evaluations pending,"
+                  " %.1f ms", len(ready), len(ready) - len(waiting), len(entries),
+                  len(self._evaluations), (time.monotonic() - started) * 1000)  # fmt: skip
         if not entries or not self._is_leader():
             return 0
         results = self._proposer.propose(entries, self._timeout_s)

@@ -33,6 +33,8 @@ class PendingEvaluations:
         self._outcomes: dict[_Key, ConditionOutcome] = {}
         # Keys asked for, or outcomes arrived, since the last sweep.
         self._wanted: set[_Key] = set()
+        # Workflows with outcomes arrived since the engine last asked.
+        self._arrivals: set[str] = set()
 
     def evaluator(self, workflow_id: str) -> Evaluator:
         """For `decide`: known outcomes, None (and an evaluation queued on
@@ -69,6 +71,7 @@ class PendingEvaluations:
             if error is None:
                 self._outcomes[key] = future.result()
                 self._wanted.add(key)
+                self._arrivals.add(key[0])
         if error is not None:
             # Asked for again by a later round.
             log.warning(
@@ -77,13 +80,26 @@ class PendingEvaluations:
             return
         self._on_outcome()
 
-    def sweep(self) -> None:
-        """After a round: forgets what no round asked for since the last sweep."""
+    def take_arrivals(self) -> set[str]:
+        """Workflows with outcomes arrived since the last call."""
         with self._lock:
-            stale = [(k, f) for k, f in self._running.items() if k not in self._wanted]
+            arrivals, self._arrivals = self._arrivals, set()
+        return arrivals
+
+    def sweep(self, keep: set[str] | None = None) -> None:
+        """After a round: forgets what no round asked for since the last
+        sweep, except for the workflows in `keep` (not looked at this round)."""
+        keep = keep or set()
+        with self._lock:
+            wanted = self._wanted
+            stale = [
+                (k, f) for k, f in self._running.items() if k not in wanted and k[0] not in keep
+            ]
             for key, _ in stale:
                 del self._running[key]
-            self._outcomes = {k: o for k, o in self._outcomes.items() if k in self._wanted}
+            self._outcomes = {
+                k: o for k, o in self._outcomes.items() if k in wanted or k[0] in keep
+            }
             self._wanted = set()
         for _, future in stale:
             future.cancel()
@@ -92,6 +108,7 @@ class PendingEvaluations:
         """Forgets everything (this node stopped leading)."""
         with self._lock:
             self._wanted = set()
+            self._arrivals = set()
         self.sweep()
 
     def __len__(self) -> int:
