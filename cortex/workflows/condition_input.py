@@ -7,15 +7,16 @@ same strings as `result.stdout` / `result.stderr`). When they do not all fit,
 the budget is shared evenly: short outputs stay whole, long ones keep their
 end (where summaries usually are) behind a marker saying how much was cut.
 Context updates in parents' results are dropped first when the rest alone is
-over the limit (they are in `workflow.context` already). A fan-in of
-thousands of tasks can still come out somewhat over the limit: each parent
-keeps its exit code, state and markers."""
+over the limit (they are in `workflow.context` already). Only a fan-in of
+thousands of tasks can come out over the limit: each parent keeps its exit
+code and state."""
 
 from __future__ import annotations
 
 import json
 from collections import deque
 from collections.abc import Mapping
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +31,10 @@ _RESULT_NAMES = {
     "timed_out": "timedOut",
     "context_update": "contextUpdate",
 }
+
+
+# Where the full marker does not fit an output's share (thousands of parents).
+SHORT_CUT_MARKER = "...[cut]"
 
 
 def cut_marker(characters: int) -> str:
@@ -85,17 +90,23 @@ def json_size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":")))
 
 
+def _text_size(text: str) -> int:
+    """Bytes of `text` in JSON, without its quotes."""
+    return len(encode_basestring_ascii(text)) - 2
+
+
 def fit(data: dict[str, Any], max_bytes: int) -> None:
     """Cuts the parents' outputs (and, if need be, context updates) in place
-    until `data` is about `max_bytes` of JSON or less."""
+    until `data` is about `max_bytes` of JSON or less. An output is measured
+    only when it might fit its share (its length is a lower bound of its
+    size), so a wide fan-in of large outputs costs about `max_bytes` of work."""
     parents: dict[str, dict[str, Any]] = data["parent"]
     outputs = [(view, name) for view in parents.values() for name in OUTPUT_FIELDS if view[name]]
     texts = [view[name] for view, name in outputs]
-    sizes = [json_size(text) - 2 for text in texts]  # without the quotes
     for view, name in outputs:
         view[name] = ""
     rest = json_size(data)
-    if rest > max_bytes - sum(sizes):
+    if rest + sum(map(len, texts)) > max_bytes or rest + sum(map(_text_size, texts)) > max_bytes:
         if rest > max_bytes:
             for view in parents.values():
                 result = view["result"]
@@ -104,26 +115,30 @@ def fit(data: dict[str, Any], max_bytes: int) -> None:
                     result["contextUpdateCut"] = True
             rest = json_size(data)
         budget = max(0, max_bytes - rest)
-        order = sorted(range(len(outputs)), key=sizes.__getitem__)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for position, index in enumerate(order):
             share = budget // (len(order) - position)
-            if sizes[index] > share:
-                texts[index] = _tail(texts[index], share)
-            budget -= json_size(texts[index]) - 2
+            text = texts[index]
+            if len(text) > share or _text_size(text) > share:
+                texts[index] = _tail(text, share)
+            budget -= _text_size(texts[index])
     for (view, name), text in zip(outputs, texts, strict=True):
         view[name] = text
 
 
 def _tail(text: str, allowed: int) -> str:
     """The end of `text` behind a cut marker, at most `allowed` bytes of JSON
-    beyond its quotes when the marker fits in that (else the marker alone)."""
-    ratio = (json_size(text) - 2) / len(text)
-    keep = int((allowed - len(cut_marker(len(text)))) / ratio)
-    while keep > 0:
-        tail = text[len(text) - keep :]
-        candidate = cut_marker(len(text) - keep) + tail
-        excess = json_size(candidate) - 2 - allowed
-        if excess <= 0:
-            return candidate
-        keep -= max(1, int(excess / ratio))
-    return cut_marker(len(text))
+    (without quotes): else the marker alone, a short one, or nothing."""
+    keep = min(allowed - _text_size(cut_marker(len(text))), len(text) - 1)
+    for _ in range(32):
+        if keep <= 0:
+            break
+        marker_size = _text_size(cut_marker(len(text) - keep))
+        tail_size = _text_size(text[len(text) - keep :])
+        if marker_size + tail_size <= allowed:
+            return cut_marker(len(text) - keep) + text[len(text) - keep :]
+        keep = min(int((allowed - marker_size) * keep / tail_size), keep - 1)
+    for marker in (cut_marker(len(text)), SHORT_CUT_MARKER):
+        if _text_size(marker) <= allowed:
+            return marker
+    return ""

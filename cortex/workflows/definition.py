@@ -25,8 +25,9 @@ MAX_DEFINITION_BYTES = 8 * 1024 * 1024
 # YAML costs far more CPU per byte than JSON: even with libyaml's C parser,
 # every value is resolved and built in Python. These limits hold the worst
 # case measured (scripts/bench_yaml.py: densely packed small values, about
-# 4 s per MB with libyaml, 25 s per MB without) to about one second of CPU
-# per request; larger definitions go as JSON (the CLI converts them).
+# 5 s per MB with libyaml, 20 s per MB without) to about a second of CPU per
+# request, what a JSON definition at its 8 MiB limit costs; larger
+# definitions go as JSON (the CLI converts them).
 MAX_YAML_BYTES_LIBYAML = 256 * 1024
 MAX_YAML_BYTES_PURE = 40 * 1024
 # Values in a loaded document, counting YAML aliases at every use, so an

@@ -8,9 +8,14 @@ import json
 import re
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
+from cortex.config import load_config
+from cortex.errors import ConfigError
 from cortex.workflows.condition_input import (
     DEFAULT_MAX_BYTES,
+    SHORT_CUT_MARKER,
     condition_input,
     cut_marker,
     json_size,
@@ -118,3 +123,50 @@ def test_a_condition_sees_the_capped_input_and_the_result_fields(sandbox):
     for condition, value in checks.items():
         outcome = sandbox.evaluate(condition, data)
         assert outcome.value is value, (condition, outcome)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    outputs=st.lists(
+        st.tuples(st.text(max_size=3000), st.text(alphabet='ab\n"\\é\x01😀', max_size=3000)),
+        min_size=1,
+        max_size=12,
+    ),
+    max_bytes=st.integers(min_value=200, max_value=40_000),
+)
+def test_fitted_inputs_stay_under_the_cap_and_keep_the_ends(outputs, max_bytes):
+    named = {f"p{i}": pair for i, pair in enumerate(outputs)}
+    assume(json_size(_input({k: ("", "") for k in named}, 10**9)) <= max_bytes)
+    data = _input(named, max_bytes)
+    whole = _input(named, 10**9)
+    assert json_size(data) <= max_bytes
+    if json_size(whole) <= max_bytes:
+        assert data == whole
+    for key, (out, err) in named.items():
+        for name, original in (("stdout", out), ("stderr", err)):
+            got = data["parent"][key][name]
+            match = re.match(
+                r"\.\.\.\[(\d+) characters cut to fit the condition input limit\]\n", got
+            )
+            if got in (SHORT_CUT_MARKER, "") and got != original:
+                continue  # no room for more than that
+            if match is None:
+                assert got == original
+            else:
+                kept = got[match.end() :]
+                assert original.endswith(kept) and int(match.group(1)) == len(original) - len(kept)
+
+
+def test_the_input_cap_and_worker_bound_are_node_config_keys(tmp_path):
+    assert load_config(environ={}).condition_input_max_bytes == DEFAULT_MAX_BYTES
+    assert load_config(environ={}).condition_workers_max == 4
+    path = tmp_path / "node.yaml"
+    path.write_text("condition_input_max_bytes: 512KiB\ncondition_workers_max: 8\n")
+    config = load_config(str(path), environ={})
+    assert (config.condition_input_max_bytes, config.condition_workers_max) == (512 * KIB, 8)
+    config = load_config(environ={"CORTEX_CONDITION_INPUT_MAX_BYTES": "2MiB"})
+    assert config.condition_input_max_bytes == 2048 * KIB
+    with pytest.raises(ConfigError, match="condition_input_max_bytes .*CORTEX_CONDITION_INPUT_MAX"):
+        load_config(environ={"CORTEX_CONDITION_INPUT_MAX_BYTES": "64MiB"})
+    with pytest.raises(ConfigError, match="condition_workers_max"):
+        load_config(flags={"condition_workers_max": 0}, environ={})
