@@ -65,8 +65,8 @@ _RETURN_HINT = " (a condition is an expression or statements whose last value de
 @dataclass(frozen=True)
 class ConditionOutcome:
     """What a condition came to: a boolean `value`, or an `error` kind
-    (threw, timeout, memory, type, crash, input, unavailable) with `message`,
-    the rest of the sentence that starts "condition ..."."""
+    (threw, timeout, memory, type, crash, input) with `message`, the rest of
+    the sentence that starts "condition ..."."""
 
     value: bool | None
     error: str | None = None
@@ -91,7 +91,9 @@ class _Job:
 
 
 class ConditionSandbox:
-    """Evaluates and syntax-checks conditions on a pool of worker processes."""
+    """Evaluates and syntax-checks conditions on a pool of worker processes:
+    up to `max_workers`, started on demand; `workers` of them stay once
+    started, the others stop after `idle_exit_s` without work."""
 
     def __init__(
         self,
@@ -104,8 +106,8 @@ class ConditionSandbox:
         self.timeout_ms = timeout_ms
         self.idle_exit_s = idle_exit_s
         self.max_memory = max_memory
-        self.min_workers = max(1, workers)
-        self.max_workers = max(self.min_workers, max_workers)
+        self.max_workers = max(1, max_workers)
+        self.min_workers = max(1, min(workers, self.max_workers))
         self.restarts = 0
         # Conditions sent to V8 for a syntax check (cache misses).
         self.compiled = 0
@@ -214,8 +216,8 @@ class ConditionSandbox:
         for batch, job in pending:
             answer = job.future.result()
             if not answer.get("ok"):
-                outcome = self._outcome(answer)
-                raise SandboxUnavailable(f"conditions could not be checked: {outcome.describe()}")
+                why = answer.get("message") or answer.get("error")
+                raise SandboxUnavailable(f"the sandbox failed to check conditions ({why})")
             with self._lock:
                 self.compiled += len(batch)
             for condition, error in zip(batch, answer["errors"], strict=True):
@@ -276,22 +278,38 @@ class ConditionSandbox:
                 if not job.future.set_running_or_notify_cancel():
                     continue
                 try:
-                    if process is None:
-                        process = self._start_process()
-                except SandboxUnavailable as err:
-                    job.future.set_exception(err)
-                    continue
-                started = time.monotonic()
-                answer = self._call(process, job)
-                with self._lock:
-                    self._queue.record(flow, cost_key, time.monotonic() - started)
-                if answer.pop("lost", False) or process.retired:
-                    self._retire(process)
-                    process = None
-                job.future.set_result(answer)
+                    process = self._run(process, flow, job, cost_key)
+                except Exception as err:  # not the condition's doing: fail it, carry on
+                    log.exception("condition sandbox failed a request")
+                    if process is not None:
+                        self._retire(process)
+                        process = None
+                    if not job.future.done():
+                        job.future.set_exception(SandboxUnavailable(f"the sandbox failed: {err}"))
         finally:
             if process is not None:
                 self._retire(process)
+
+    def _run(
+        self, process: SandboxProcess | None, flow: str, job: _Job, cost_key: str | None
+    ) -> SandboxProcess | None:
+        """Runs `job` on `process` (started if None); returns the process to
+        use next (None when this one is gone)."""
+        try:
+            if process is None:
+                process = self._start_process()
+        except SandboxUnavailable as err:
+            job.future.set_exception(err)
+            return None
+        started = time.monotonic()
+        answer = self._call(process, job)
+        with self._lock:
+            self._queue.record(flow, cost_key, time.monotonic() - started)
+        if answer.pop("lost", False) or process.retired:
+            self._retire(process)
+            process = None
+        job.future.set_result(answer)
+        return process
 
     def _next_job(self) -> tuple[str, _Job, str | None] | None:
         """Called with the lock held; None when this thread should exit."""

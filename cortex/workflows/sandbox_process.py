@@ -64,20 +64,25 @@ class SandboxProcess:
     """A started worker; `call` sends one request and waits for its answer."""
 
     def __init__(self, max_memory: int) -> None:
+        command = [
+            sys.executable, "-I", _WORKER_SCRIPT,
+            "--path", _mini_racer_path(),
+            "--max-memory", str(max_memory),
+            "--process-allowance", str(process_allowance(max_memory)),
+        ]  # fmt: skip
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in kill()
-        self._process = subprocess.Popen(
-            [
-                sys.executable, "-I", _WORKER_SCRIPT,
-                "--path", _mini_racer_path(),
-                "--max-memory", str(max_memory),
-                "--process-allowance", str(process_allowance(max_memory)),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env={},
-            close_fds=True,
-        )  # fmt: skip
+        try:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env={},
+                close_fds=True,
+            )
+        except OSError as err:
+            self._stderr.close()
+            raise SandboxUnavailable(f"the condition sandbox did not start: {err}") from None
         self._buffer = b""
         self._next_id = 0
         self.retired = False

@@ -4,11 +4,11 @@ mini-racer (V8) isolate, prepared while the worker waits for work; syntax
 checks of a batch share one isolate (they compile, nothing runs).
 
 The worker caps its own writable memory (RLIMIT_DATA) at what V8 needs to
-start plus an allowance, so memory outside the JS heap (ArrayBuffers, Intl
-objects) counts as well; a V8 fatal out-of-memory then takes only this
-process down, never the node. RLIMIT_AS cannot do this: V8 reserves over
-a terabyte of address space for its sandbox and pointer cage at start, and
-RLIMIT_DATA counts only memory the process can actually write.
+start plus an allowance, so memory outside the JS heap (what Intl objects,
+ICU or V8 itself allocate) counts as well; a V8 fatal out-of-memory then
+takes only this process down, never the node. RLIMIT_AS cannot do this: V8
+reserves over a terabyte of address space for its sandbox and pointer cage
+at start, and RLIMIT_DATA counts only memory the process can actually write.
 
 Run as a script (`python -I sandbox_worker.py --path DIR ...`) with an empty
 environment, so it imports only the standard library and py_mini_racer (from
