@@ -319,9 +319,10 @@ class ConditionSandbox:
                 taken = self._queue.pop()
                 if taken is not None:
                     return taken
-                extra = self._threads > self.min_workers
-                if not self._lock.wait(self.idle_exit_s if extra else None) and extra:
-                    break
+                if self._threads <= self.min_workers:
+                    self._lock.wait()
+                elif not self._lock.wait(self.idle_exit_s) and self._threads > self.min_workers:
+                    break  # idle, and still more threads than need to stay
             self._threads -= 1
             return None
         finally:
