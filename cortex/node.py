@@ -151,7 +151,7 @@ class Node:
             config.heartbeat_interval_s,
             config.api_token,
             client_tls,
-            ConditionSandbox(max_workers=config.condition_workers_max),
+            sandbox=ConditionSandbox(max_workers=config.condition_workers_max),
         )
         executors = {name: BUILTIN_EXECUTORS[name] for name in config.executors}
         leading = LeaderContext(
@@ -227,7 +227,7 @@ class Node:
             self.service.workflows.sandbox,
             config.scheduler_interval_s,
             config.propose_timeout_s,
-            config.condition_input_max_bytes,
+            input_max_bytes=config.condition_input_max_bytes,
         )
         self.machine.add_listener(self.workflow_engine.on_change)
         self.streaming = StreamingService(

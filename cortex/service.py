@@ -117,7 +117,7 @@ class TaskService:
             node_id, group, proposer, reader, propose_timeout_s, api_token, tls
         )
         self.workflows = WorkflowService(
-            node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes, sandbox
+            node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes, sandbox=sandbox
         )
 
     # -- tasks -------------------------------------------------------------
