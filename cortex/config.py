@@ -138,6 +138,16 @@ class NodeConfig(BaseModel):
     # Tasks one purge entry removes at most (apply accepts up to 10 000).
     purge_batch_size: int = Field(500, ge=1, le=10_000)
     purge_interval_s: float = Field(30.0, gt=0, le=3600)
+    # Workflow conditions (evaluated on the leader): the JSON a condition's
+    # input may take (upstream outputs are cut to fit, keeping their ends),
+    # and how many sandbox processes may evaluate conditions at once.
+    condition_input_max_bytes: int = Field(1024**2, ge=64 * 1024, le=4 * 1024**2)
+    condition_workers_max: int = Field(4, ge=1, le=64)
+
+    @field_validator("condition_input_max_bytes", mode="before")
+    @classmethod
+    def _condition_input_size(cls, value: Any) -> Any:
+        return parse_byte_size(value) if isinstance(value, str) else value
 
     @field_validator("output_max_bytes_per_attempt", "output_max_total_bytes", mode="before")
     @classmethod

@@ -41,6 +41,7 @@ from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.workflows.engine import WorkflowEngine
+from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +198,7 @@ class Node:
             config.heartbeat_interval_s,
             config.api_token,
             client_tls,
+            sandbox=ConditionSandbox(max_workers=config.condition_workers_max),
         )
         environment = TaskEnvironment(
             tuple(config.env_passthrough), secret_values(os.environ, secret, config.api_token)
@@ -275,6 +277,7 @@ class Node:
             self.service.workflows.sandbox,
             config.scheduler_interval_s,
             config.propose_timeout_s,
+            input_max_bytes=config.condition_input_max_bytes,
         )
         self.machine.add_listener(self.workflow_engine.on_change)
         self.streaming = StreamingService(

@@ -33,6 +33,7 @@ from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
+from cortex.workflows.sandbox import ConditionSandbox
 from cortex.workflows.service import WorkflowService
 
 TASK_STATES = (
@@ -103,6 +104,7 @@ class TaskService:
         heartbeat_interval_s: float = 2.0,
         api_token: str | None = None,
         tls: ClientTls | None = None,
+        sandbox: ConditionSandbox | None = None,
     ) -> None:
         self.board = board
         self.node_id = node_id
@@ -119,7 +121,7 @@ class TaskService:
             node_id, group, proposer, reader, propose_timeout_s, api_token, tls
         )
         self.workflows = WorkflowService(
-            node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes
+            node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes, sandbox=sandbox
         )
 
     # -- tasks -------------------------------------------------------------

@@ -157,7 +157,8 @@ def _parse_value(text: str) -> Any:
 
 def read_definition(args: argparse.Namespace) -> tuple[str, str]:
     """The definition text and format to send; `--set` pairs are merged into
-    its `context` (the file is parsed here with the server's strict rules)."""
+    its `context`. With `--set`, or YAML over the server's YAML limit, the
+    file is parsed here with the server's strict rules and sent as JSON."""
     if args.file == "-":
         text = sys.stdin.read()
     else:
@@ -169,11 +170,17 @@ def read_definition(args: argparse.Namespace) -> tuple[str, str]:
     if not fmt and args.file != "-":
         suffix = Path(args.file).suffix.lower()
         fmt = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}.get(suffix, "")
-    if not args.set:
-        return text, fmt
-    from cortex.workflows.definition import load_document
+    from cortex.workflows.definition import (
+        MAX_DEFINITION_BYTES,
+        MAX_YAML_BYTES,
+        is_yaml,
+        load_document,
+    )
 
-    document = load_document(text, fmt)
+    large_yaml = is_yaml(text, fmt) and len(text.encode("utf-8", errors="replace")) > MAX_YAML_BYTES
+    if not args.set and not large_yaml:
+        return text, fmt
+    document = load_document(text, fmt, max_yaml_bytes=MAX_DEFINITION_BYTES)
     context = document.get("context") or {}
     if not isinstance(context, dict):
         raise InvalidArgument("the definition's context is not an object")

@@ -193,8 +193,8 @@ def build_server(
     ) -> dict[str, Any]:
         """Submit a DAG workflow. Tasks run when their dependencies end: with no
         condition only if all dependencies completed; a JavaScript condition such as
-        `parent.build.exitCode !== 0` decides otherwise. Returns {workflow_id, created};
-        follow it with get_workflow_status."""
+        `parent.build.exitCode !== 0` decides otherwise (it must come to true or false;
+        no `return`). Returns {workflow_id, created}; follow it with get_workflow_status."""
         text = definition if isinstance(definition, str) else json.dumps(definition)
         with client() as c:
             reply = _call(lambda: c.submit_workflow(text, "", idempotency_key or ""))

@@ -1,7 +1,8 @@
 """DAG workflows: definitions and their validation, the JavaScript condition
 sandbox, the leader's pure decision logic and engine loop, the service."""
 
-from cortex.workflows.decisions import Decision, TaskNode, decide
+from cortex.workflows.condition_input import condition_input
+from cortex.workflows.decisions import ConditionRequest, Decision, TaskNode, decide
 from cortex.workflows.definition import (
     TaskDefinition,
     WorkflowDefinition,
@@ -15,6 +16,7 @@ from cortex.workflows.service import WorkflowService, WorkflowSubmitOutcome, sub
 
 __all__ = [
     "ConditionOutcome",
+    "ConditionRequest",
     "ConditionSandbox",
     "Decision",
     "SandboxUnavailable",
@@ -24,6 +26,7 @@ __all__ = [
     "WorkflowEngine",
     "WorkflowService",
     "WorkflowSubmitOutcome",
+    "condition_input",
     "decide",
     "load_document",
     "parse_definition",

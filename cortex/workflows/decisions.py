@@ -1,28 +1,21 @@
 """The leader's pure decision logic: which pending tasks can be decided
 (every dependency terminal), and whether each runs or is skipped. Condition
-evaluation is injected, so this runs without V8 in tests."""
+evaluation is injected, so this runs without V8 in tests; an evaluator may
+answer "not yet" (None) for a condition still being evaluated, and that task
+waits for a later call."""
 
 from __future__ import annotations
 
-from collections import deque
+import hashlib
+import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cortex.state.transitions import TERMINAL_STATES
 from cortex.state.workflow_rules import default_verdict
-from cortex.workflows.sandbox import ConditionOutcome
-
-# Evaluates a batch of (condition, input) pairs, one outcome each, in order.
-Evaluator = Callable[[list[tuple[str, dict[str, Any]]]], list[ConditionOutcome]]
-
-_RESULT_NAMES = {
-    "exit_code": "exitCode",
-    "stdout_truncated": "stdoutTruncated",
-    "stderr_truncated": "stderrTruncated",
-    "timed_out": "timedOut",
-    "context_update": "contextUpdate",
-}
+from cortex.workflows.condition_input import DEFAULT_MAX_BYTES, condition_input, upstream
+from cortex.workflows.sandbox import ConditionOutcome, ConditionSandbox
 
 
 @dataclass(frozen=True)
@@ -35,6 +28,37 @@ class TaskNode:
     depends_on: tuple[str, ...] = ()
     condition: str | None = None
     result: dict[str, Any] | None = None
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class ConditionRequest:
+    """One task's condition to evaluate. `basis` names everything its input
+    is made of (the condition, the context, each upstream task's state and
+    attempt): equal bases mean equal inputs, so an outcome can be kept and
+    matched later without building the input again. `input()` builds it."""
+
+    task_id: str
+    key: str
+    condition: str
+    basis: tuple[Any, ...]
+    build: Callable[[], dict[str, Any]] = field(repr=False, compare=False)
+
+    def input(self) -> dict[str, Any]:
+        return self.build()
+
+
+# Outcomes for a batch of requests, in order; None: not known yet.
+Evaluator = Callable[[list[ConditionRequest]], list[ConditionOutcome | None]]
+
+
+def sandbox_evaluator(sandbox: ConditionSandbox, flow: str = "") -> Evaluator:
+    """Evaluates every request in `sandbox` and waits for all of them."""
+
+    def evaluate(requests: list[ConditionRequest]) -> list[ConditionOutcome | None]:
+        return list(sandbox.evaluate_many([(r.condition, r.input()) for r in requests], flow))
+
+    return evaluate
 
 
 @dataclass(frozen=True)
@@ -54,46 +78,6 @@ class Decision:
         }
 
 
-def parent_view(node: TaskNode, state: str) -> dict[str, Any]:
-    """What a condition sees of one dependency: `{exitCode, stdout, stderr,
-    state, result}`, with the result's fields in camelCase."""
-    result = node.result or {}
-    return {
-        "exitCode": result.get("exit_code"),
-        "stdout": result.get("stdout", ""),
-        "stderr": result.get("stderr", ""),
-        "state": state,
-        "result": {_RESULT_NAMES.get(k, k): v for k, v in result.items()} if node.result else None,
-    }
-
-
-def upstream(node: TaskNode, nodes: Mapping[str, TaskNode]) -> list[str]:
-    """Every task `node` depends on, directly or through others: direct
-    dependencies first (in their listed order), then theirs."""
-    seen: dict[str, None] = {}
-    frontier = deque(node.depends_on)
-    while frontier:
-        key = frontier.popleft()
-        if key in seen or key not in nodes:
-            continue
-        seen[key] = None
-        frontier.extend(nodes[key].depends_on)
-    return list(seen)
-
-
-def condition_input(
-    node: TaskNode, nodes: Mapping[str, TaskNode], states: Mapping[str, str],
-    context: dict[str, Any],
-) -> dict[str, Any]:  # fmt: skip
-    """`{parent: {key: ...}, workflow: {context}}` for `node`'s condition;
-    `parent` holds every upstream task (all terminal by now), so a condition
-    can look past its direct dependencies (`parent.test` from `deploy`)."""
-    return {
-        "parent": {key: parent_view(nodes[key], states[key]) for key in upstream(node, nodes)},
-        "workflow": {"context": context},
-    }
-
-
 def ready(nodes: Mapping[str, TaskNode], states: Mapping[str, str]) -> list[str]:
     """Pending tasks whose dependencies are all terminal, in `nodes` order."""
     return [
@@ -107,17 +91,20 @@ def decide(
     context: dict[str, Any],
     evaluate: Evaluator | None,
     max_conditions: int | None = None,
+    input_max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> list[Decision]:
     """Decides every task that can be decided now, in waves: a task skipped
     in one wave is terminal for the next, so a skip cascades through the
     DAG in one call. A task released to run is not terminal and stops the
     cascade until it finishes. Without `evaluate`, tasks with a condition
-    are left undecided (so cheap decisions need not wait for slow ones);
-    past `max_conditions` evaluations, the rest wait for the next call."""
+    are left undecided (so cheap decisions need not wait for slow ones), and
+    so are those `evaluate` has no outcome for yet; past `max_conditions`
+    requests, the rest wait for the next call."""
     states = {key: node.state for key, node in nodes.items()}
     decisions: list[Decision] = []
     budget = max_conditions if max_conditions is not None else len(nodes)
     deferred: set[str] = set()
+    context_digest: list[str] = []
     while True:
         wave = [key for key in ready(nodes, states) if key not in deferred]
         conditional = [key for key in wave if nodes[key].condition]
@@ -129,16 +116,22 @@ def decide(
         wave = [key for key in wave if key not in deferred]
         if not wave:
             return decisions
-        outcomes = dict(
-            zip(
-                conditional,
-                evaluate([
-                    (nodes[key].condition or "", condition_input(nodes[key], nodes, states, context))
-                    for key in conditional
-                ]) if conditional and evaluate is not None else [],
-                strict=True,
-            )
-        )  # fmt: skip
+        outcomes: dict[str, ConditionOutcome] = {}
+        if conditional and evaluate is not None:
+            if not context_digest:
+                canonical = json.dumps(context, sort_keys=True, separators=(",", ":"))
+                context_digest.append(hashlib.sha256(canonical.encode()).hexdigest())
+            snapshot = dict(states)
+            requests = [_request(nodes[key], nodes, snapshot, context, context_digest[0],
+                                 input_max_bytes) for key in conditional]  # fmt: skip
+            for key, outcome in zip(conditional, evaluate(requests), strict=True):
+                if outcome is None:
+                    deferred.add(key)
+                else:
+                    outcomes[key] = outcome
+            wave = [key for key in wave if key not in deferred]
+            if not wave:
+                return decisions
         for key in wave:
             node = nodes[key]
             if key in outcomes:
@@ -148,3 +141,24 @@ def decide(
                 run, reason = default_verdict({d: states[d] for d in node.depends_on})
             decisions.append(Decision(node.task_id, key, run, reason))
             states[key] = "queued" if run else "skipped"
+
+
+def _request(
+    node: TaskNode,
+    nodes: Mapping[str, TaskNode],
+    states: Mapping[str, str],
+    context: dict[str, Any],
+    context_digest: str,
+    input_max_bytes: int,
+) -> ConditionRequest:
+    condition = node.condition or ""
+    basis = (
+        condition,
+        context_digest,
+        input_max_bytes,
+        tuple((key, states[key], nodes[key].attempt) for key in upstream(node, nodes)),
+    )
+    return ConditionRequest(
+        node.task_id, node.key, condition, basis,
+        lambda: condition_input(node, nodes, states, context, input_max_bytes),
+    )  # fmt: skip

@@ -28,6 +28,14 @@ from cortex.state.workflow_transitions import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX
 from cortex.workflows.sandbox import MAX_CONDITION_CHARS, ConditionSandbox
 
 MAX_DEFINITION_BYTES = 8 * 1024 * 1024
+# YAML costs far more CPU per byte than JSON: even with libyaml's C parser,
+# every value is resolved and built in Python. These limits hold the worst
+# case measured (scripts/bench_yaml.py: densely packed small values, about
+# 5 s per MB with libyaml, 20 s per MB without) to about a second of CPU per
+# request, what a JSON definition at its 8 MiB limit costs; larger
+# definitions go as JSON (the CLI converts them).
+MAX_YAML_BYTES_LIBYAML = 256 * 1024
+MAX_YAML_BYTES_PURE = 40 * 1024
 # Values in a loaded document, counting YAML aliases at every use, so an
 # alias bomb is refused before anything expands it.
 MAX_DOCUMENT_VALUES = 500_000
@@ -100,9 +108,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-class _StrictYamlLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping naming the same key twice (merge
-    keys `<<` may still be overridden, as YAML intends)."""
+class _NoDuplicateKeys(yaml.constructor.SafeConstructor):
+    """Refuses a mapping naming the same key twice (merge keys `<<` may
+    still be overridden, as YAML intends)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -123,9 +131,33 @@ class _StrictYamlLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)  # type: ignore[no-untyped-call]
 
 
-def load_document(text: str, fmt: str = "") -> dict[str, Any]:
+class _PureYamlLoader(_NoDuplicateKeys, yaml.SafeLoader):
+    pass
+
+
+_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)
+if _CSafeLoader is not None:
+
+    class _CYamlLoader(_NoDuplicateKeys, _CSafeLoader):  # type: ignore[misc, valid-type]
+        pass
+
+    YAML_LOADER: type = _CYamlLoader
+    MAX_YAML_BYTES = MAX_YAML_BYTES_LIBYAML
+else:  # pragma: no cover - libyaml is missing
+    YAML_LOADER = _PureYamlLoader
+    MAX_YAML_BYTES = MAX_YAML_BYTES_PURE
+
+
+def is_yaml(text: str, fmt: str = "") -> bool:
+    """Whether `load_document` reads `text` as YAML (first, or at all)."""
+    fmt = (fmt or "").strip().lower()
+    return fmt in ("yaml", "yml") or (not fmt and not text.lstrip().startswith("{"))
+
+
+def load_document(text: str, fmt: str = "", max_yaml_bytes: int = MAX_YAML_BYTES) -> dict[str, Any]:
     """Parses JSON or YAML (`fmt` empty: JSON when the text starts with `{`
-    and parses as JSON, else YAML) into plain JSON-compatible data."""
+    and parses as JSON, else YAML) into plain JSON-compatible data. YAML may
+    be at most `max_yaml_bytes` long."""
     fmt = (fmt or "").strip().lower()
     if fmt not in FORMATS:
         raise InvalidArgument(f"format {fmt!r} is not json, yaml or empty (detect)")
@@ -146,23 +178,28 @@ def load_document(text: str, fmt: str = "") -> dict[str, Any]:
             if fmt == "json":
                 raise InvalidArgument(f"workflow definition is not valid JSON: {err}") from None
             try:
-                data = _load_yaml(text)
+                data = _load_yaml(text, size, max_yaml_bytes)
             except InvalidArgument:
                 # It looked like JSON, so the JSON error is the helpful one.
                 raise InvalidArgument(f"workflow definition is not valid JSON: {err}") from None
         except RecursionError:
             raise InvalidArgument("workflow definition is nested too deeply") from None
     else:
-        data = _load_yaml(text)
+        data = _load_yaml(text, size, max_yaml_bytes)
     if not isinstance(data, dict):
         raise InvalidArgument("workflow definition must be an object (a mapping of fields)")
     _check_plain(data)
     return data
 
 
-def _load_yaml(text: str) -> Any:
+def _load_yaml(text: str, size: int, max_bytes: int) -> Any:
+    if size > max_bytes:
+        raise InvalidArgument(
+            f"workflow definition is {size} bytes of YAML, over the limit of {max_bytes} bytes"
+            f" for YAML (send it as JSON, up to {MAX_DEFINITION_BYTES} bytes)"
+        )
     try:
-        return yaml.load(text, Loader=_StrictYamlLoader)  # noqa: S506 - a SafeLoader
+        return yaml.load(text, Loader=YAML_LOADER)  # noqa: S506 - a SafeLoader
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -1,9 +1,15 @@
-"""The leader-only workflow engine: when workflow tasks finish (or every
-interval), finds pending tasks whose dependencies are all terminal, decides
-them (evaluating conditions in the sandbox, off the Raft thread) and
-proposes one `WORKFLOW_ADVANCE` per workflow.
+"""The leader-only workflow engine: when workflow tasks finish, when a
+condition's outcome arrives (or every interval), finds pending tasks whose
+dependencies are all terminal, decides them and proposes one
+`WORKFLOW_ADVANCE` per workflow.
 
-Nothing is kept between rounds: the decisions still to make are derived
+Conditions are evaluated in the sandbox off the engine's thread, each
+workflow on its own fairly served queue: a round decides what it can with
+the outcomes it has and asks for the rest, so one workflow's slow
+conditions hold up neither the engine nor other workflows.
+
+Only outcomes in flight are kept between rounds (matched by the exact
+input they were computed from): the decisions still to make are derived
 from the replicated state each time, so a new leader picks up exactly where
 the old one stopped. A decision the old leader proposed that commits after
 the new leader's is rejected in apply (its task is no longer pending)."""
@@ -11,24 +17,29 @@ the new leader's is rejected in apply (its task is no longer pending)."""
 from __future__ import annotations
 
 import logging
+import time
 
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.state.workflow_queries import WorkflowView
-from cortex.workflows.decisions import Evaluator, TaskNode, decide
+from cortex.workflows.condition_input import DEFAULT_MAX_BYTES
+from cortex.workflows.decisions import TaskNode, decide
+from cortex.workflows.evaluations import PendingEvaluations
 from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
 
-# Conditions evaluated per workflow per round: a workflow with many slow
-# conditions commits its decisions in parts and does not hold up the others.
+# Conditions a workflow has asked for at once at most: a workflow with many
+# conditions commits its decisions in parts.
 CONDITIONS_PER_ROUND = 64
 
 
 def task_nodes(workflow: WorkflowView) -> dict[str, TaskNode]:
     return {
-        t.key: TaskNode(t.key, t.task_id, t.state, tuple(t.depends_on), t.condition, t.result)
+        t.key: TaskNode(
+            t.key, t.task_id, t.state, tuple(t.depends_on), t.condition, t.result, t.attempt
+        )
         for t in workflow.tasks
     }
 
@@ -40,10 +51,16 @@ class WorkflowEngine(LeaderLoop):
         sandbox: ConditionSandbox,
         interval_s: float = 1.0,
         propose_timeout_s: float = 10.0,
+        input_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         super().__init__("workflows", context, interval_s)
-        self._sandbox = sandbox
+        self._evaluations = PendingEvaluations(sandbox, self.wake)
         self._timeout_s = propose_timeout_s
+        self._input_max_bytes = input_max_bytes
+        # Ready tasks of each workflow when it was last looked at and could
+        # decide nothing more; a full round looks at every workflow.
+        self._examined: dict[str, tuple[str, ...]] = {}
+        self._last_full_round = float("-inf")
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """State listener (Raft thread): wake when a task became pending or
@@ -51,21 +68,52 @@ class WorkflowEngine(LeaderLoop):
         if not changes or any(c.state == "pending" or c.state in TERMINAL_STATES for c in changes):
             self._wake.set()
 
+    def on_follower(self) -> None:
+        self._evaluations.clear()
+        self._examined = {}
+
     def work(self) -> bool:
         return self.advance() > 0
 
     def advance(self) -> int:
-        """One round: decides what can be decided now and proposes it; returns
-        how many decisions were committed."""
+        """One round: decides what can be decided now and proposes it; asks
+        for the conditions it lacks; returns how many decisions committed.
+
+        A workflow that only waits for its conditions is looked at again when
+        one of their outcomes arrives, when its ready tasks change, or at the
+        next full round (every interval), not on every round."""
+        started = time.monotonic()
         ready = self._reader.ready_workflow_tasks()
-        if not ready:
-            return 0
         basis = self._reader.applied_index()
-        workflows = [w for w in map(self._reader.get_workflow, ready) if w and w.state == "running"]
-        # Decisions without conditions first: they must not wait for a slow condition.
-        entries = self._entries(workflows, None, basis)
-        if not entries:
-            entries = self._entries(workflows, self._sandbox.evaluate_many, basis)
+        full = started - self._last_full_round >= self._interval_s
+        if full:
+            self._last_full_round = started
+        arrived = self._evaluations.take_arrivals()
+        entries = []
+        examined: dict[str, tuple[str, ...]] = {}
+        waiting: set[str] = set()
+        try:
+            for workflow_id, task_ids in ready.items():
+                signature = tuple(sorted(task_ids))
+                if not full and workflow_id not in arrived:
+                    if self._examined.get(workflow_id) == signature:
+                        examined[workflow_id] = signature
+                        waiting.add(workflow_id)
+                        continue
+                workflow = self._reader.get_workflow(workflow_id)
+                if workflow is None or workflow.state != "running":
+                    continue
+                entry = self._entry(workflow, basis)
+                if entry is None:
+                    examined[workflow_id] = signature
+                else:
+                    entries.append(entry)
+        finally:
+            self._examined = examined
+            self._evaluations.sweep(keep=waiting)
+        log.debug("workflow round: %d ready, %d looked at, %d to propose, %d evaluations pending,"
+                  " %.1f ms", len(ready), len(ready) - len(waiting), len(entries),
+                  len(self._evaluations), (time.monotonic() - started) * 1000)  # fmt: skip
         if not entries or not self._is_leader():
             return 0
         results = self._proposer.propose(entries, self._timeout_s)
@@ -77,22 +125,21 @@ class WorkflowEngine(LeaderLoop):
                 log.warning("workflow advance rejected: %s", result.get("reason"))
         return decided
 
-    def _entries(
-        self, workflows: list[WorkflowView], evaluate: Evaluator | None, basis: int
-    ) -> list[e.Entry]:
-        entries = []
-        for workflow in workflows:
-            decisions = decide(
-                task_nodes(workflow), workflow.context, evaluate, CONDITIONS_PER_ROUND
-            )
-            if not decisions:
-                continue
-            released = sum(1 for d in decisions if d.run)
-            log.info("workflow %s: releasing %d tasks, skipping %d", workflow.id, released,
-                     len(decisions) - released)  # fmt: skip
-            for d in decisions:
-                log.log(logging.DEBUG if d.run else logging.INFO, "workflow %s task %s (%s): %s, %s",
-                        workflow.id, d.key, d.task_id, "run" if d.run else "skip", d.reason)  # fmt: skip
-            payload = e.WorkflowAdvance(workflow.id, [d.to_entry() for d in decisions], basis)
-            entries.append(e.Entry.create(payload, self._node_id))
-        return entries
+    def _entry(self, workflow: WorkflowView, basis: int) -> e.Entry | None:
+        decisions = decide(
+            task_nodes(workflow),
+            workflow.context,
+            self._evaluations.evaluator(workflow.id),
+            CONDITIONS_PER_ROUND,
+            self._input_max_bytes,
+        )
+        if not decisions:
+            return None
+        released = sum(1 for d in decisions if d.run)
+        log.info("workflow %s: releasing %d tasks, skipping %d", workflow.id, released,
+                 len(decisions) - released)  # fmt: skip
+        for d in decisions:
+            log.log(logging.DEBUG if d.run else logging.INFO, "workflow %s task %s (%s): %s, %s",
+                    workflow.id, d.key, d.task_id, "run" if d.run else "skip", d.reason)  # fmt: skip
+        payload = e.WorkflowAdvance(workflow.id, [d.to_entry() for d in decisions], basis)
+        return e.Entry.create(payload, self._node_id)

@@ -95,6 +95,15 @@ def test_invalid_definitions_are_refused_and_write_nothing(cluster):
             "  b: {spec: {command: x}, dependsOn: [a], condition: 'parent.a.exitCode ==='}\n",
             "tasks.b.condition: does not parse: SyntaxError",
         ),
+        "return": (
+            "name: w\ntasks:\n  a: {spec: {command: x}}\n"
+            "  b: {spec: {command: x}, dependsOn: [a], condition: 'return parent.a.exitCode === 0'}\n",
+            "tasks.b.condition: does not parse: SyntaxError: Illegal return statement",
+        ),
+        "large yaml": (
+            "name: w\ntasks:\n" + "".join(f"  t{i}: {{type: noop}}\n" for i in range(20_000)),
+            "bytes for YAML (send it as JSON",
+        ),
         "task type": ("name: w\ntasks:\n  a: {type: subagent, spec: {prompt: hi}}\n", "unknown task type 'subagent'"),
         "field type": ("name: w\ntasks:\n  a: {spec: {command: x}, dependsOn: a}\n", "tasks.a.dependsOn"),
         "not a mapping": ("- just\n- a list\n", "must be an object"),
@@ -219,6 +228,9 @@ def test_hostile_conditions_are_skipped_quickly_and_the_cluster_carries_on(clust
     hostile = {
         "loop": "while(true){}",
         "memory": "let a = []; while (true) a.push(new Array(1e6).fill(1))",
+        "buffer": "new Uint8Array(new ArrayBuffer(256 * 1024 * 1024)).fill(1).length > 0",
+        "promise": "Promise.resolve(true)",
+        "string": "'yes'",
         "require": "require('fs')",
         "exit": "process.exit()",
         "escape": "this.constructor.constructor('return process')()",
@@ -253,6 +265,11 @@ def test_hostile_conditions_are_skipped_quickly_and_the_cluster_carries_on(clust
         # Over the memory cap, or out of time first on a busy machine.
         reason = tasks["memory"].skip_reason
         assert "memory limit" in reason or "timed out after 100 ms" in reason, reason
+        assert tasks["buffer"].skip_reason == (
+            "condition threw ReferenceError: Uint8Array is not defined"
+        )
+        assert tasks["promise"].skip_reason == "condition returned a Promise, not a boolean"
+        assert tasks["string"].skip_reason == "condition returned a string, not a boolean"
         assert "require is not defined" in tasks["require"].skip_reason
         assert "process is not defined" in tasks["exit"].skip_reason
         assert "process is not defined" in tasks["escape"].skip_reason

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from cortex.state import entries as e
 from cortex.state.transitions import TERMINAL_STATES
 from cortex.state.workflow_rules import UNSUCCESSFUL_TASK_STATES
+from cortex.workflows.decisions import sandbox_evaluator
 from cortex.workflows.sandbox import ConditionSandbox
 from tests.workflow_sim import NODES, WorkflowLog
 
@@ -98,7 +99,7 @@ def _step(
     if move == "cancel workflow" and data.draw(st.integers(0, 9)):
         move = moves[0]  # rarely: most workflows should run to the end
     if move == "advance":
-        log.advance(workflow_id, sandbox.evaluate_many)
+        log.advance(workflow_id, sandbox_evaluator(sandbox))
     elif move == "advance twice":
         # Two leaders decide from the same state; the later copy is stale.
         current = log.reader.get_workflow(workflow_id)
@@ -107,7 +108,7 @@ def _step(
         from cortex.workflows.engine import task_nodes
 
         decisions = [d.to_entry() for d in decide(task_nodes(current), current.context,
-                                                  sandbox.evaluate_many)]  # fmt: skip
+                                                  sandbox_evaluator(sandbox))]  # fmt: skip
         first = log.one(e.WorkflowAdvance(workflow_id, decisions))
         second = log.one(e.WorkflowAdvance(workflow_id, decisions))
         assert first["ok"] and first["rejected"] == 0, first

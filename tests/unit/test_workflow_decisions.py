@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from cortex.state.workflow_rules import default_verdict, find_cycle, workflow_outcome
-from cortex.workflows.decisions import TaskNode, condition_input, decide, ready, upstream
+from cortex.workflows.condition_input import condition_input, upstream
+from cortex.workflows.decisions import (
+    ConditionRequest,
+    TaskNode,
+    decide,
+    ready,
+    sandbox_evaluator,
+)
 from cortex.workflows.sandbox import ConditionOutcome, ConditionSandbox
 
 OK = {"exit_code": 0, "stdout": "fine", "stderr": ""}
@@ -19,15 +26,18 @@ def _dag(*nodes: TaskNode) -> dict[str, TaskNode]:
 
 
 class Scripted:
-    """Answers conditions from a table and records what it was asked."""
+    """Answers conditions from a table (None: not known yet) and records what
+    it was asked, with each request's input."""
 
-    def __init__(self, answers: dict[str, ConditionOutcome]) -> None:
+    def __init__(self, answers: dict[str, ConditionOutcome | None]) -> None:
         self.answers = answers
         self.asked: list[tuple[str, dict[str, Any]]] = []
+        self.requests: list[ConditionRequest] = []
 
-    def __call__(self, items: list[tuple[str, dict[str, Any]]]) -> list[ConditionOutcome]:
-        self.asked.extend(items)
-        return [self.answers[condition] for condition, _ in items]
+    def __call__(self, requests: list[ConditionRequest]) -> list[ConditionOutcome | None]:
+        self.requests.extend(requests)
+        self.asked.extend((r.condition, r.input()) for r in requests)
+        return [self.answers[r.condition] for r in requests]
 
 
 def test_without_condition_a_task_runs_only_when_every_dependency_completed():
@@ -82,7 +92,7 @@ def test_conditions_decide_and_failures_skip_with_the_reason():
             "yes": ConditionOutcome(True),
             "no": ConditionOutcome(False),
             "spin": ConditionOutcome(None, "timeout", "timed out after 100 ms"),
-            "oops": ConditionOutcome(None, "error", "TypeError: x is undefined"),
+            "oops": ConditionOutcome(None, "threw", "threw TypeError: x is undefined"),
         }
     )
     decisions = {d.key: d for d in decide(nodes, {"v": 1}, evaluate)}
@@ -91,7 +101,7 @@ def test_conditions_decide_and_failures_skip_with_the_reason():
     assert (
         not decisions["spin"].run and decisions["spin"].reason == "condition timed out after 100 ms"
     )
-    assert decisions["oops"].reason == "condition raised TypeError: x is undefined"
+    assert decisions["oops"].reason == "condition threw TypeError: x is undefined"
     assert len(evaluate.asked) == 4  # one batch
 
 
@@ -132,7 +142,9 @@ def test_a_condition_sees_every_upstream_task_and_the_context():
     states = {k: n.state for k, n in nodes.items()}
     data = condition_input(nodes["deploy"], nodes, states, {"version": "1.2"})
     assert set(data["parent"]) == {"build", "lint", "test"}
-    assert data["parent"]["test"]["result"]["stdout"] == "0 failures"
+    # stdout/stderr once: the sandbox shows them as result.stdout/stderr too.
+    assert data["parent"]["test"]["stdout"] == "0 failures"
+    assert "stdout" not in data["parent"]["test"]["result"]
     assert data["parent"]["test"]["result"]["exitCode"] == 0
     assert data["parent"]["lint"] == {"exitCode": None, "stdout": "", "stderr": "", "state": "skipped",
                                       "result": None}  # fmt: skip
@@ -174,7 +186,7 @@ def test_decide_with_real_v8_conditions():
     )
     box = ConditionSandbox()
     try:
-        decisions = {d.key: d for d in decide(nodes, {"version": "1.2"}, box.evaluate_many)}
+        decisions = {d.key: d for d in decide(nodes, {"version": "1.2"}, sandbox_evaluator(box))}
     finally:
         box.close()
     assert not decisions["deploy"].run and decisions["notify"].run and decisions["ctx"].run

@@ -3,14 +3,23 @@ InvalidArgument naming it. Conditions are syntax-checked in real V8."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
+from cortex.cli.workflows import read_definition
 from cortex.errors import InvalidArgument
-from cortex.workflows.definition import load_document, parse_definition
+from cortex.workflows import definition
+from cortex.workflows.definition import (
+    MAX_DEFINITION_BYTES,
+    MAX_YAML_BYTES,
+    load_document,
+    parse_definition,
+)
 from cortex.workflows.sandbox import ConditionSandbox
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "workflows"
@@ -230,3 +239,55 @@ def test_every_problem_is_reported_at_once(sandbox):
 def test_load_document_returns_plain_data():
     assert load_document('{"name": "wf", "tasks": {}}') == {"name": "wf", "tasks": {}}
     assert load_document("name: wf\ntasks: {}\n", "yml") == {"name": "wf", "tasks": {}}
+
+
+def _big_yaml(min_bytes: int) -> str:
+    lines, i = [], 0
+    while sum(map(len, lines)) < min_bytes:
+        lines.append(
+            f"  t{i}: {{type: noop, dependsOn: [t{i - 1}]}}\n" if i else "  t0: {type: noop}\n"
+        )
+        i += 1
+    return _yaml("".join(lines))
+
+
+def test_yaml_is_limited_to_what_loads_in_its_cpu_budget_with_a_clear_error():
+    text = _big_yaml(MAX_YAML_BYTES + 1)
+    message = _error(text)
+    assert f"over the limit of {MAX_YAML_BYTES} bytes for YAML" in message
+    assert f"send it as JSON, up to {MAX_DEFINITION_BYTES} bytes" in message
+    assert message == _error(text, fmt="yaml")
+    # The same definition as JSON is fine, and so is YAML just under the limit.
+    as_json = json.dumps(load_document(text, max_yaml_bytes=MAX_DEFINITION_BYTES))
+    assert len(as_json) > MAX_YAML_BYTES
+    assert len(parse_definition(as_json).tasks) == len(parse_definition(as_json, "json").tasks)
+    under = _big_yaml(MAX_YAML_BYTES - 200)
+    assert len(under.encode()) <= MAX_YAML_BYTES
+    assert parse_definition(under).tasks
+
+
+def test_yaml_loads_with_libyaml_when_present_and_keeps_its_checks(monkeypatch):
+    if yaml.__with_libyaml__:
+        assert issubclass(definition.YAML_LOADER, yaml.CSafeLoader)
+        assert MAX_YAML_BYTES == definition.MAX_YAML_BYTES_LIBYAML
+    duplicate = _yaml("  a:\n    spec: {command: x}\n  a:\n    spec: {command: y}\n")
+    for loader in {definition.YAML_LOADER, definition._PureYamlLoader}:
+        monkeypatch.setattr(definition, "YAML_LOADER", loader)
+        message = _error(duplicate, fmt="yaml")
+        assert "duplicate key 'a'" in message and "line 5" in message, loader
+        assert "date is not a JSON value" in _error(
+            _yaml("  a: {spec: {command: x}}\n", extra="context: {day: 2024-01-01}\n")
+        )
+        assert "line 2" in _error("name: [\n", fmt="yaml")
+
+
+def test_the_cli_sends_large_yaml_as_json(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text(_big_yaml(MAX_YAML_BYTES + 1))
+    text, fmt = read_definition(argparse.Namespace(file=str(big), format=None, set=[]))
+    assert fmt == "json" and json.loads(text)["tasks"]["t0"] == {"type": "noop"}
+    small = tmp_path / "small.yaml"
+    small.write_text(_yaml("  a: {type: noop}\n"))
+    assert read_definition(argparse.Namespace(file=str(small), format=None, set=[])) == (
+        small.read_text(), "yaml",
+    )  # fmt: skip

@@ -1,0 +1,129 @@
+"""The condition sandbox in real 3-node clusters: conditions see nothing of
+the nodes' secrets, and many workflows with slow conditions do not hold up
+an unrelated workflow's next step."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.cluster import SECRET, wait_until
+from tests.hostile_conditions import EXFILTRATE, search_for
+
+pytestmark = pytest.mark.cluster
+
+API_TOKEN = "api-token-3c9e1f77b0d24a65"
+MCP_TOKEN = "mcp-token-8a41d06e92cf5b13"
+TERMINAL = ("completed", "failed", "cancelled")
+SLOW_WORKFLOWS = 150
+
+
+def _submit(client: Any, definition: dict[str, Any]) -> str:
+    return client.submit_workflow(json.dumps(definition), "json").workflow_id
+
+
+def _ended(client: Any, workflow_id: str, timeout: float = 60) -> Any:
+    return wait_until(
+        lambda: (w := client.get_workflow_status(workflow_id)).state in TERMINAL and w,
+        timeout,
+        what=f"workflow {workflow_id} to end",
+    )
+
+
+def _event_ts(client: Any, task_id: str, event: str) -> int:
+    events = client.get_task(task_id, include_events=True).events
+    return next(ev.ts_ms for ev in events if ev.event == event)
+
+
+def test_a_condition_sees_no_secret_or_token_of_the_node(make_cluster):
+    cluster = make_cluster(3, api_token=API_TOKEN, start=False)
+    secrets = {
+        "CORTEX_SECRET": SECRET,
+        "CORTEX_API_TOKEN": API_TOKEN,
+        "CORTEX_MCP_TOKEN": MCP_TOKEN,
+    }
+    for node in cluster.nodes:
+        node.env = dict(secrets)
+    cluster.start()
+    cluster.wait_ready()
+    marker = "planted-marker-51f0e2"
+    definition = {
+        "name": "snoop",
+        "context": {"marker": marker},
+        "tasks": {
+            "root": {"type": "noop"},
+            "search": {"type": "noop", "dependsOn": ["root"],
+                       "condition": search_for(list(secrets.values()))},
+            "control": {"type": "noop", "dependsOn": ["root"], "condition": search_for([marker])},
+            "exfiltrate": {"type": "noop", "dependsOn": ["root"], "condition": EXFILTRATE},
+        },
+    }  # fmt: skip
+    with cluster.leader().client() as client:
+        workflow = _ended(client, _submit(client, definition))
+    tasks = {t.key: t for t in workflow.tasks}
+    # The search reaches what a condition can see (the control finds the
+    # marker) and finds none of the node's secrets.
+    assert tasks["control"].state == "completed", tasks["control"]
+    assert tasks["search"].state == "skipped"
+    assert tasks["search"].skip_reason == "condition is false"
+    reason = tasks["exfiltrate"].skip_reason
+    assert reason.startswith("condition threw Error: env=ReferenceError: process is not defined")
+    assert not any(value in reason for value in secrets.values()), reason
+
+
+def _slow_workflow(finish_at_ms: int) -> dict[str, Any]:
+    """A root that ends at `finish_at_ms`, then a condition that spins until
+    its 100 ms are up."""
+    duration = max(0, finish_at_ms - int(time.time() * 1000))
+    return {
+        "name": "slow",
+        "tasks": {
+            "root": {"type": "noop", "spec": {"options": {"duration_ms": duration}}},
+            "gate": {"type": "noop", "dependsOn": ["root"], "condition": "while(true){}"},
+        },
+    }
+
+
+def test_slow_conditions_of_many_workflows_do_not_hold_up_another(make_cluster):
+    cluster = make_cluster(3)
+    unrelated = {
+        "name": "unrelated",
+        "tasks": {
+            "first": {"type": "noop"},
+            "then": {"type": "noop", "dependsOn": ["first"],
+                     "condition": "parent.first.exitCode === 0"},
+        },
+    }  # fmt: skip
+    with cluster.leader().client() as client:
+        # The roots all end together, so 150 conditions of 100 ms each queue up at once.
+        finish_at_ms = int(time.time() * 1000) + 12_000
+        with ThreadPoolExecutor(8) as pool:
+            slow_ids = list(pool.map(lambda _: _submit(client, _slow_workflow(finish_at_ms)),
+                                     range(SLOW_WORKFLOWS)))  # fmt: skip
+        wait_until(
+            lambda: client.list_tasks(states=["completed"], page_size=1).total >= SLOW_WORKFLOWS,
+            60,
+            what="the slow workflows' roots to complete",
+        )
+        backlog = client.list_tasks(states=["pending"], page_size=1).total
+        workflow = _ended(client, _submit(client, unrelated))
+        tasks = {t.key: t for t in workflow.tasks}
+        assert workflow.state == "completed" and tasks["then"].state == "completed", workflow
+        first_done = _event_ts(client, tasks["first"].task_id, "completed")
+        decided = _event_ts(client, tasks["then"].task_id, "released")
+        delay_ms = decided - first_done
+        slow_workflows = [_ended(client, workflow_id) for workflow_id in slow_ids]
+        gates = [next(t for t in w.tasks if t.key == "gate") for w in slow_workflows]
+        assert {g.skip_reason for g in gates} == {"condition timed out after 100 ms"}
+        decided_later = sum(_event_ts(client, gate.task_id, "skipped") > decided for gate in gates)
+    print(f"backlog {backlog}, unrelated step decided {delay_ms} ms after its dependency "
+          f"completed, ahead of {decided_later} slow conditions")  # fmt: skip
+    # The backlog was real when the unrelated step came (first come, first
+    # served would have put it behind all of it), and it did not wait for it.
+    assert backlog >= 50, backlog
+    assert decided_later >= 30, decided_later
+    assert delay_ms < 1000, delay_ms
