@@ -40,15 +40,17 @@ def _event_ts(client: Any, task_id: str, event: str) -> int:
 
 
 def test_a_condition_sees_no_secret_or_token_of_the_node(make_cluster):
-    cluster = make_cluster(3, api_token=API_TOKEN, start=False)
+    cluster = make_cluster(3, start=False)
     secrets = {
         "CORTEX_SECRET": SECRET,
         "CORTEX_API_TOKEN": API_TOKEN,
         "CORTEX_MCP_TOKEN": MCP_TOKEN,
     }
     for node in cluster.nodes:
+        # Secret and token reach the node through its environment only.
         node.env = dict(secrets)
-    cluster.start()
+        node.api_token = API_TOKEN
+        node.start(peers=cluster.peers, secret=None)
     cluster.wait_ready()
     marker = "planted-marker-51f0e2"
     definition = {
