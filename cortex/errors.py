@@ -43,6 +43,8 @@ class ResourceExhausted(CortexError):
     streams, waits); nothing was done. Retrying after `retry_after_s`, or
     asking another node, is safe."""
 
-    def __init__(self, message: str, retry_after_s: float = 0.0) -> None:
+    def __init__(self, message: str, retry_after_s: float = 0.0, limit: str = "") -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        # Which limit was reached (requests, streams, waits), when known.
+        self.limit = limit

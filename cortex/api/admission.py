@@ -73,6 +73,9 @@ class Admission:
     def __init__(self, node_id: str, limits: dict[str, Limit]) -> None:
         self._node_id = node_id
         self.limits = limits
+        self._lock = threading.Lock()
+        # Calls refused so far, by the limit they hit.
+        self.refused: dict[str, int] = dict.fromkeys(limits, 0)
 
     def enter(self, kind: str) -> Callable[[], None]:
         """Admits a call of `kind`; returns what releases it."""
@@ -84,10 +87,13 @@ class Admission:
             if limit.slots.take() is None:
                 for slots in taken:
                     slots.give_back()
+                with self._lock:
+                    self.refused[name] += 1
                 raise ResourceExhausted(
                     f"node {self._node_id} busy: {limit.describe(limit.slots.limit)} "
                     f"(config key {limit.config_key}); {limit.advice}",
                     limit.retry_after_s,
+                    name,
                 )
             taken.append(limit.slots)
         released = threading.Event()
@@ -172,11 +178,11 @@ def call_kind(method: str, request: Any, response_streaming: bool) -> str:
     return REQUESTS
 
 
-def _refuse(context: grpc.ServicerContext, kind: str, busy: ResourceExhausted) -> None:
+def _refuse(context: grpc.ServicerContext, busy: ResourceExhausted) -> None:
     context.set_trailing_metadata(
         (
             (RETRY_AFTER_HEADER, str(int(busy.retry_after_s * 1000))),
-            (BUSY_HEADER, kind),
+            (BUSY_HEADER, busy.limit),
         )
     )
     context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(busy))
@@ -215,7 +221,7 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
                 try:
                     release = admission.enter(kind)
                 except ResourceExhausted as busy:
-                    _refuse(context, kind, busy)
+                    _refuse(context, busy)
                 try:
                     yield from behaviour(request, context)
                 finally:
@@ -233,7 +239,7 @@ class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             try:
                 release = admission.enter(kind)
             except ResourceExhausted as busy:
-                _refuse(context, kind, busy)
+                _refuse(context, busy)
             try:
                 return unary(request, context)
             finally:

@@ -124,8 +124,10 @@ def test_a_replayed_heartbeat_keeps_no_dead_node_online(make_cluster):
     other.start(peers=cluster.peers)
     # Its peer listener has a new port; it announces it once it is back.
     restarted_peer = wait_until(
-        lambda: _peer_addresses(leader).get(other.node_id) not in (old_peer, "", None)
-        and _peer_addresses(leader)[other.node_id],
+        lambda: (
+            _peer_addresses(leader).get(other.node_id) not in (old_peer, "", None)
+            and _peer_addresses(leader)[other.node_id]
+        ),
         60,
         what="the restarted node to announce its peer listener",
     )
@@ -173,9 +175,11 @@ def test_a_replayed_join_of_a_removed_node_is_refused(make_cluster):
             assert "challenge" in detail, detail
             # With a fresh nonce, the old proof does not fit.
             request = pb.JoinClusterRequest.FromString(join.payload)
-            request.nonce = pb_grpc.CortexStub(channel).JoinChallenge(
-                pb.JoinChallengeRequest(), timeout=5
-            ).nonce
+            request.nonce = (
+                pb_grpc.CortexStub(channel)
+                .JoinChallenge(pb.JoinChallengeRequest(), timeout=5)
+                .nonce
+            )
             code, detail = _send_raw(channel, JOIN, join, request.SerializeToString())
             assert code == grpc.StatusCode.UNAUTHENTICATED, (code, detail)
             assert "secret" in detail, detail
