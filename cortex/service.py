@@ -4,6 +4,8 @@ read. Interfaces translate; the rules live here."""
 from __future__ import annotations
 
 import hmac
+import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from cortex.errors import (
     Unavailable,
 )
 from cortex.membership.board import NodeReport, ResourceBoard
-from cortex.membership.freshness import HeartbeatGuard
+from cortex.membership.freshness import HeartbeatGuard, StaleHeartbeat
 from cortex.membership.heartbeat import heartbeat_proof
 from cortex.membership.joining import JoinChallenges, JoinClaim, join_proof
 from cortex.membership.removal import NodeRemover, Removal
@@ -34,6 +36,8 @@ from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
 from cortex.workflows.service import WorkflowService
+
+log = logging.getLogger(__name__)
 
 TASK_STATES = (
     "pending", "queued", "assigned", "running", "completed",
@@ -110,6 +114,9 @@ class TaskService:
         # Heartbeats missed in a row before a follower calls a node unreachable.
         self._silent_after_s = max(HEARTBEATS_MISSED * heartbeat_interval_s, MIN_SILENCE_S)
         self.heartbeats = HeartbeatGuard(heartbeat_window_s)
+        # Senders whose reports are being refused, logged once until one is taken.
+        self._refused_senders: set[str] = set()
+        self._refused_lock = threading.Lock()
         self.join_challenges = JoinChallenges()
         self.removals = NodeRemover(node_id, group, proposer, reader, propose_timeout_s, peers)
         self.workflows = WorkflowService(
@@ -337,7 +344,17 @@ class TaskService:
         )  # fmt: skip
         if not proof or not hmac.compare_digest(expected, proof):
             raise Unauthenticated("heartbeat refused: not signed with this cluster's secret")
-        self.heartbeats.admit(node_id, boot_id, seq, sent_at_ms)
+        try:
+            self.heartbeats.admit(node_id, boot_id, seq, sent_at_ms)
+        except StaleHeartbeat as err:
+            with self._refused_lock:
+                first = node_id not in self._refused_senders
+                self._refused_senders.add(node_id)
+            if first:
+                log.warning("refusing heartbeats: %s", err)
+            raise
+        with self._refused_lock:
+            self._refused_senders.discard(node_id)
         self.board.record(node_id, resources, capabilities, running_tasks, sent_at_ms)
 
     def join_challenge(self) -> tuple[str, float]:

@@ -25,6 +25,8 @@ from cortex.errors import (
 _VERIFY_REASON = re.compile(r"CERTIFICATE_VERIFY_FAILED:\s*([^:]+)")
 # Trailing metadata of a call refused by a busy node (cortex.api.admission).
 RETRY_AFTER_HEADER = "cortex-retry-after-ms"
+_GRPC_CONCURRENCY_REFUSAL = "Concurrent RPC limit exceeded!"
+GRPC_REFUSAL_RETRY_S = 0.2
 
 _ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
@@ -100,6 +102,10 @@ def retry_after_s(err: grpc.RpcError) -> float | None:
                 return max(int(value), 0) / 1000
             except ValueError:
                 return None
+    # gRPC's own refusal when every thread of the server is taken (a node's
+    # limits keep this rare): no hint, but just as safe to retry.
+    if err.details() == _GRPC_CONCURRENCY_REFUSAL:
+        return GRPC_REFUSAL_RETRY_S
     return None
 
 

@@ -279,3 +279,38 @@ def test_the_client_retries_after_the_hint_and_polls_when_waits_are_taken(
         servicer.release.set()
         for holder in holders:
             holder.cancel()
+
+
+def test_grpcs_own_refusal_when_every_thread_is_taken_is_retried_too() -> None:
+    """The last line behind the limits: a server that refuses what it has no
+    thread for (as a node's public server does) is retried like a busy node."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1), maximum_concurrent_rpcs=1)
+    servicer = BlockingServicer()
+    pb_grpc.add_CortexServicer_to_server(servicer, server)
+    address = f"127.0.0.1:{free_ports(1)[0]}"
+    server.add_insecure_port(address)
+    server.start()
+    try:
+        with grpc.insecure_channel(address) as channel:
+            holder = pb_grpc.CortexStub(channel).GetTask.future(
+                pb.GetTaskRequest(task_id="t"), timeout=30
+            )
+            with CortexClient(address, tls=False, busy_retries=0) as client:
+                busy = wait_until(
+                    lambda: _refusal_of(client), 10, what="the only thread to be taken"
+                )
+                assert "Concurrent RPC limit exceeded" in str(busy)
+                assert busy.retry_after_s == 0.2
+            servicer.release.set()
+            assert holder.result(10).id == "t"
+    finally:
+        servicer.release.set()
+        server.stop(0)
+
+
+def _refusal_of(client: CortexClient) -> ResourceExhausted | None:
+    try:
+        client.cluster_status()
+    except ResourceExhausted as busy:
+        return busy
+    return None

@@ -21,7 +21,7 @@ from cortex.api.client import CortexClient
 from cortex.api.peer_client import PeerClient
 from cortex.api.peer_server import PeerListener, PeerServicer
 from cortex.api.servicer import CortexServicer
-from cortex.errors import Unavailable
+from cortex.errors import ResourceExhausted, Unavailable
 from cortex.output import OutputHub, StreamingService
 from cortex.output.relay import NODE_HEADER
 from cortex.state.entries import (
@@ -73,9 +73,11 @@ class StreamingNode:
         assert self.server.add_insecure_port(self.address)
         self.server.start()
 
-    def serve_peers(self, servicer: peer_grpc.PeerServicer | None = None) -> None:
+    def serve_peers(
+        self, servicer: peer_grpc.PeerServicer | None = None, max_streams: int = 8
+    ) -> None:
         """The peer listener, as relaying nodes reach it."""
-        self.listener = PeerListener(self.node_id, self.peer_address, SECRET, 8)
+        self.listener = PeerListener(self.node_id, self.peer_address, SECRET, max_streams)
         self.listener.start(
             servicer or PeerServicer(None, self.streaming)  # type: ignore[arg-type]
         )
@@ -166,6 +168,27 @@ def test_a_source_that_cannot_be_reached_is_unavailable_with_its_name(
     with CortexClient(relaying.address) as client:
         with pytest.raises(Unavailable, match="is on node n1 .* which cannot be reached"):
             list(client.stream_task_output("t1", timeout_s=30))
+
+
+def test_a_source_at_its_relay_limit_says_busy_through_the_relaying_node(
+    pair: tuple[StreamingNode, StreamingNode],
+) -> None:
+    source, relaying = pair
+    source.serve_peers(max_streams=1)
+    sink = source.hub.open("t1", 1)
+    sink.write("stdout", b"held\n")
+    got: list[pb.OutputChunk] = []
+    holder = follow(relaying.address, got)
+    wait_until(lambda: got, 10, what="the first relay holding the source's only slot")
+    with CortexClient(relaying.address, busy_retries=0) as client:
+        with pytest.raises(ResourceExhausted, match="1 output streams relayed") as busy:
+            list(client.stream_task_output("t1", follow=True, timeout_s=10))
+    assert busy.value.retry_after_s == 1.0
+    sink.close(exit_code=0)
+    for node in pair:
+        node.apply(TaskComplete("t1", 1, "n1", {"exit_code": 0}))
+    holder.join(30)
+    assert got[-1].end.state == "completed"
 
 
 class SilentSource(peer_grpc.PeerServicer):
