@@ -4,8 +4,6 @@ read. Interfaces translate; the rules live here."""
 from __future__ import annotations
 
 import hmac
-import logging
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,8 +18,7 @@ from cortex.errors import (
     Unavailable,
 )
 from cortex.membership.board import NodeReport, ResourceBoard
-from cortex.membership.freshness import HeartbeatGuard, StaleHeartbeat
-from cortex.membership.heartbeat import heartbeat_proof
+from cortex.membership.heartbeat import HeartbeatReceiver
 from cortex.membership.joining import JoinChallenges, JoinClaim, join_proof
 from cortex.membership.removal import NodeRemover, Removal
 from cortex.raft.group import RaftGroup
@@ -29,15 +26,12 @@ from cortex.raft.proposer import Proposer
 from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
 from cortex.scheduler import explain
 from cortex.scheduler.loop import build_candidates, pending
-from cortex.scheduler.model import NodeResources
 from cortex.spec import parse_task_spec
 from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
 from cortex.workflows.service import WorkflowService
-
-log = logging.getLogger(__name__)
 
 TASK_STATES = (
     "pending", "queued", "assigned", "running", "completed",
@@ -113,10 +107,7 @@ class TaskService:
         self._timeout = propose_timeout_s
         # Heartbeats missed in a row before a follower calls a node unreachable.
         self._silent_after_s = max(HEARTBEATS_MISSED * heartbeat_interval_s, MIN_SILENCE_S)
-        self.heartbeats = HeartbeatGuard(heartbeat_window_s)
-        # Senders whose reports are being refused, logged once until one is taken.
-        self._refused_senders: set[str] = set()
-        self._refused_lock = threading.Lock()
+        self.heartbeats = HeartbeatReceiver(secret, board, heartbeat_window_s)
         self.join_challenges = JoinChallenges()
         self.removals = NodeRemover(node_id, group, proposer, reader, propose_timeout_s, peers)
         self.workflows = WorkflowService(
@@ -324,38 +315,6 @@ class TaskService:
 
     def applied_index(self) -> int:
         return self._machine.applied_index
-
-    def record_heartbeat(
-        self,
-        node_id: str,
-        boot_id: str,
-        seq: int,
-        sent_at_ms: int,
-        resources: NodeResources,
-        capabilities: dict[str, str],
-        running_tasks: int,
-        proof: str,
-    ) -> None:
-        """Takes another node's resource report once it proves the secret and
-        is neither a replay nor stale (raises Unauthenticated or StaleHeartbeat)."""
-        expected = heartbeat_proof(
-            self._secret, node_id, boot_id, seq, sent_at_ms, resources, capabilities,
-            running_tasks,
-        )  # fmt: skip
-        if not proof or not hmac.compare_digest(expected, proof):
-            raise Unauthenticated("heartbeat refused: not signed with this cluster's secret")
-        try:
-            self.heartbeats.admit(node_id, boot_id, seq, sent_at_ms)
-        except StaleHeartbeat as err:
-            with self._refused_lock:
-                first = node_id not in self._refused_senders
-                self._refused_senders.add(node_id)
-            if first:
-                log.warning("refusing heartbeats: %s", err)
-            raise
-        with self._refused_lock:
-            self._refused_senders.discard(node_id)
-        self.board.record(node_id, resources, capabilities, running_tasks, sent_at_ms)
 
     def join_challenge(self) -> tuple[str, float]:
         """A nonce for one join attempt through this node, and how long it lasts."""

@@ -52,7 +52,7 @@ class PeerServicer(peer_grpc.PeerServicer):
     ) -> peer_pb.HeartbeatResponse:
         if not request.node_id:
             raise InvalidArgument("node_id is required")
-        self._service.record_heartbeat(
+        self._service.heartbeats.receive(
             request.node_id,
             request.boot_id,
             request.seq,

@@ -2,7 +2,8 @@
 node of the cluster on its peer listener (itself directly), so any node — in
 particular whichever is leader — can schedule and explain from current
 figures. Each report carries this process's boot id and a sequence number,
-signed with the rest (see cortex.membership.freshness for the receiver)."""
+signed with the rest; the receiving end checks all three (signature, then
+cortex.membership.freshness) before it takes the report."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from dataclasses import asdict
 import grpc
 
 from cortex.api.peer_client import PeerClient
-from cortex.errors import CortexError, TlsError
+from cortex.errors import CortexError, TlsError, Unauthenticated
 from cortex.membership.board import ResourceBoard
+from cortex.membership.freshness import HeartbeatGuard, StaleHeartbeat
 from cortex.membership.metrics import ResourceSampler
 from cortex.scheduler.model import NodeResources
 from cortex.state.queries import StateReader
@@ -83,6 +85,50 @@ def signed_heartbeat(
         capabilities, running_tasks,
     )  # fmt: skip
     return request
+
+
+class HeartbeatReceiver:
+    """Takes other nodes' reports onto the board: signed with the secret, and
+    neither a replay nor stale. Refusals are logged once per sender until
+    one of its reports is taken again."""
+
+    def __init__(self, secret: str, board: ResourceBoard, window_s: float) -> None:
+        self._secret = secret
+        self._board = board
+        self.guard = HeartbeatGuard(window_s)
+        self._refusing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def receive(
+        self,
+        node_id: str,
+        boot_id: str,
+        seq: int,
+        sent_at_ms: int,
+        resources: NodeResources,
+        capabilities: dict[str, str],
+        running_tasks: int,
+        proof: str,
+    ) -> None:
+        """Raises Unauthenticated (not signed with the secret) or StaleHeartbeat."""
+        expected = heartbeat_proof(
+            self._secret, node_id, boot_id, seq, sent_at_ms, resources, capabilities,
+            running_tasks,
+        )  # fmt: skip
+        if not proof or not hmac.compare_digest(expected, proof):
+            raise Unauthenticated("heartbeat refused: not signed with this cluster's secret")
+        try:
+            self.guard.admit(node_id, boot_id, seq, sent_at_ms)
+        except StaleHeartbeat as err:
+            with self._lock:
+                first = node_id not in self._refusing
+                self._refusing.add(node_id)
+            if first:
+                log.warning("refusing heartbeats: %s", err)
+            raise
+        with self._lock:
+            self._refusing.discard(node_id)
+        self._board.record(node_id, resources, capabilities, running_tasks, sent_at_ms)
 
 
 class HeartbeatSender:
