@@ -42,13 +42,13 @@ class Slots:
         with self._lock:
             return self._in_use
 
-    def take(self) -> int | None:
-        """Takes a slot; None when all are taken, else how many were in use."""
+    def take(self) -> bool:
+        """Takes a slot, if one is free."""
         with self._lock:
             if self._in_use >= self.limit:
-                return None
+                return False
             self._in_use += 1
-            return self._in_use - 1
+            return True
 
     def give_back(self) -> None:
         with self._lock:
@@ -84,7 +84,7 @@ class Admission:
             limit = self.limits.get(name)
             if limit is None:
                 continue
-            if limit.slots.take() is None:
+            if not limit.slots.take():
                 for slots in taken:
                     slots.give_back()
                 with self._lock:
@@ -96,13 +96,15 @@ class Admission:
                     name,
                 )
             taken.append(limit.slots)
-        released = threading.Event()
 
         def release() -> None:
-            if not released.is_set():
-                released.set()
-                for slots in taken:
-                    slots.give_back()
+            # list.pop is atomic: a second call gives nothing back twice.
+            while taken:
+                try:
+                    slots = taken.pop()
+                except IndexError:
+                    return
+                slots.give_back()
 
         return release
 
