@@ -82,8 +82,11 @@ class NodeConfig(BaseModel):
     data_dir: str = "./cortex-data"
     raft: str = f"127.0.0.1:{DEFAULT_RAFT_PORT}"
     grpc: str = DEFAULT_GRPC_ADDRESS
-    # The host other nodes and clients reach this node at, when `raft` or
-    # `grpc` listen on a wildcard address such as 0.0.0.0.
+    # The listener for node-to-node calls (heartbeats, output relays), apart
+    # from clients. Unset: a free port on the gRPC host, chosen at start.
+    peer: str | None = None
+    # The host other nodes and clients reach this node at, when `raft`,
+    # `grpc` or `peer` listen on a wildcard address such as 0.0.0.0.
     advertise: str | None = Field(None, validate_default=True)
     peers: list[str] = Field(default_factory=list)
     join: str | None = None
@@ -129,8 +132,20 @@ class NodeConfig(BaseModel):
     # Task output kept on the executing node; oldest removed first.
     output_max_bytes_per_attempt: int = Field(256 * 1024**2, ge=1024**2)
     output_max_total_bytes: int = Field(4 * 1024**3, ge=1024**2)
-    # Output and event streams a node serves at once (each holds a gRPC thread).
+    # Client calls a node serves at once, streams and waits included; its
+    # public gRPC server has this many threads and a few more for health
+    # checks and refusals. Beyond it: RESOURCE_EXHAUSTED with a retry hint.
+    max_inflight_requests: int = Field(56, ge=1, le=10_000)
+    # Output and event streams a node serves at once (each holds a gRPC
+    # thread), to clients and, separately, to nodes relaying them.
     max_streams: int = Field(32, ge=1, le=1024)
+    # GetTaskResult calls with `wait` a node holds at once (each holds a thread).
+    max_waits: int = Field(16, ge=1, le=10_000)
+    # How far the nodes' clocks may disagree: a heartbeat sent (by its
+    # sender's clock) more than this plus one heartbeat interval before or
+    # after the receiver's clock is refused, so a captured one cannot be
+    # replayed later.
+    max_clock_skew_s: float = Field(5.0, gt=0, le=3600)
     # How long finished tasks and workflows (not dead letters) and node events
     # are kept before the leader purges them from the replicated state; 0 keeps
     # everything.
@@ -159,6 +174,16 @@ class NodeConfig(BaseModel):
     def _address(cls, value: str | None) -> str | None:
         return None if value is None else check_address(value)
 
+    @field_validator("peer")
+    @classmethod
+    def _peer_listen(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"{value!r} is not HOST:PORT (port 0: any free port)")
+        return value
+
     @field_validator("advertise")
     @classmethod
     def _advertised_host(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -172,7 +197,7 @@ class NodeConfig(BaseModel):
                     f"{value!r}: give a host name or IP without a port ([...] around IPv6)"
                 )
             return value
-        for key in ("raft", "grpc"):
+        for key in ("raft", "grpc", "peer"):
             host = str(info.data.get(key) or "").rpartition(":")[0]
             if host in WILDCARD_HOSTS:
                 raise ValueError(
@@ -264,6 +289,20 @@ class NodeConfig(BaseModel):
     def grpc_address(self) -> str:
         """The gRPC address other nodes and clients use for this node."""
         return _advertised(self.grpc, self.advertise)
+
+    @property
+    def peer_listen(self) -> str:
+        """Where the peer listener binds: `peer`, or any free port on the gRPC host."""
+        return self.peer or f"{self.grpc.rpartition(':')[0]}:0"
+
+    def peer_address(self, port: int) -> str:
+        """The peer address other nodes use, once the listener has its `port`."""
+        return f"{self.advertise or self.peer_listen.rpartition(':')[0]}:{port}"
+
+    @property
+    def heartbeat_window_s(self) -> float:
+        """How far a heartbeat's send time may be from the receiver's clock."""
+        return self.max_clock_skew_s + self.heartbeat_interval_s
 
 
 def _advertised(listen: str, host: str | None) -> str:

@@ -36,3 +36,15 @@ class TlsError(Unavailable):
     not naming the host, TLS on one side only, or a client certificate
     missing where one is required. Retrying does not help; the settings must
     change."""
+
+
+class ResourceExhausted(CortexError):
+    """The node is at a limit on requests it serves at once (in flight,
+    streams, waits); nothing was done. Retrying after `retry_after_s`, or
+    asking another node, is safe."""
+
+    def __init__(self, message: str, retry_after_s: float = 0.0, limit: str = "") -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        # Which limit was reached (requests, streams, waits), when known.
+        self.limit = limit

@@ -1,5 +1,6 @@
-"""A Cortex node: the state machine, its Raft member, the scheduler, the agent
-and the gRPC server, wired together and started in order."""
+"""A Cortex node: the state machine, its Raft member, the scheduler, the agent,
+the public gRPC server and the peer listener, wired together and started in
+order."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import time
 from pathlib import Path
 
 from cortex.agent import Agent
+from cortex.api.admission import public_admission
+from cortex.api.peer_client import PeerClient
+from cortex.api.peer_server import PeerListener, PeerServicer
 from cortex.api.tls import ClientTls, node_tls
 from cortex.config import MIN_SECRET_BYTES, NodeConfig
 from cortex.errors import ConfigError, CortexError
@@ -24,6 +28,7 @@ from cortex.membership import (
     ResourceBoard,
     ResourceSampler,
 )
+from cortex.membership.joining import JoinClaim, join_proof
 from cortex.membership.registry import SHUTDOWN_REASON
 from cortex.membership.removal import CATCH_UP_S
 from cortex.output import OutputHub, OutputLimits, StreamingService
@@ -34,7 +39,7 @@ from cortex.raft.leader_loop import LeaderContext
 from cortex.raft.snapshot import snapshot_state_index
 from cortex.retention import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
-from cortex.service import TaskService, join_proof
+from cortex.service import TaskService
 from cortex.state import StateMachine
 from cortex.state import entries as e
 from cortex.state.purge import PURGED
@@ -93,7 +98,29 @@ def write_private_file(path: Path, content: str) -> None:
         raise
 
 
-def _peers_for(config: NodeConfig, data_dir: Path, secret: str, tls: ClientTls | None) -> list[str]:
+def _join(address: str, claim: JoinClaim, secret: str, tls: ClientTls | None) -> list[str]:
+    """Joins through the node at `address` (its public gRPC address): asks it
+    for a challenge, then answers it with a proof of the secret."""
+    from cortex.api.client import CortexClient
+    from cortex.v1 import cortex_pb2 as pb
+
+    with CortexClient(address, tls=tls or False) as client:
+        nonce = client.join_challenge()
+        return client.join_cluster(
+            pb.JoinClusterRequest(
+                node_id=claim.node_id,
+                raft_address=claim.raft_address,
+                grpc_address=claim.grpc_address,
+                peer_address=claim.peer_address,
+                nonce=nonce,
+                proof=join_proof(secret, nonce, claim),
+            )
+        )
+
+
+def _peers_for(
+    config: NodeConfig, data_dir: Path, secret: str, tls: ClientTls | None, peer_address: str
+) -> list[str]:
     """Static peers from config, or the members a `--join` returned (kept in
     the data dir so a restart needs no second join); never this node itself."""
     own = {config.raft_address, config.raft}
@@ -101,15 +128,8 @@ def _peers_for(config: NodeConfig, data_dir: Path, secret: str, tls: ClientTls |
     if saved.exists():
         return [p for p in json.loads(saved.read_text())["members"] if p not in own]
     if config.join:
-        from cortex.api.client import CortexClient
-
-        with CortexClient(config.join, tls=tls or False) as client:
-            members = client.join_cluster(
-                config.node_id,
-                config.raft_address,
-                config.grpc_address,
-                join_proof(secret, config.node_id, config.raft_address),
-            )
+        claim = JoinClaim(config.node_id, config.raft_address, config.grpc_address, peer_address)
+        members = _join(config.join, claim, secret, tls)
         saved.write_text(json.dumps({"members": members}))
         return [p for p in members if p not in own]
     return [p for p in config.peers if p not in own]
@@ -162,7 +182,13 @@ class Node:
         _check_can_listen(config.raft, "raft")
         self._server_tls, client_tls = node_tls(config)
         secret = resolve_secret(config, self.data_dir)
-        peers = _peers_for(config, self.data_dir, secret, client_tls)
+        # Bound now: its port (the OS's choice by default) goes into the join.
+        self.peer_listener = PeerListener(
+            config.node_id, config.peer_listen, secret, config.max_streams, self._server_tls
+        )
+        self.peer_address = config.peer_address(self.peer_listener.port)
+        self.peer_client = PeerClient(config.node_id, secret, client_tls)
+        peers = _peers_for(config, self.data_dir, secret, client_tls, self.peer_address)
         db_path = str(self.data_dir / "state.db")
         migrate_legacy_journal(str(self.data_dir), sync=config.raft_sync)
         self.machine = StateMachine(db_path)
@@ -195,9 +221,9 @@ class Node:
             secret,
             config.max_spec_bytes,
             config.propose_timeout_s,
+            self.peer_client,
             config.heartbeat_interval_s,
-            config.api_token,
-            client_tls,
+            config.heartbeat_window_s,
             sandbox=ConditionSandbox(max_workers=config.condition_workers_max),
         )
         environment = TaskEnvironment(
@@ -232,6 +258,7 @@ class Node:
                 node_id=config.node_id,
                 raft_address=config.raft_address,
                 grpc_address=config.grpc_address,
+                peer_address=self.peer_address,
                 labels=dict(config.labels),
                 executors=list(executors),
                 resources={"max_tasks": config.max_tasks},
@@ -256,8 +283,8 @@ class Node:
             self.reader,
             lambda: self.agent.running_count,
             dict(config.capabilities),
+            self.peer_client,
             config.heartbeat_interval_s,
-            client_tls,
         )
         self.supervisor = NodeSupervisor(
             leading,
@@ -281,9 +308,8 @@ class Node:
         )
         self.machine.add_listener(self.workflow_engine.on_change)
         self.streaming = StreamingService(
-            config.node_id, db_path, self.reader, self.output, config.max_streams,
-            api_token=config.api_token, tls=client_tls,
-        )  # fmt: skip
+            config.node_id, db_path, self.reader, self.output, self.peer_client
+        )
         self.machine.add_listener(self.streaming.on_change)
         self._grpc_server = None
         self._stopped = threading.Event()
@@ -315,9 +341,16 @@ class Node:
 
         self.output.start()
         self.streaming.start()
+        self.peer_listener.start(PeerServicer(self.service, self.streaming))
         self._grpc_server = serve(
             self.service,
             self.config.grpc,
+            public_admission(
+                self.config.node_id,
+                self.config.max_inflight_requests,
+                self.config.max_streams,
+                self.config.max_waits,
+            ),
             streaming=self.streaming,
             api_token=self.config.api_token,
             tls=self._server_tls,
@@ -331,13 +364,15 @@ class Node:
             self.retention.start()
         self.agent.start()
         advertised = (
-            f" (others reach it at {self.config.raft_address} and {self.config.grpc_address})"
+            f" (others reach it at {self.config.raft_address}, {self.config.grpc_address}"
+            f" and {self.peer_address})"
             if self.config.advertise
             else ""
         )
         log.info(
-            "node %s started: raft %s, grpc %s%s%s, data %s",
+            "node %s started: raft %s, grpc %s, peer %s%s%s, data %s",
             self.config.node_id, self.config.raft, self.config.grpc,
+            self.config.peer_listen.rpartition(":")[0] + f":{self.peer_listener.port}",
             " (TLS)" if self._server_tls else "", advertised, self.data_dir,
         )  # fmt: skip
 
@@ -385,6 +420,8 @@ class Node:
         self.output.stop()
         if self._grpc_server is not None:
             self._grpc_server.stop(grace=1.0)
+        self.peer_listener.stop(1.0)
+        self.peer_client.close()
         try:
             self.group.destroy()
         except CortexError:

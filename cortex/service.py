@@ -3,14 +3,13 @@ read. Interfaces translate; the rules live here."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortex.api.tls import ClientTls
+from cortex.api.peer_client import PeerClient
 from cortex.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -19,7 +18,8 @@ from cortex.errors import (
     Unavailable,
 )
 from cortex.membership.board import NodeReport, ResourceBoard
-from cortex.membership.heartbeat import heartbeat_proof
+from cortex.membership.heartbeat import HeartbeatReceiver
+from cortex.membership.joining import JoinChallenges, JoinClaim, join_proof
 from cortex.membership.removal import NodeRemover, Removal
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
@@ -27,7 +27,6 @@ from cortex.refusals import refusal_error
 from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
 from cortex.scheduler import explain
 from cortex.scheduler.loop import build_candidates, pending
-from cortex.scheduler.model import NodeResources
 from cortex.spec import parse_task_spec
 from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
@@ -41,12 +40,6 @@ TASK_STATES = (
     "failed", "cancelled", "skipped", "dead_letter",
 )  # fmt: skip
 DEFAULT_DRAIN_MS = 300_000
-
-
-def join_proof(secret: str, node_id: str, raft_address: str) -> str:
-    return hmac.new(
-        secret.encode(), f"{node_id}|{raft_address}".encode(), hashlib.sha256
-    ).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -101,9 +94,9 @@ class TaskService:
         secret: str,
         max_spec_bytes: int,
         propose_timeout_s: float,
+        peers: PeerClient,
         heartbeat_interval_s: float = 2.0,
-        api_token: str | None = None,
-        tls: ClientTls | None = None,
+        heartbeat_window_s: float = 7.0,
         sandbox: ConditionSandbox | None = None,
     ) -> None:
         self.board = board
@@ -117,9 +110,9 @@ class TaskService:
         self._timeout = propose_timeout_s
         # Heartbeats missed in a row before a follower calls a node unreachable.
         self._silent_after_s = max(HEARTBEATS_MISSED * heartbeat_interval_s, MIN_SILENCE_S)
-        self.removals = NodeRemover(
-            node_id, group, proposer, reader, propose_timeout_s, api_token, tls
-        )
+        self.heartbeats = HeartbeatReceiver(secret, board, heartbeat_window_s)
+        self.join_challenges = JoinChallenges()
+        self.removals = NodeRemover(node_id, group, proposer, reader, propose_timeout_s, peers)
         self.workflows = WorkflowService(
             node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes, sandbox=sandbox
         )
@@ -321,32 +314,25 @@ class TaskService:
             self._reader.active_counts_by_node(),
         )
 
-    def record_heartbeat(
-        self,
-        node_id: str,
-        resources: NodeResources,
-        capabilities: dict[str, str],
-        running_tasks: int,
-        sent_at_ms: int,
-        proof: str,
-    ) -> None:
-        expected = heartbeat_proof(
-            self._secret, node_id, sent_at_ms, resources, capabilities, running_tasks
-        )
-        if not proof or not hmac.compare_digest(expected, proof):
-            raise Unauthenticated("heartbeat refused: not signed with this cluster's secret")
-        last = self.board.record(node_id, resources, capabilities, running_tasks, sent_at_ms)
-        if last is not None:
-            raise FailedPrecondition(
-                f"heartbeat from {node_id} sent at {sent_at_ms} is not newer than the last one "
-                f"taken ({last}): a replay, or the sender's clock stepped back"
-            )
+    def applied_index(self) -> int:
+        return self._machine.applied_index
 
-    def admit_node(self, node_id: str, raft_address: str, proof: str) -> list[str]:
-        """Adds a node to the Raft group once it proves it holds the secret."""
-        expected = join_proof(self._secret, node_id, raft_address)
+    def join_challenge(self) -> tuple[str, float]:
+        """A nonce for one join attempt through this node, and how long it lasts."""
+        return self.join_challenges.issue(), self.join_challenges.ttl_s
+
+    def admit_node(self, claim: JoinClaim, nonce: str, proof: str) -> list[str]:
+        """Adds a node to the Raft group once it proves it holds the secret,
+        over a nonce this node issued (each nonce answers one attempt)."""
+        if not nonce or not self.join_challenges.redeem(nonce):
+            raise Unauthenticated(
+                "join refused: its challenge was not issued by this node, is used up or has "
+                "expired (a replayed join?); ask JoinChallenge for a new one"
+            )
+        expected = join_proof(self._secret, nonce, claim)
         if not proof or not hmac.compare_digest(expected, proof):
             raise Unauthenticated("join refused: the node does not hold this cluster's secret")
+        raft_address = claim.raft_address
         members = self._group.members
         if raft_address in members:
             return members

@@ -1,9 +1,12 @@
-"""Bearer-token authentication for the gRPC API. Node-to-node calls that carry
-their own HMAC with the cluster secret (joining, resource reports) and the
-standard health and reflection services stay open."""
+"""Authentication for the gRPC listeners. The public API takes a bearer token;
+joining (which proves the cluster secret by its own challenge-response) and
+the standard health and reflection services stay open. The peer listener
+takes only calls carrying the peer credential, derived from the cluster
+secret."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 from collections.abc import Callable
@@ -16,7 +19,8 @@ from cortex.errors import ConfigError
 TOKEN_ENV = "CORTEX_API_TOKEN"
 TOKEN_FILE_ENV = "CORTEX_API_TOKEN_FILE"
 _SERVICE = "/cortex.v1.Cortex/"
-_SELF_AUTHENTICATED = frozenset({"Heartbeat", "JoinCluster"})
+_SELF_AUTHENTICATED = frozenset({"JoinChallenge", "JoinCluster"})
+PEER_AUTH_HEADER = "cortex-peer-auth"
 
 
 def token_metadata(token: str | None) -> list[tuple[str, str]]:
@@ -43,6 +47,43 @@ def bearer_token(value: str | bytes) -> bytes | None:
     if scheme.lower() != b"bearer":
         return None
     return token.strip() or None
+
+
+def peer_token(secret: str) -> str:
+    """The credential every node-to-node call carries: derived from the
+    cluster secret (never the secret itself), the same on every node."""
+    return hmac.new(secret.encode(), b"cortex peer listener v1", hashlib.sha256).hexdigest()
+
+
+def peer_metadata(secret: str) -> tuple[tuple[str, str], ...]:
+    return ((PEER_AUTH_HEADER, peer_token(secret)),)
+
+
+def refusing_handler(
+    handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str
+) -> grpc.RpcMethodHandler:
+    """A handler of the same kind as `handler` that ends every call with
+    `code` (so streaming calls, either way, are refused too)."""
+
+    def deny(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(code, message)
+
+    def deny_stream(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(code, message)
+        yield  # pragma: no cover - abort raises
+
+    kinds = {
+        (False, False): (grpc.unary_unary_rpc_method_handler, deny),
+        (False, True): (grpc.unary_stream_rpc_method_handler, deny_stream),
+        (True, False): (grpc.stream_unary_rpc_method_handler, deny),
+        (True, True): (grpc.stream_stream_rpc_method_handler, deny_stream),
+    }
+    make, behaviour = kinds[(handler.request_streaming, handler.response_streaming)]
+    return make(
+        behaviour,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 class TokenAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
@@ -74,23 +115,33 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             f"missing or wrong API token for {details.method} "
             f"(set {TOKEN_ENV}, {TOKEN_FILE_ENV} or --token-file)"
         )
+        return refusing_handler(handler, grpc.StatusCode.UNAUTHENTICATED, message)
 
-        def deny(request: Any, context: grpc.ServicerContext) -> Any:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-        def deny_stream(request: Any, context: grpc.ServicerContext) -> Any:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-            yield  # pragma: no cover - abort raises
+class PeerAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """The peer listener's gate: every call, of every service, needs the
+    peer credential (compared in constant time)."""
 
-        kinds = {
-            (False, False): (grpc.unary_unary_rpc_method_handler, deny),
-            (False, True): (grpc.unary_stream_rpc_method_handler, deny_stream),
-            (True, False): (grpc.stream_unary_rpc_method_handler, deny),
-            (True, True): (grpc.stream_stream_rpc_method_handler, deny_stream),
-        }
-        make, behaviour = kinds[(handler.request_streaming, handler.response_streaming)]
-        return make(
-            behaviour,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
+    def __init__(self, secret: str) -> None:
+        self._expected = peer_token(secret).encode()
+
+    def _allowed(self, details: grpc.HandlerCallDetails) -> bool:
+        for key, value in details.invocation_metadata or ():
+            if key == PEER_AUTH_HEADER:
+                given = value.encode() if isinstance(value, str) else value
+                return hmac.compare_digest(given, self._expected)
+        return False
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Any],
+        details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = continuation(details)
+        if handler is None or self._allowed(details):
+            return handler
+        message = (
+            f"{details.method} is a node-to-node call: it needs the peer credential of this "
+            "cluster (clients use the node's public gRPC address)"
         )
+        return refusing_handler(handler, grpc.StatusCode.UNAUTHENTICATED, message)

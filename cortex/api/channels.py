@@ -11,9 +11,31 @@ from typing import Any
 import grpc
 
 from cortex.api.tls import TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV, TLS_SERVER_NAME_ENV, ClientTls
-from cortex.errors import CortexError, TlsError, Unavailable
+from cortex.errors import (
+    CortexError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    TlsError,
+    Unauthenticated,
+    Unavailable,
+)
 
 _VERIFY_REASON = re.compile(r"CERTIFICATE_VERIFY_FAILED:\s*([^:]+)")
+# Trailing metadata of a call refused by a busy node (cortex.api.admission).
+RETRY_AFTER_HEADER = "cortex-retry-after-ms"
+_GRPC_CONCURRENCY_REFUSAL = "Concurrent RPC limit exceeded!"
+GRPC_REFUSAL_RETRY_S = 0.2
+
+_ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
+}
 
 
 def open_channel(
@@ -66,3 +88,39 @@ def connect_error(address: str, detail: str, tls: ClientTls | None) -> CortexErr
         )
         return TlsError(f"the TLS handshake with the node at {address} failed: {hint} ({detail})")
     return Unavailable(f"cannot reach a Cortex node at {address} ({detail})")
+
+
+def retry_after_s(err: grpc.RpcError) -> float | None:
+    """The retry hint of a call a busy node refused; None for any other error
+    (RESOURCE_EXHAUSTED also means a message too large, which no retry fixes)."""
+    if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    trailing = getattr(err, "trailing_metadata", None)
+    for key, value in (trailing() if trailing else None) or ():
+        if key == RETRY_AFTER_HEADER:
+            try:
+                return max(int(value), 0) / 1000
+            except ValueError:
+                return None
+    # gRPC's own refusal when every thread of the server is taken (a node's
+    # limits keep this rare): no hint, but just as safe to retry.
+    if err.details() == _GRPC_CONCURRENCY_REFUSAL:
+        return GRPC_REFUSAL_RETRY_S
+    return None
+
+
+def rpc_error(address: str, err: grpc.RpcError, tls: ClientTls | None) -> CortexError:
+    """The Cortex exception for a failed call to `address`, with the node's
+    message; one that never connected says why, naming TLS when a handshake
+    is the likely cause."""
+    code = err.code()
+    detail = err.details() or str(code)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        failed = connect_error(address, detail, tls)
+        if failed is not None:
+            return failed
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        hint = retry_after_s(err)
+        if hint is not None:
+            return ResourceExhausted(detail, hint)
+    return _ERROR_FOR_STATUS.get(code, CortexError)(detail)

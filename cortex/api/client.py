@@ -1,8 +1,13 @@
 """A small Python client for a Cortex node. gRPC errors come back as the
-matching Cortex exception, with the server's message."""
+matching Cortex exception, with the server's message. A call a busy node
+refuses (RESOURCE_EXHAUSTED with a retry hint) is retried after the hint,
+doubling with each refusal; a wait for a task's result that finds the
+node's waits all taken polls instead."""
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Literal
@@ -10,27 +15,24 @@ from typing import Any, Literal
 import grpc
 
 from cortex.api.auth import default_token, token_metadata
-from cortex.api.channels import connect_error, open_channel
+from cortex.api.channels import open_channel, retry_after_s, rpc_error
 from cortex.api.tls import ClientTls, client_tls_from_env
-from cortex.errors import (
-    CortexError,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    Unauthenticated,
-    Unavailable,
-)
+from cortex.errors import CortexError, ResourceExhausted
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
 
-_ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-    grpc.StatusCode.NOT_FOUND: NotFound,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
-    grpc.StatusCode.UNAVAILABLE: Unavailable,
-    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
-    grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
-}
+# Retries of a call refused by a busy node, and the longest pause between two.
+BUSY_RETRIES = 5
+MAX_BUSY_PAUSE_S = 5.0
+_BACKLOG_END_HEADER = "cortex-backlog-end"
+_TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
+
+
+def busy_pause(hint_s: float, retry: int) -> float:
+    """The pause before retry number `retry` (0 first) of a refused call:
+    the node's hint, doubled per retry, capped, with jitter so refused
+    clients do not all come back at once."""
+    return min(hint_s * 2**retry, MAX_BUSY_PAUSE_S) * random.uniform(0.5, 1.0)
 
 
 class CortexClient:
@@ -40,12 +42,15 @@ class CortexClient:
         timeout_s: float = 30.0,
         token: str | None = None,
         tls: ClientTls | Literal[False] | None = None,
+        busy_retries: int = BUSY_RETRIES,
     ) -> None:
         """`token` defaults to $CORTEX_API_TOKEN; nodes without a token ignore it.
         `tls` defaults to the settings in $CORTEX_TLS_CA and friends (plain
-        text without them); False means plain text regardless."""
+        text without them); False means plain text regardless. A call the
+        node refuses as busy is tried up to `busy_retries` more times."""
         self.address = address
         self.timeout_s = timeout_s
+        self.busy_retries = busy_retries
         self._metadata = token_metadata(token if token is not None else default_token())
         self._tls = client_tls_from_env() if tls is None else (tls or None)
         self._channel = open_channel(address, self._tls)
@@ -65,24 +70,30 @@ class CortexClient:
     def close(self) -> None:
         self._channel.close()
 
-    def _call(self, method: str, request: Any, timeout_s: float | None = None) -> Any:
-        try:
-            return getattr(self._stub, method)(
-                request, timeout=timeout_s or self.timeout_s, metadata=self._metadata
-            )
-        except grpc.RpcError as err:
-            raise self._error(err) from None
+    def _call(
+        self,
+        method: str,
+        request: Any,
+        timeout_s: float | None = None,
+        busy_retries: int | None = None,
+    ) -> Any:
+        retries = self.busy_retries if busy_retries is None else busy_retries
+        for retry in range(retries + 1):
+            try:
+                return getattr(self._stub, method)(
+                    request, timeout=timeout_s or self.timeout_s, metadata=self._metadata
+                )
+            except grpc.RpcError as err:
+                hint = retry_after_s(err)
+                if hint is None or retry == retries:
+                    raise self._error(err) from None
+                time.sleep(busy_pause(hint, retry))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _error(self, err: grpc.RpcError) -> CortexError:
         """The Cortex exception for a failed call; one that never connected
         says why, naming TLS when a handshake is the likely cause."""
-        code = err.code()
-        detail = err.details() or str(code)
-        if code == grpc.StatusCode.UNAVAILABLE:
-            failed = connect_error(self.address, detail, self._tls)
-            if failed is not None:
-                return failed
-        return _ERROR_FOR_STATUS.get(code, CortexError)(detail)
+        return rpc_error(self.address, err, self._tls)
 
     def submit_task(self, spec: pb.TaskSpec, idempotency_key: str = "") -> pb.SubmitTaskResponse:
         return self._call(
@@ -95,8 +106,30 @@ class CortexClient:
         )
 
     def get_task_result(self, task_id: str, wait: bool = False, timeout_ms: int = 0) -> pb.Task:
-        request = pb.GetTaskResultRequest(task_id=task_id, wait=wait, timeout_ms=timeout_ms)
-        return self._call("GetTaskResult", request, timeout_s=(timeout_ms or 30_000) / 1000 + 5)
+        """With `wait`, the task once terminal or when `timeout_ms` (default
+        30 s) ends. A node whose waits are all taken is polled instead."""
+        if not wait:
+            return self._call("GetTaskResult", pb.GetTaskResultRequest(task_id=task_id))
+        deadline = time.monotonic() + (timeout_ms or 30_000) / 1000
+        polls = 0
+        while True:
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                return self._call("GetTaskResult", pb.GetTaskResultRequest(task_id=task_id))
+            request = pb.GetTaskResultRequest(
+                task_id=task_id, wait=True, timeout_ms=max(int(remaining_s * 1000), 1)
+            )
+            try:
+                return self._call(
+                    "GetTaskResult", request, timeout_s=remaining_s + 5, busy_retries=0
+                )
+            except ResourceExhausted as busy:
+                task = self._call("GetTaskResult", pb.GetTaskResultRequest(task_id=task_id))
+                if task.state in _TERMINAL_STATES:
+                    return task
+                pause = busy_pause(max(busy.retry_after_s, 0.5), min(polls, 3))
+                time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
+                polls += 1
 
     def list_tasks(self, **filters: Any) -> pb.ListTasksResponse:
         return self._call("ListTasks", pb.ListTasksRequest(**filters))
@@ -176,13 +209,22 @@ class CortexClient:
         """`watch_events` once the watch has begun, with the seq of the last
         event already applied that it sends (0 when none), from the
         `cortex-backlog-end` header."""
-        call = self._stub.WatchEvents(
-            pb.WatchEventsRequest(follow=follow, **filters),
-            timeout=timeout_s,
-            metadata=self._metadata,
-        )
-        headers = dict(call.initial_metadata() or ())
-        return int(headers.get("cortex-backlog-end", 0) or 0), self._mapped(call)
+        for retry in range(self.busy_retries + 1):
+            call = self._stub.WatchEvents(
+                pb.WatchEventsRequest(follow=follow, **filters),
+                timeout=timeout_s,
+                metadata=self._metadata,
+            )
+            headers = dict(call.initial_metadata() or ())
+            if _BACKLOG_END_HEADER in headers:
+                break
+            # A watch always sends its headers first: without them, it ended
+            # before it began, so waiting for its status cannot hang.
+            hint = retry_after_s(call)
+            if hint is None or retry == self.busy_retries:
+                break
+            time.sleep(busy_pause(hint, retry))
+        return int(headers.get(_BACKLOG_END_HEADER, 0) or 0), self._mapped(call)
 
     def _mapped(self, call: Iterator[Any]) -> Iterator[Any]:
         try:
@@ -191,20 +233,29 @@ class CortexClient:
             raise self._error(err) from None
 
     def _stream(self, method: str, request: Any, timeout_s: float | None) -> Iterator[Any]:
-        try:
-            yield from getattr(self._stub, method)(
-                request, timeout=timeout_s, metadata=self._metadata
-            )
-        except grpc.RpcError as err:
-            raise self._error(err) from None
+        """A server stream; one refused as busy before its first message is
+        opened again after the hint."""
+        for retry in range(self.busy_retries + 1):
+            received = False
+            try:
+                for message in getattr(self._stub, method)(
+                    request, timeout=timeout_s, metadata=self._metadata
+                ):
+                    received = True
+                    yield message
+                return
+            except grpc.RpcError as err:
+                hint = retry_after_s(err)
+                if hint is None or received or retry == self.busy_retries:
+                    raise self._error(err) from None
+                time.sleep(busy_pause(hint, retry))
 
     def list_nodes(self, include_removed: bool = False) -> pb.ListNodesResponse:
         return self._call("ListNodes", pb.ListNodesRequest(include_removed=include_removed))
 
-    def join_cluster(
-        self, node_id: str, raft_address: str, grpc_address: str, proof: str
-    ) -> list[str]:
-        request = pb.JoinClusterRequest(
-            node_id=node_id, raft_address=raft_address, grpc_address=grpc_address, proof=proof
-        )
+    def join_challenge(self) -> str:
+        """A nonce for `join_cluster`, valid once and briefly, on this node only."""
+        return str(self._call("JoinChallenge", pb.JoinChallengeRequest()).nonce)
+
+    def join_cluster(self, request: pb.JoinClusterRequest) -> list[str]:
         return list(self._call("JoinCluster", request).raft_members)

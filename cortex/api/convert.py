@@ -243,6 +243,7 @@ def node_to_proto(view: NodeStatusView) -> pb.NodeInfo:
         node_id=node.id,
         raft_address=node.raft_address,
         grpc_address=node.grpc_address,
+        peer_address=node.peer_address,
         status=node.status,
         connected=view.connected,
         is_leader=view.is_leader,

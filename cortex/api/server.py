@@ -1,4 +1,5 @@
-"""Starts a node's gRPC server with the Cortex service, health and reflection."""
+"""Starts a node's public gRPC server: the Cortex service, health and
+reflection, with admission control (cortex.api.admission) on Cortex calls."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from cortex.api.admission import Admission, AdmissionInterceptor
 from cortex.api.auth import TokenAuthInterceptor
 from cortex.api.servicer import CortexServicer
 from cortex.api.tls import ServerTls
@@ -19,6 +21,10 @@ from cortex.service import TaskService
 from cortex.v1 import cortex_pb2, cortex_pb2_grpc
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+CORTEX_SERVICE_PREFIX = "/cortex.v1.Cortex/"
+# Threads beyond the admission limit: health checks, reflection, and
+# refusing calls beyond the limit at once.
+SPARE_THREADS = 8
 
 
 class HealthService(health.HealthServicer):  # type: ignore[misc]
@@ -59,20 +65,30 @@ class HealthService(health.HealthServicer):  # type: ignore[misc]
 def serve(
     service: TaskService,
     address: str,
-    max_workers: int = 64,
+    admission: Admission,
     streaming: StreamingService | None = None,
     api_token: str | None = None,
     tls: ServerTls | None = None,
 ) -> grpc.Server:
-    """Serves over TLS with `tls`, in plain text without it."""
+    """Serves over TLS with `tls`, in plain text without it. The server has a
+    thread for every call `admission` lets in and a few spare; a call that
+    finds no thread is refused at once by gRPC, never queued."""
+    threads = admission.capacity + SPARE_THREADS
+    interceptors: list[grpc.ServerInterceptor] = [
+        AdmissionInterceptor(admission, (CORTEX_SERVICE_PREFIX,))
+    ]
+    if api_token:
+        # Outermost: a call without the token is refused before it counts.
+        interceptors.insert(0, TokenAuthInterceptor(api_token))
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-        interceptors=[TokenAuthInterceptor(api_token)] if api_token else [],
+        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
+        maximum_concurrent_rpcs=threads,
     )
     cortex_pb2_grpc.add_CortexServicer_to_server(CortexServicer(service, streaming), server)
     health_servicer = HealthService()

@@ -10,11 +10,11 @@ from typing import Any, TypeVar
 
 import grpc
 
+from cortex.api.channels import RETRY_AFTER_HEADER
 from cortex.api.convert import (
     cluster_to_proto,
     node_to_proto,
     page_token,
-    resources_from_proto,
     spec_from_proto,
     task_page_to_proto,
     task_to_proto,
@@ -25,9 +25,11 @@ from cortex.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    ResourceExhausted,
     Unauthenticated,
     Unavailable,
 )
+from cortex.membership.joining import JoinClaim
 from cortex.output import StreamingService
 from cortex.service import TaskService
 from cortex.v1 import cortex_pb2 as pb
@@ -41,21 +43,34 @@ STATUS_FOR_ERROR: dict[type[CortexError], grpc.StatusCode] = {
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 MAX_WAIT_MS = 600_000
 
 
+def status_for(err: CortexError) -> grpc.StatusCode:
+    for kind in type(err).__mro__:
+        if kind in STATUS_FOR_ERROR:
+            return STATUS_FOR_ERROR[kind]
+    return grpc.StatusCode.INTERNAL
+
+
 def _abort(err: Exception, method: str, context: grpc.ServicerContext) -> None:
     """Ends the call with the status for a Cortex error, or INTERNAL for a bug."""
+    if isinstance(err, ResourceExhausted):
+        # A node busy further on (a relay's source): the caller's retry hint.
+        context.set_trailing_metadata(
+            ((RETRY_AFTER_HEADER, str(int(max(err.retry_after_s, 0.1) * 1000))),)
+        )
     if isinstance(err, CortexError):
-        context.abort(STATUS_FOR_ERROR.get(type(err), grpc.StatusCode.INTERNAL), str(err))
+        context.abort(status_for(err), str(err))
     log.exception("%s failed", method)
     context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see node log")
 
 
-def _maps_errors(method: Handler) -> Handler:
+def maps_errors(method: Handler) -> Handler:
     @functools.wraps(method)
     def wrapper(self: CortexServicer, request: Any, context: grpc.ServicerContext) -> Any:
         try:
@@ -66,8 +81,8 @@ def _maps_errors(method: Handler) -> Handler:
     return wrapper  # type: ignore[return-value]
 
 
-def _maps_stream_errors(method: Handler) -> Handler:
-    """`_maps_errors` for server streams: errors surface while iterating."""
+def maps_stream_errors(method: Handler) -> Handler:
+    """`maps_errors` for server streams: errors surface while iterating."""
 
     @functools.wraps(method)
     def wrapper(self: CortexServicer, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
@@ -84,7 +99,7 @@ class CortexServicer(pb_grpc.CortexServicer):
         self._service = service
         self._streaming = streaming
 
-    @_maps_errors
+    @maps_errors
     def SubmitTask(
         self, request: pb.SubmitTaskRequest, context: grpc.ServicerContext
     ) -> pb.SubmitTaskResponse:
@@ -97,13 +112,13 @@ class CortexServicer(pb_grpc.CortexServicer):
             task_id=outcome.task_id, created=outcome.created, raft_index=outcome.raft_index
         )
 
-    @_maps_errors
+    @maps_errors
     def GetTask(self, request: pb.GetTaskRequest, context: grpc.ServicerContext) -> pb.Task:
         task = self._service.get_task(request.task_id)
         events = self._service.task_events(task.id) if request.include_events else None
         return task_to_proto(task, events, self._service.pending_reasons(task))
 
-    @_maps_errors
+    @maps_errors
     def GetTaskResult(
         self, request: pb.GetTaskResultRequest, context: grpc.ServicerContext
     ) -> pb.Task:
@@ -119,7 +134,7 @@ class CortexServicer(pb_grpc.CortexServicer):
             task = self._service.get_task(request.task_id)
         return task_to_proto(task, None, self._service.pending_reasons(task))
 
-    @_maps_errors
+    @maps_errors
     def ListTasks(
         self, request: pb.ListTasksRequest, context: grpc.ServicerContext
     ) -> pb.ListTasksResponse:
@@ -133,30 +148,30 @@ class CortexServicer(pb_grpc.CortexServicer):
         )
         return task_page_to_proto(page)
 
-    @_maps_errors
+    @maps_errors
     def CancelTask(self, request: pb.CancelTaskRequest, context: grpc.ServicerContext) -> pb.Task:
         return task_to_proto(self._service.cancel_task(request.task_id, request.reason))
 
-    @_maps_errors
+    @maps_errors
     def ClusterStatus(
         self, request: pb.ClusterStatusRequest, context: grpc.ServicerContext
     ) -> pb.ClusterStatusResponse:
         return cluster_to_proto(self._service.cluster_status())
 
-    @_maps_errors
+    @maps_errors
     def ListDeadLetterTasks(
         self, request: pb.ListDeadLetterTasksRequest, context: grpc.ServicerContext
     ) -> pb.ListTasksResponse:
         page = self._service.list_dead_letter(request.page_size, request.page_token)
         return task_page_to_proto(page)
 
-    @_maps_errors
+    @maps_errors
     def RetryDeadLetterTask(
         self, request: pb.RetryDeadLetterTaskRequest, context: grpc.ServicerContext
     ) -> pb.Task:
         return task_to_proto(self._service.retry_dead_letter(request.task_id))
 
-    @_maps_errors
+    @maps_errors
     def SubmitWorkflow(
         self, request: pb.SubmitWorkflowRequest, context: grpc.ServicerContext
     ) -> pb.SubmitWorkflowResponse:
@@ -165,13 +180,13 @@ class CortexServicer(pb_grpc.CortexServicer):
         )
         return pb.SubmitWorkflowResponse(workflow_id=outcome.workflow_id, created=outcome.created)
 
-    @_maps_errors
+    @maps_errors
     def GetWorkflowStatus(
         self, request: pb.GetWorkflowStatusRequest, context: grpc.ServicerContext
     ) -> pb.Workflow:
         return workflow_to_proto(self._service.workflows.get(request.workflow_id))
 
-    @_maps_errors
+    @maps_errors
     def ListWorkflows(
         self, request: pb.ListWorkflowsRequest, context: grpc.ServicerContext
     ) -> pb.ListWorkflowsResponse:
@@ -184,7 +199,7 @@ class CortexServicer(pb_grpc.CortexServicer):
             total=page.total,
         )
 
-    @_maps_errors
+    @maps_errors
     def CancelWorkflow(
         self, request: pb.CancelWorkflowRequest, context: grpc.ServicerContext
     ) -> pb.Workflow:
@@ -192,23 +207,23 @@ class CortexServicer(pb_grpc.CortexServicer):
             self._service.workflows.cancel(request.workflow_id, request.reason)
         )
 
-    @_maps_errors
+    @maps_errors
     def DrainNode(self, request: pb.DrainNodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
         return node_to_proto(self._service.drain_node(request.node_id, request.deadline_ms))
 
-    @_maps_errors
+    @maps_errors
     def CordonNode(self, request: pb.NodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
         return node_to_proto(
             self._service.set_node_status(request.node_id, "cordoned", "cordoned by request")
         )
 
-    @_maps_errors
+    @maps_errors
     def UncordonNode(self, request: pb.NodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
         return node_to_proto(
             self._service.set_node_status(request.node_id, "active", "uncordoned by request")
         )
 
-    @_maps_errors
+    @maps_errors
     def RemoveNode(
         self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
     ) -> pb.RemoveNodeResponse:
@@ -220,41 +235,35 @@ class CortexServicer(pb_grpc.CortexServicer):
             members=removal.members,
         )
 
-    @_maps_errors
-    def Heartbeat(
-        self, request: pb.HeartbeatRequest, context: grpc.ServicerContext
-    ) -> pb.HeartbeatResponse:
-        if not request.node_id:
-            raise InvalidArgument("node_id is required")
-        self._service.record_heartbeat(
-            request.node_id,
-            resources_from_proto(request.resources),
-            dict(request.capabilities),
-            request.running_tasks,
-            request.sent_at_ms,
-            request.proof,
-        )
-        return pb.HeartbeatResponse()
-
-    @_maps_errors
+    @maps_errors
     def ListNodes(
         self, request: pb.ListNodesRequest, context: grpc.ServicerContext
     ) -> pb.ListNodesResponse:
         nodes = self._service.list_nodes(request.include_removed)
         return pb.ListNodesResponse(nodes=[node_to_proto(n) for n in nodes])
 
-    @_maps_errors
+    @maps_errors
+    def JoinChallenge(
+        self, request: pb.JoinChallengeRequest, context: grpc.ServicerContext
+    ) -> pb.JoinChallengeResponse:
+        nonce, ttl_s = self._service.join_challenge()
+        return pb.JoinChallengeResponse(nonce=nonce, ttl_ms=int(ttl_s * 1000))
+
+    @maps_errors
     def JoinCluster(
         self, request: pb.JoinClusterRequest, context: grpc.ServicerContext
     ) -> pb.JoinClusterResponse:
         if not request.node_id or not request.raft_address:
             raise InvalidArgument("node_id and raft_address are required to join")
-        members = self._service.admit_node(request.node_id, request.raft_address, request.proof)
+        claim = JoinClaim(
+            request.node_id, request.raft_address, request.grpc_address, request.peer_address
+        )
+        members = self._service.admit_node(claim, request.nonce, request.proof)
         return pb.JoinClusterResponse(
             raft_members=members, leader=self._service.leader_address or ""
         )
 
-    @_maps_stream_errors
+    @maps_stream_errors
     def StreamTaskOutput(
         self, request: pb.StreamTaskOutputRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.OutputChunk]:
@@ -262,7 +271,7 @@ class CortexServicer(pb_grpc.CortexServicer):
             raise FailedPrecondition("this server does not stream output")
         return self._streaming.task_output(request, context)
 
-    @_maps_stream_errors
+    @maps_stream_errors
     def WatchEvents(
         self, request: pb.WatchEventsRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.Event]:

@@ -106,6 +106,7 @@ def node_json(node: pb.NodeInfo) -> dict[str, Any]:
         "connected": node.connected,
         "raft_address": node.raft_address,
         "grpc_address": node.grpc_address,
+        "peer_address": node.peer_address,
         "active_tasks": node.running_tasks,
         "max_tasks": node.max_tasks,
         "labels": dict(node.labels),

@@ -28,10 +28,16 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
     start.add_argument("--raft", help="Raft HOST:PORT (default 127.0.0.1:7100)")
     start.add_argument("--grpc", help="gRPC HOST:PORT (default 127.0.0.1:7200)")
     start.add_argument(
+        "--peer",
+        metavar="HOST:PORT",
+        help="listener for node-to-node calls (default: a free port on the gRPC host; "
+        "give a fixed port to open in a firewall)",
+    )
+    start.add_argument(
         "--advertise",
         metavar="HOST",
-        help="host or IP other machines reach this node at (needed when --raft or --grpc "
-        "listen on 0.0.0.0)",
+        help="host or IP other machines reach this node at (needed when --raft, --grpc or "
+        "--peer listen on 0.0.0.0)",
     )
     start.add_argument("--peers", help="comma-separated Raft addresses of a static group")
     start.add_argument(

@@ -48,6 +48,7 @@ def run_node(args: argparse.Namespace) -> int:
         "data_dir": args.data_dir,
         "raft": args.raft,
         "grpc": args.grpc,
+        "peer": args.peer,
         "advertise": args.advertise,
         "peers": [p.strip() for p in args.peers.split(",") if p.strip()] if args.peers else None,
         "join": args.join,
@@ -87,8 +88,8 @@ def run_node(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, shutdown)
     node.start()
     print(
-        f"cortex node {config.node_id} running: raft {config.raft}, grpc {config.grpc}"
-        f"{' (TLS)' if config.tls_cert else ''}, data {node.data_dir}",
+        f"cortex node {config.node_id} running: raft {config.raft}, grpc {config.grpc},"
+        f" peer {node.peer_address}{' (TLS)' if config.tls_cert else ''}, data {node.data_dir}",
         flush=True,
     )
     node.wait()

@@ -36,18 +36,14 @@ class ResourceBoard:
         capabilities: dict[str, str],
         running_tasks: int,
         sent_at_ms: int = 0,
-    ) -> int | None:
-        """Takes the report unless one sent later (by the sender's clock) is
-        already in; then nothing changes and that one's send time comes back."""
+    ) -> None:
+        """Takes the report; whether a received one may be taken at all is
+        the HeartbeatGuard's to say, before."""
         report = NodeReport(
             node_id, resources, dict(capabilities), running_tasks, time.monotonic(), sent_at_ms
         )
         with self._lock:
-            previous = self._reports.get(node_id)
-            if previous is not None and sent_at_ms and sent_at_ms <= previous.sent_at_ms:
-                return previous.sent_at_ms
             self._reports[node_id] = report
-        return None
 
     def get(self, node_id: str) -> NodeReport | None:
         with self._lock:

@@ -1,13 +1,18 @@
 """Every interval, samples this node's resources and reports them to every
-node of the cluster over gRPC (itself directly), so any node — in particular
-whichever is leader — can schedule and explain from current figures."""
+node of the cluster on its peer listener (itself directly), so any node — in
+particular whichever is leader — can schedule and explain from current
+figures. Each report carries this process's boot id and a sequence number,
+signed with the rest; the receiving end checks all three (signature, then
+cortex.membership.freshness) before it takes the report."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -16,15 +21,14 @@ from dataclasses import asdict
 
 import grpc
 
-from cortex.api.channels import connect_error, open_channel
-from cortex.api.tls import ClientTls
-from cortex.errors import TlsError
+from cortex.api.peer_client import PeerClient
+from cortex.errors import CortexError, TlsError, Unauthenticated
 from cortex.membership.board import ResourceBoard
+from cortex.membership.freshness import HeartbeatGuard, StaleHeartbeat
 from cortex.membership.metrics import ResourceSampler
 from cortex.scheduler.model import NodeResources
 from cortex.state.queries import StateReader
-from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import cortex_pb2_grpc as pb_grpc
+from cortex.v1 import peer_pb2 as peer_pb
 
 log = logging.getLogger(__name__)
 
@@ -32,21 +36,99 @@ log = logging.getLogger(__name__)
 def heartbeat_proof(
     secret: str,
     node_id: str,
+    boot_id: str,
+    seq: int,
     sent_at_ms: int,
     resources: NodeResources,
     capabilities: dict[str, str],
     running_tasks: int,
 ) -> str:
-    """HMAC over everything a heartbeat reports, so a captured one cannot be
-    altered; receivers also refuse one not newer than the last they took."""
+    """HMAC over everything a heartbeat says, so a captured one cannot be
+    altered (its boot id, number and time included)."""
     body = json.dumps(
-        [node_id, sent_at_ms, running_tasks, sorted(capabilities.items()), asdict(resources)],
+        [
+            node_id, boot_id, seq, sent_at_ms, running_tasks,
+            sorted(capabilities.items()), asdict(resources),
+        ],
         sort_keys=True,
         separators=(",", ":"),
         default=sorted,  # the frozenset of declared fields
-    )
+    )  # fmt: skip
     message = b"heartbeat|" + body.encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def signed_heartbeat(
+    secret: str,
+    node_id: str,
+    boot_id: str,
+    seq: int,
+    sent_at_ms: int,
+    resources: NodeResources,
+    capabilities: dict[str, str],
+    running_tasks: int,
+) -> peer_pb.HeartbeatRequest:
+    from cortex.api.convert import resources_from_proto, resources_to_proto
+
+    request = peer_pb.HeartbeatRequest(
+        node_id=node_id,
+        resources=resources_to_proto(resources),
+        capabilities=capabilities,
+        running_tasks=running_tasks,
+        sent_at_ms=sent_at_ms,
+        boot_id=boot_id,
+        seq=seq,
+    )
+    # Signed as the receiver will read it back from the message.
+    request.proof = heartbeat_proof(
+        secret, node_id, boot_id, seq, sent_at_ms, resources_from_proto(request.resources),
+        capabilities, running_tasks,
+    )  # fmt: skip
+    return request
+
+
+class HeartbeatReceiver:
+    """Takes other nodes' reports onto the board: signed with the secret, and
+    neither a replay nor stale. Refusals are logged once per sender until
+    one of its reports is taken again."""
+
+    def __init__(self, secret: str, board: ResourceBoard, window_s: float) -> None:
+        self._secret = secret
+        self._board = board
+        self.guard = HeartbeatGuard(window_s)
+        self._refusing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def receive(
+        self,
+        node_id: str,
+        boot_id: str,
+        seq: int,
+        sent_at_ms: int,
+        resources: NodeResources,
+        capabilities: dict[str, str],
+        running_tasks: int,
+        proof: str,
+    ) -> None:
+        """Raises Unauthenticated (not signed with the secret) or StaleHeartbeat."""
+        expected = heartbeat_proof(
+            self._secret, node_id, boot_id, seq, sent_at_ms, resources, capabilities,
+            running_tasks,
+        )  # fmt: skip
+        if not proof or not hmac.compare_digest(expected, proof):
+            raise Unauthenticated("heartbeat refused: not signed with this cluster's secret")
+        try:
+            self.guard.admit(node_id, boot_id, seq, sent_at_ms)
+        except StaleHeartbeat as err:
+            with self._lock:
+                first = node_id not in self._refusing
+                self._refusing.add(node_id)
+            if first:
+                log.warning("refusing heartbeats: %s", err)
+            raise
+        with self._lock:
+            self._refusing.discard(node_id)
+        self._board.record(node_id, resources, capabilities, running_tasks, sent_at_ms)
 
 
 class HeartbeatSender:
@@ -59,8 +141,8 @@ class HeartbeatSender:
         reader: StateReader,
         running_tasks: Callable[[], int],
         capabilities: dict[str, str],
+        peers: PeerClient,
         interval_s: float = 2.0,
-        tls: ClientTls | None = None,
     ) -> None:
         self._node_id = node_id
         self._secret = secret
@@ -69,12 +151,14 @@ class HeartbeatSender:
         self._reader = reader
         self._running_tasks = running_tasks
         self._capabilities = capabilities
+        self._peers = peers
         self._interval_s = interval_s
-        self._tls = tls
-        self._stubs: dict[str, tuple[grpc.Channel, pb_grpc.CortexStub]] = {}
+        self.boot_id = secrets.token_hex(16)
+        self._seq = itertools.count(1)
         self._in_flight: set[str] = set()
-        # Nodes a TLS handshake failed with, warned about once until one works.
-        self._tls_failed: set[str] = set()
+        # Nodes refusing this node's reports (TLS, stale), warned about once
+        # until one is taken again.
+        self._refused: set[str] = set()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="heartbeat")
         self._stop = threading.Event()
@@ -86,8 +170,6 @@ class HeartbeatSender:
     def stop(self) -> None:
         self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for channel, _ in self._stubs.values():
-            channel.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -98,50 +180,43 @@ class HeartbeatSender:
             self._stop.wait(self._interval_s)
 
     def beat(self) -> None:
-        from cortex.api.convert import resources_from_proto, resources_to_proto
-
         resources = self._sampler.sample()
         running = self._running_tasks()
         self._board.record(self._node_id, resources, self._capabilities, running)
-        sent_at = int(time.time() * 1000)
-        request = pb.HeartbeatRequest(
-            node_id=self._node_id,
-            resources=resources_to_proto(resources),
-            capabilities=self._capabilities,
-            running_tasks=running,
-            sent_at_ms=sent_at,
-        )
-        # Signed as the receiver will read it back from the message.
-        request.proof = heartbeat_proof(
-            self._secret, self._node_id, sent_at, resources_from_proto(request.resources),
-            self._capabilities, running,
+        request = signed_heartbeat(
+            self._secret, self._node_id, self.boot_id, next(self._seq),
+            int(time.time() * 1000), resources, self._capabilities, running,
         )  # fmt: skip
         for node in self._reader.nodes():
-            if node.id == self._node_id or node.status == "offline":
+            # A node that has not announced its peer listener yet is skipped.
+            if node.id == self._node_id or node.status == "offline" or not node.peer_address:
                 continue
             with self._lock:
-                if node.grpc_address in self._in_flight:
+                if node.peer_address in self._in_flight:
                     continue
-                self._in_flight.add(node.grpc_address)
-            self._pool.submit(self._send, node.grpc_address, request)
+                self._in_flight.add(node.peer_address)
+            self._pool.submit(self._send, node.peer_address, request)
 
-    def _send(self, address: str, request: pb.HeartbeatRequest) -> None:
+    def _send(self, address: str, request: peer_pb.HeartbeatRequest) -> None:
         try:
-            if address not in self._stubs:
-                channel = open_channel(address, self._tls)
-                self._stubs[address] = (channel, pb_grpc.CortexStub(channel))
-            self._stubs[address][1].Heartbeat(request, timeout=max(self._interval_s, 1.0))
+            self._peers.heartbeat(address, request, max(self._interval_s, 1.0))
             with self._lock:
-                self._tls_failed.discard(address)
+                self._refused.discard(address)
         except grpc.RpcError as err:
-            failed = connect_error(address, err.details() or "", self._tls)
-            if isinstance(failed, TlsError):
+            failed = self._peers.error(address, err)
+            refused = isinstance(failed, TlsError) or err.code() in (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.UNAUTHENTICATED,
+            )
+            if refused:
                 with self._lock:
-                    first = address not in self._tls_failed
-                    self._tls_failed.add(address)
+                    first = address not in self._refused
+                    self._refused.add(address)
                 if first:
-                    log.warning("heartbeats to %s fail: %s", address, failed)
+                    log.warning("heartbeats to %s are refused: %s", address, failed)
             log.debug("heartbeat to %s failed: %s", address, err.code())
+        except CortexError as err:  # shutting down
+            log.debug("heartbeat to %s not sent: %s", address, err)
         finally:
             with self._lock:
                 self._in_flight.discard(address)

@@ -62,6 +62,7 @@ class NodeRegistration:
             row is not None
             and row.raft_address == self._join.raft_address
             and row.grpc_address == self._join.grpc_address
+            and row.peer_address == self._join.peer_address
             and row.labels == self._join.labels
             and row.executors == sorted(self._join.executors)
             and row.resources == self._join.resources

@@ -11,9 +11,8 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Literal
 
-from cortex.api.tls import ClientTls
+from cortex.api.peer_client import PeerClient
 from cortex.errors import CortexError, FailedPrecondition, NotFound, Unavailable
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
@@ -45,16 +44,14 @@ class NodeRemover:
         proposer: Proposer,
         reader: StateReader,
         timeout_s: float,
-        api_token: str | None = None,
-        tls: ClientTls | None = None,
+        peers: PeerClient,
     ) -> None:
         self._node_id = node_id
         self._group = group
         self._proposer = proposer
         self._reader = reader
         self._timeout_s = timeout_s
-        self._api_token = api_token
-        self._tls: ClientTls | Literal[False] = tls or False
+        self._peers = peers
         # Set while this node waits for another to carry out its own removal.
         self._passing_on = threading.Event()
 
@@ -104,37 +101,26 @@ class NodeRemover:
     def _let_it_learn(self, node: NodeView, index: int) -> None:
         """Waits, briefly, until a reachable node has applied `index`. A node
         that is down learns nothing, which is fine: it cannot come back."""
-        from cortex.api.client import CortexClient
-
         deadline = time.monotonic() + CATCH_UP_S
-        with CortexClient(
-            node.grpc_address, timeout_s=1.0, token=self._api_token, tls=self._tls
-        ) as client:
-            while time.monotonic() < deadline:
-                try:
-                    if client.cluster_status().last_applied >= index:
-                        return
-                except CortexError:
+        while node.peer_address and time.monotonic() < deadline:
+            try:
+                if self._peers.applied_index(node.peer_address, 1.0) >= index:
                     return
-                time.sleep(0.05)
+            except CortexError:
+                return
+            time.sleep(0.05)
         log.warning("node %s did not confirm its removal within %gs", node.id, CATCH_UP_S)
 
     def _ask_another_node(self, node_id: str, reason: str) -> Removal:
-        from cortex.api.client import CortexClient
-
         leader = next(
             (n for n in self._reader.nodes() if n.raft_address == self._group.leader_address),
             None,
         )
-        if leader is None:
+        if leader is None or not leader.peer_address:
             raise Unavailable("no leader known to pass the removal to; retry")
-        with CortexClient(
-            leader.grpc_address,
-            timeout_s=self._timeout_s + CATCH_UP_S,
-            token=self._api_token,
-            tls=self._tls,
-        ) as client:
-            answer = client.remove_node(node_id, reason)
+        answer = self._peers.remove_node(
+            leader.peer_address, node_id, reason, self._timeout_s + CATCH_UP_S
+        )
         return Removal(
             answer.node_id, answer.raft_address, answer.requeued_tasks, list(answer.members)
         )

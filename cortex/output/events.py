@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from cortex.errors import InvalidArgument, NotFound
 from cortex.output.relay import StreamContext
-from cortex.output.ticker import StateTicker, StreamSlots
+from cortex.output.ticker import StateTicker
 from cortex.state.schema import ReadConnections
 from cortex.v1 import cortex_pb2 as pb
 
@@ -137,10 +137,9 @@ def _to_proto(row: sqlite3.Row) -> pb.Event:
 
 
 class EventWatcher:
-    def __init__(self, feed: EventFeed, ticker: StateTicker, slots: StreamSlots) -> None:
+    def __init__(self, feed: EventFeed, ticker: StateTicker) -> None:
         self._feed = feed
         self._ticker = ticker
-        self._slots = slots
 
     def _filter(self, request: pb.WatchEventsRequest) -> EventFilter:
         if request.after_seq < 0:
@@ -163,24 +162,20 @@ class EventWatcher:
         """Events after `after_seq` (all with `from_start`, else only new
         ones); with `follow`, then live ones until the client goes away."""
         where = self._filter(request)
-        self._slots.acquire()
-        try:
-            head = self._feed.head()
-            cursor = 0 if request.from_start else request.after_seq or head
-            send = getattr(context, "send_initial_metadata", None)
-            if send is not None:
-                backlog_end = self._feed.backlog_end(cursor, head, where)
-                send(((HEAD_HEADER, str(head)), (BACKLOG_END_HEADER, str(backlog_end))))
-            while context.is_active() and not self._ticker.closed:
-                seen = self._ticker.generation
-                events, cursor = self._feed.after(cursor, where)
-                if not request.follow:
-                    yield from (event for event in events if event.seq <= head)
-                    if cursor >= head:
-                        return
-                    continue
-                yield from events
-                if len(events) < PAGE_SIZE:
-                    self._ticker.wait(seen, POLL_S)
-        finally:
-            self._slots.release()
+        head = self._feed.head()
+        cursor = 0 if request.from_start else request.after_seq or head
+        send = getattr(context, "send_initial_metadata", None)
+        if send is not None:
+            backlog_end = self._feed.backlog_end(cursor, head, where)
+            send(((HEAD_HEADER, str(head)), (BACKLOG_END_HEADER, str(backlog_end))))
+        while context.is_active() and not self._ticker.closed:
+            seen = self._ticker.generation
+            events, cursor = self._feed.after(cursor, where)
+            if not request.follow:
+                yield from (event for event in events if event.seq <= head)
+                if cursor >= head:
+                    return
+                continue
+            yield from events
+            if len(events) < PAGE_SIZE:
+                self._ticker.wait(seen, POLL_S)

@@ -1,7 +1,8 @@
 """Relaying an attempt's output from the node that executed it. The relay
-asks the source with a `cortex-relay` header (the source then serves only
-what it holds, so requests never loop), resumes at the exact byte after a
-dropped connection, and ends with `interrupted` when the source is gone.
+asks the source's peer listener (which serves only what that node holds, so
+requests never loop), naming itself in a `cortex-relay` header, resumes at
+the exact byte after a dropped connection, and ends with `interrupted` when
+the source is gone.
 
 A source can also go silent without closing the connection (a partition): a
 watchdog cuts a relay that has received nothing for `stall_grace_s` once the
@@ -18,9 +19,8 @@ from typing import Any, Protocol
 
 import grpc
 
-from cortex.api.auth import token_metadata
-from cortex.api.channels import connect_error, open_channel
-from cortex.api.tls import ClientTls
+from cortex.api.channels import connect_error
+from cortex.api.peer_client import PeerClient
 from cortex.errors import (
     CortexError,
     FailedPrecondition,
@@ -32,7 +32,6 @@ from cortex.errors import (
 from cortex.output.attempts import ACTIVE, AttemptInfo
 from cortex.state.transitions import TaskChange
 from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import cortex_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +40,10 @@ RELAY_HEADER = "cortex-relay"
 NODE_HEADER = "cortex-node"
 # Waits before reconnecting to a source that dropped the stream.
 RECONNECT_DELAYS_S = (0.2, 0.5, 1.0)
-_CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-    # A restarted source should be reachable again within seconds, not after
-    # gRPC's default reconnect back-off of up to two minutes.
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.min_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 2000),
-]
 _PASSED_THROUGH: dict[grpc.StatusCode, type[CortexError]] = {
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: Unavailable,
 }
 
 
@@ -90,19 +80,11 @@ def source_lost_end(info: AttemptInfo, total_bytes: int, reason: str) -> pb.Outp
 
 
 class RelayClient:
-    def __init__(
-        self,
-        node_id: str,
-        stall_grace_s: float = 5.0,
-        api_token: str | None = None,
-        tls: ClientTls | None = None,
-    ) -> None:
-        self._node_id = node_id
-        self._tls = tls
+    def __init__(self, peers: PeerClient, stall_grace_s: float = 5.0) -> None:
+        self._node_id = peers.node_id
+        self._peers = peers
         self._stall_grace_s = stall_grace_s
-        self._auth = tuple(token_metadata(api_token))
         self._lock = threading.Lock()
-        self._channels: dict[str, grpc.Channel] = {}
         self._relays: set[_Relay] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="output-relay", daemon=True)
@@ -113,25 +95,14 @@ class RelayClient:
     def stop(self) -> None:
         self._stop.set()
         with self._lock:
-            relays, channels = list(self._relays), list(self._channels.values())
-            self._channels.clear()
+            relays = list(self._relays)
         for relay in relays:
             if relay.call is not None:
                 relay.call.cancel()
-        for channel in channels:
-            channel.close()
-
-    def _stub(self, address: str) -> pb_grpc.CortexStub:
-        with self._lock:
-            channel = self._channels.get(address)
-            if channel is None:
-                channel = open_channel(address, self._tls, _CHANNEL_OPTIONS)
-                self._channels[address] = channel
-        return pb_grpc.CortexStub(channel)
 
     def _describe(self, address: str, code: grpc.StatusCode, detail: str) -> str:
         """Why a call to a source failed, naming TLS when a handshake did."""
-        failed = connect_error(address, detail, self._tls)
+        failed = connect_error(address, detail, self._peers.tls)
         if isinstance(failed, TlsError):
             return str(failed)
         return f"{code.name.lower()}: {detail}"
@@ -193,8 +164,8 @@ class RelayClient:
                 forwarded = pb.StreamTaskOutputRequest()
                 forwarded.CopyFrom(request)
                 forwarded.from_offset = position
-                call = self._stub(address).StreamTaskOutput(
-                    forwarded, metadata=((RELAY_HEADER, self._node_id), *self._auth)
+                call = self._peers.stream_output(
+                    address, forwarded, ((RELAY_HEADER, self._node_id),)
                 )
                 relay.call = call
                 if not context.add_callback(call.cancel):
@@ -218,6 +189,8 @@ class RelayClient:
                     if not context.is_active():
                         return
                     code = err.code()
+                    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not relay.cut:
+                        raise self._peers.error(address, err) from None  # busy: say so
                     if code in _PASSED_THROUGH and not relay.cut:
                         raise _PASSED_THROUGH[code](err.details() or str(code)) from None
                     error = (

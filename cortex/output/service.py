@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cortex.api.tls import ClientTls
+from cortex.api.peer_client import PeerClient
 from cortex.output.events import EventFeed, EventWatcher
 from cortex.output.hub import OutputHub
 from cortex.output.relay import RelayClient, StreamContext
 from cortex.output.stream import OutputStreamer
-from cortex.output.ticker import StateTicker, StreamSlots
+from cortex.output.ticker import StateTicker
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TaskChange
 from cortex.v1 import cortex_pb2 as pb
@@ -23,16 +23,13 @@ class StreamingService:
         db_path: str,
         reader: StateReader,
         hub: OutputHub,
-        max_streams: int,
+        peers: PeerClient,
         relay_stall_grace_s: float = 5.0,
-        api_token: str | None = None,
-        tls: ClientTls | None = None,
     ) -> None:
         self.ticker = StateTicker()
-        self.relay = RelayClient(node_id, relay_stall_grace_s, api_token, tls)
-        self.slots = StreamSlots(node_id, max_streams)
-        self.output = OutputStreamer(node_id, reader, hub, self.ticker, self.relay, self.slots)
-        self.events = EventWatcher(EventFeed(db_path), self.ticker, self.slots)
+        self.relay = RelayClient(peers, relay_stall_grace_s)
+        self.output = OutputStreamer(node_id, reader, hub, self.ticker, self.relay)
+        self.events = EventWatcher(EventFeed(db_path), self.ticker)
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """StateMachine listener (Raft thread): wakes waiting streams."""
@@ -48,9 +45,12 @@ class StreamingService:
         self.relay.stop()
 
     def task_output(
-        self, request: pb.StreamTaskOutputRequest, context: StreamContext
+        self,
+        request: pb.StreamTaskOutputRequest,
+        context: StreamContext,
+        relayed_for: str | None = None,
     ) -> Iterator[pb.OutputChunk]:
-        return self.output.stream(request, context)
+        return self.output.stream(request, context, relayed_for)
 
     def watch_events(
         self, request: pb.WatchEventsRequest, context: StreamContext

@@ -1,6 +1,7 @@
 """StreamTaskOutput on any node: the node that executed the attempt serves it
 from its output log (backlog, then live chunks, then an end message with the
-attempt's final state); any other node relays the stream from that node."""
+attempt's final state); any other node relays the stream from that node's
+peer listener."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import logging
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
-from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
+from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from cortex.output.attempts import AttemptInfo, describe_attempt
 from cortex.output.hub import LiveLog, OutputHub
 from cortex.output.log import STREAMS, LogCursor, LogEnd, list_segments, recovered_end
-from cortex.output.relay import NODE_HEADER, RELAY_HEADER, RelayClient, StreamContext
-from cortex.output.ticker import StateTicker, StreamSlots
+from cortex.output.relay import NODE_HEADER, RelayClient, StreamContext
+from cortex.output.ticker import StateTicker
 from cortex.state.queries import StateReader, TaskView
 from cortex.state.transitions import TERMINAL_STATES
 from cortex.v1 import cortex_pb2 as pb
@@ -27,14 +28,6 @@ POLL_S = 0.5
 END_STATE_WAIT_S = 15.0
 # How long a node asked by another for an attempt waits to apply it too.
 CATCH_UP_S = 10.0
-
-
-def _relayed_from(context: StreamContext) -> str | None:
-    metadata = getattr(context, "invocation_metadata", None)
-    for key, value in metadata() if metadata else ():
-        if key == RELAY_HEADER:
-            return str(value)
-    return None
 
 
 def _send_headers(context: StreamContext, node_id: str) -> None:
@@ -52,7 +45,6 @@ class OutputStreamer:
         hub: OutputHub,
         ticker: StateTicker,
         relay: RelayClient,
-        slots: StreamSlots,
         end_state_wait_s: float = END_STATE_WAIT_S,
     ) -> None:
         self._node_id = node_id
@@ -60,21 +52,26 @@ class OutputStreamer:
         self._hub = hub
         self._ticker = ticker
         self._relay = relay
-        self._slots = slots
         self._end_state_wait_s = end_state_wait_s
 
     def stream(
-        self, request: pb.StreamTaskOutputRequest, context: StreamContext
+        self,
+        request: pb.StreamTaskOutputRequest,
+        context: StreamContext,
+        relayed_for: str | None = None,
     ) -> Iterator[pb.OutputChunk]:
-        self._slots.acquire()
-        try:
-            task = self._validate(request, context)
-            _send_headers(context, self._node_id)
-            yield from self._stream(task, request, context)
-        finally:
-            self._slots.release()
+        """The attempt's output; `relayed_for` names the node relaying it (then
+        only what this node holds is served, so requests never loop)."""
+        task = self._validate(request, context, relayed_for)
+        _send_headers(context, self._node_id)
+        yield from self._stream(task, request, context, relayed_for)
 
-    def _validate(self, request: pb.StreamTaskOutputRequest, context: StreamContext) -> TaskView:
+    def _validate(
+        self,
+        request: pb.StreamTaskOutputRequest,
+        context: StreamContext,
+        relayed_for: str | None,
+    ) -> TaskView:
         if not request.task_id:
             raise InvalidArgument("task_id is empty")
         if len(request.task_id) > 128:
@@ -88,7 +85,7 @@ class OutputStreamer:
                 f"stream must be empty (both), stdout or stderr, not {request.stream!r}"
             )
         task = self._reader.get_task(request.task_id)
-        if _relayed_from(context) is not None:
+        if relayed_for is not None:
             task = self._catch_up(request, context, task)
         if task is None:
             raise NotFound(f"no task with id {request.task_id}")
@@ -123,7 +120,11 @@ class OutputStreamer:
         return info
 
     def _stream(
-        self, task: TaskView, request: pb.StreamTaskOutputRequest, context: StreamContext
+        self,
+        task: TaskView,
+        request: pb.StreamTaskOutputRequest,
+        context: StreamContext,
+        relayed_for: str | None,
     ) -> Iterator[pb.OutputChunk]:
         number = request.attempt or task.attempt
         if number == 0:
@@ -134,12 +135,11 @@ class OutputStreamer:
                 return
             number = task.attempt
         info = self._describe(task.id, number)
-        relayed_from = _relayed_from(context)
-        if info.node == self._node_id or relayed_from is not None:
+        if info.node == self._node_id or relayed_for is not None:
             if info.node != self._node_id:
                 raise FailedPrecondition(
                     f"attempt {number} of task {task.id} ran on node {info.node},"
-                    f" not on {self._node_id} (asked by {relayed_from})"
+                    f" not on {self._node_id} (asked by {relayed_for})"
                 )
             yield from self._serve_local(info, request, context)
             return
@@ -149,11 +149,16 @@ class OutputStreamer:
                 f"attempt {number} of task {task.id} ran on node {info.node}, which has left"
                 " the cluster; its output left with it"
             )
+        if not source.peer_address:
+            raise Unavailable(
+                f"the output of task {task.id} attempt {number} is on node {source.id}, which"
+                " has not announced its peer address yet; retry"
+            )
         forwarded = pb.StreamTaskOutputRequest()
         forwarded.CopyFrom(request)
         forwarded.attempt = number
         yield from self._relay.relay(
-            source.grpc_address,
+            source.peer_address,
             source.id,
             forwarded,
             context,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 
-from cortex.errors import Unavailable
 from cortex.state.transitions import TaskChange
 
 
@@ -42,27 +41,3 @@ class StateTicker:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-
-
-class StreamSlots:
-    """Caps the server streams a node holds open at once: each one keeps a
-    gRPC worker thread for as long as it lasts."""
-
-    def __init__(self, node_id: str, limit: int) -> None:
-        self._node_id = node_id
-        self.limit = limit
-        self._lock = threading.Lock()
-        self.in_use = 0
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self.in_use >= self.limit:
-                raise Unavailable(
-                    f"node {self._node_id} already serves {self.limit} output and event streams"
-                    " (config key max_streams); retry later or ask another node"
-                )
-            self.in_use += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self.in_use = max(self.in_use - 1, 0)

@@ -282,6 +282,9 @@ class NodeJoin(Payload):
     labels: dict[str, str] = field(default_factory=dict)
     executors: list[str] = field(default_factory=list)
     resources: dict[str, Any] = field(default_factory=dict)
+    # Where other nodes call this one (its peer listener); empty in entries
+    # written before nodes had one.
+    peer_address: str = ""
 
     def check(self) -> None:
         _check_strings(self.TYPE, "labels", self.labels.values())

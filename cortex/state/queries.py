@@ -97,6 +97,7 @@ class NodeView:
     resources: dict[str, Any]
     status_reason: str = ""
     drain_deadline: int | None = None
+    peer_address: str = ""
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,7 @@ class StateReader(WorkflowQueries):
                 resources=json.loads(r["resources"]),
                 status_reason=r["status_reason"],
                 drain_deadline=r["drain_deadline"],
+                peer_address=r["peer_address"],
             )
             for r in rows
         ]

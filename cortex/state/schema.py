@@ -123,6 +123,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX task_events_loose ON task_events (ts)
         WHERE (task_id IS NULL OR event = 'rejected');
     """,
+    # 5: where other nodes reach a node's peer listener (node-to-node calls).
+    """
+    ALTER TABLE nodes ADD COLUMN peer_address TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.

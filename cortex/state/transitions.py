@@ -363,15 +363,18 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
     returning = row is None or row["status"] in ("offline", "removed")
     status = "active" if returning else row["status"]
     ctx.cur.execute(
-        "INSERT INTO nodes (id, raft_address, grpc_address, status, labels, executors,"
-        " resources, joined_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE"
+        "INSERT INTO nodes (id, raft_address, grpc_address, peer_address, status, labels,"
+        " executors, resources, joined_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT(id) DO UPDATE"
         " SET raft_address=excluded.raft_address, grpc_address=excluded.grpc_address,"
+        " peer_address=excluded.peer_address,"
         " status=excluded.status, labels=excluded.labels, executors=excluded.executors,"
         " resources=excluded.resources, updated_at=excluded.updated_at",
         (
             p.node_id,
             p.raft_address,
             p.grpc_address,
+            p.peer_address,
             status,
             _dump(p.labels),
             _dump(sorted(p.executors)),

@@ -286,7 +286,7 @@ class NodeResources(_message.Message):
     def __init__(self, cpu_cores: _Optional[float] = ..., cpu_usage_percent: _Optional[float] = ..., load_1m: _Optional[float] = ..., memory_total_mb: _Optional[float] = ..., memory_available_mb: _Optional[float] = ..., disk_total_gb: _Optional[float] = ..., disk_available_gb: _Optional[float] = ..., disk_io_util_percent: _Optional[float] = ..., network_bandwidth_mbps: _Optional[float] = ..., network_throughput_mbps: _Optional[float] = ..., gpu: _Optional[_Union[GpuInfo, _Mapping]] = ..., gaming_detected: _Optional[bool] = ..., declared: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "raft_address", "grpc_address", "status", "connected", "is_leader", "running_tasks", "labels", "executors", "resources", "has_resources", "report_age_ms", "capabilities", "max_tasks", "status_reason", "drain_deadline_ms")
+    __slots__ = ("node_id", "raft_address", "grpc_address", "status", "connected", "is_leader", "running_tasks", "labels", "executors", "resources", "has_resources", "report_age_ms", "capabilities", "max_tasks", "status_reason", "drain_deadline_ms", "peer_address")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +317,7 @@ class NodeInfo(_message.Message):
     MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     DRAIN_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    PEER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft_address: str
     grpc_address: str
@@ -333,36 +334,8 @@ class NodeInfo(_message.Message):
     max_tasks: int
     status_reason: str
     drain_deadline_ms: int
-    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., status: _Optional[str] = ..., connected: _Optional[bool] = ..., is_leader: _Optional[bool] = ..., running_tasks: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., executors: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., has_resources: _Optional[bool] = ..., report_age_ms: _Optional[int] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., max_tasks: _Optional[int] = ..., status_reason: _Optional[str] = ..., drain_deadline_ms: _Optional[int] = ...) -> None: ...
-
-class HeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "resources", "capabilities", "running_tasks", "sent_at_ms", "proof")
-    class CapabilitiesEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: str
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-    NODE_ID_FIELD_NUMBER: _ClassVar[int]
-    RESOURCES_FIELD_NUMBER: _ClassVar[int]
-    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
-    RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
-    SENT_AT_MS_FIELD_NUMBER: _ClassVar[int]
-    PROOF_FIELD_NUMBER: _ClassVar[int]
-    node_id: str
-    resources: NodeResources
-    capabilities: _containers.ScalarMap[str, str]
-    running_tasks: int
-    sent_at_ms: int
-    proof: str
-    def __init__(self, node_id: _Optional[str] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., running_tasks: _Optional[int] = ..., sent_at_ms: _Optional[int] = ..., proof: _Optional[str] = ...) -> None: ...
-
-class HeartbeatResponse(_message.Message):
-    __slots__ = ("leader",)
-    LEADER_FIELD_NUMBER: _ClassVar[int]
-    leader: str
-    def __init__(self, leader: _Optional[str] = ...) -> None: ...
+    peer_address: str
+    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., status: _Optional[str] = ..., connected: _Optional[bool] = ..., is_leader: _Optional[bool] = ..., running_tasks: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., executors: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., has_resources: _Optional[bool] = ..., report_age_ms: _Optional[int] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., max_tasks: _Optional[int] = ..., status_reason: _Optional[str] = ..., drain_deadline_ms: _Optional[int] = ..., peer_address: _Optional[str] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
     __slots__ = ("include_removed",)
@@ -467,17 +440,33 @@ class ClusterStatusResponse(_message.Message):
     journal_synced_entries: int
     def __init__(self, node_id: _Optional[str] = ..., leader: _Optional[str] = ..., leader_node_id: _Optional[str] = ..., term: _Optional[int] = ..., last_applied: _Optional[int] = ..., commit_index: _Optional[int] = ..., state_digest: _Optional[str] = ..., has_quorum: _Optional[bool] = ..., raft_state: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., task_counts: _Optional[_Mapping[str, int]] = ..., log_size: _Optional[int] = ..., applied_index: _Optional[int] = ..., raft_sync: _Optional[bool] = ..., journal_syncs: _Optional[int] = ..., journal_synced_entries: _Optional[int] = ...) -> None: ...
 
+class JoinChallengeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class JoinChallengeResponse(_message.Message):
+    __slots__ = ("nonce", "ttl_ms")
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    nonce: str
+    ttl_ms: int
+    def __init__(self, nonce: _Optional[str] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+
 class JoinClusterRequest(_message.Message):
-    __slots__ = ("node_id", "raft_address", "grpc_address", "proof")
+    __slots__ = ("node_id", "raft_address", "grpc_address", "proof", "peer_address", "nonce")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PROOF_FIELD_NUMBER: _ClassVar[int]
+    PEER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft_address: str
     grpc_address: str
     proof: str
-    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., proof: _Optional[str] = ...) -> None: ...
+    peer_address: str
+    nonce: str
+    def __init__(self, node_id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., proof: _Optional[str] = ..., peer_address: _Optional[str] = ..., nonce: _Optional[str] = ...) -> None: ...
 
 class JoinClusterResponse(_message.Message):
     __slots__ = ("raft_members", "leader")

@@ -127,15 +127,15 @@ class CortexStub:
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.WatchEventsRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.Event.FromString,
                 _registered_method=True)
-        self.Heartbeat = channel.unary_unary(
-                '/cortex.v1.Cortex/Heartbeat',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatResponse.FromString,
-                _registered_method=True)
         self.ListNodes = channel.unary_unary(
                 '/cortex.v1.Cortex/ListNodes',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.FromString,
+                _registered_method=True)
+        self.JoinChallenge = channel.unary_unary(
+                '/cortex.v1.Cortex/JoinChallenge',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.JoinChallengeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.JoinChallengeResponse.FromString,
                 _registered_method=True)
         self.JoinCluster = channel.unary_unary(
                 '/cortex.v1.Cortex/JoinCluster',
@@ -279,14 +279,6 @@ class CortexServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Heartbeat(self, request, context):
-        """Every node reports its resources to every other node every few seconds
-        (not through Raft). The leader schedules from these reports.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def ListNodes(self, request, context):
         """Nodes with their status, labels, last resource report and active tasks.
         """
@@ -294,9 +286,20 @@ class CortexServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def JoinChallenge(self, request, context):
+        """The first step of joining: a fresh random nonce, valid once and for a
+        short time, on this node only. Node-to-node traffic otherwise travels on
+        each node's peer listener (cortex.v1.internal.Peer, proto/cortex/v1/peer.proto);
+        joining starts here because a new node knows only this address.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def JoinCluster(self, request, context):
-        """Adds a new node to the Raft group. The caller proves it knows the
-        cluster secret; the answer lists the current Raft members.
+        """Adds a new node to the Raft group. The caller proves it holds the
+        cluster secret with an HMAC over a nonce from JoinChallenge (asked of the
+        same node), its node id and addresses; the answer lists the Raft members.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -395,15 +398,15 @@ def add_CortexServicer_to_server(servicer, server):
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.WatchEventsRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.Event.SerializeToString,
             ),
-            'Heartbeat': grpc.unary_unary_rpc_method_handler(
-                    servicer.Heartbeat,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.HeartbeatResponse.SerializeToString,
-            ),
             'ListNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListNodes,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'JoinChallenge': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinChallenge,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.JoinChallengeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.JoinChallengeResponse.SerializeToString,
             ),
             'JoinCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.JoinCluster,
@@ -911,33 +914,6 @@ class Cortex:
             _registered_method=True)
 
     @staticmethod
-    def Heartbeat(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cortex.v1.Cortex/Heartbeat',
-            cortex_dot_v1_dot_cortex__pb2.HeartbeatRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.HeartbeatResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def ListNodes(request,
             target,
             options=(),
@@ -954,6 +930,33 @@ class Cortex:
             '/cortex.v1.Cortex/ListNodes',
             cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinChallenge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.Cortex/JoinChallenge',
+            cortex_dot_v1_dot_cortex__pb2.JoinChallengeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.JoinChallengeResponse.FromString,
             options,
             channel_credentials,
             insecure,

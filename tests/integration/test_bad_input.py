@@ -45,7 +45,8 @@ def test_bad_requests_get_clear_status_and_write_nothing(make_cluster):
         (stub.CancelTask, pb.CancelTaskRequest(task_id="nope"), grpc.StatusCode.NOT_FOUND, "nope"),
         (stub.ListTasks, pb.ListTasksRequest(states=["sleeping"]), grpc.StatusCode.INVALID_ARGUMENT, "sleeping"),
         (stub.ListTasks, pb.ListTasksRequest(page_token="abc"), grpc.StatusCode.INVALID_ARGUMENT, "page_token"),
-        (stub.JoinCluster, pb.JoinClusterRequest(node_id="x", raft_address="127.0.0.1:1", proof="00"), grpc.StatusCode.UNAUTHENTICATED, "secret"),
+        (stub.JoinCluster, pb.JoinClusterRequest(node_id="x", raft_address="127.0.0.1:1", proof="00"), grpc.StatusCode.UNAUTHENTICATED, "challenge"),
+        (stub.JoinCluster, pb.JoinClusterRequest(node_id="x", raft_address="127.0.0.1:1", nonce=stub.JoinChallenge(pb.JoinChallengeRequest(), timeout=5).nonce, proof="00"), grpc.StatusCode.UNAUTHENTICATED, "secret"),
     ]  # fmt: skip
     for call, request, expected_code, fragment in cases:
         code, message = _code_and_message(call, request)

@@ -1,57 +1,85 @@
-"""Heartbeats carry resource reports outside Raft, signed with the cluster
-secret: a report that was altered, or replayed, is refused."""
+"""Heartbeats carry resource reports outside Raft, to each node's peer
+listener, signed with the cluster secret: one without the peer credential,
+altered, replayed, or sent too long ago (or too far ahead) is refused, and
+the public address does not take them at all."""
 
 from __future__ import annotations
 
+import secrets
 import time
 
 import grpc
 import pytest
 
-from cortex.api.convert import resources_from_proto
-from cortex.membership.heartbeat import heartbeat_proof
-from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import cortex_pb2_grpc as pb_grpc
+from cortex.api.auth import peer_metadata
+from cortex.membership.heartbeat import signed_heartbeat
+from cortex.scheduler.model import NodeResources
+from cortex.v1 import peer_pb2 as peer_pb
+from cortex.v1 import peer_pb2_grpc as peer_grpc
 from tests.cluster import SECRET
 
 pytestmark = pytest.mark.cluster
 
+BOOT = secrets.token_hex(16)
+CREDENTIAL = peer_metadata(SECRET)
 
-def _signed(sent_at: int, memory_mb: float = 2048, running: int = 1) -> pb.HeartbeatRequest:
-    request = pb.HeartbeatRequest(
-        node_id="probe",
-        resources=pb.NodeResources(cpu_cores=4, memory_available_mb=memory_mb),
-        capabilities={"arch": "x86_64"},
-        running_tasks=running,
-        sent_at_ms=sent_at,
-    )
-    request.proof = heartbeat_proof(
-        SECRET, "probe", sent_at, resources_from_proto(request.resources),
-        dict(request.capabilities), running,
+
+def _signed(seq: int, sent_at: int | None = None, boot: str = BOOT) -> peer_pb.HeartbeatRequest:
+    return signed_heartbeat(
+        SECRET, "probe", boot, seq, sent_at or int(time.time() * 1000),
+        NodeResources(cpu_cores=4, memory_available_mb=2048), {"arch": "x86_64"}, 1,
     )  # fmt: skip
-    return request
 
 
-def test_altered_or_replayed_heartbeats_are_refused(make_cluster):
+def _refusal(call, request, metadata=CREDENTIAL) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as refused:
+        call(request, metadata=metadata, timeout=5)
+    return refused.value.code(), refused.value.details() or ""
+
+
+def test_heartbeats_are_taken_only_on_the_peer_listener_and_only_once(make_cluster):
     node = make_cluster(1).nodes[0]
-    now = int(time.time() * 1000)
-    with grpc.insecure_channel(node.grpc) as channel:
-        stub = pb_grpc.CortexStub(channel)
-        stub.Heartbeat(_signed(now), timeout=5)
+    with node.client() as client:
+        peer_address = client.list_nodes().nodes[0].peer_address
+    assert peer_address and peer_address != node.grpc
 
-        with pytest.raises(grpc.RpcError) as replayed:
-            stub.Heartbeat(_signed(now), timeout=5)
-        assert replayed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert "not newer" in (replayed.value.details() or "")
+    with grpc.insecure_channel(node.grpc) as public:
+        code, _ = _refusal(peer_grpc.PeerStub(public).Heartbeat, _signed(1))
+        assert code == grpc.StatusCode.UNIMPLEMENTED
 
-        for change in ("memory", "running"):
-            altered = _signed(now + 1)
+    with grpc.insecure_channel(peer_address) as channel:
+        stub = peer_grpc.PeerStub(channel)
+        for metadata in ((), (("cortex-peer-auth", "0" * 64),)):
+            code, detail = _refusal(stub.Heartbeat, _signed(1), metadata)
+            assert code == grpc.StatusCode.UNAUTHENTICATED and "peer credential" in detail
+
+        stub.Heartbeat(_signed(1), metadata=CREDENTIAL, timeout=5)
+
+        code, detail = _refusal(stub.Heartbeat, _signed(1))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "replay" in detail
+
+        for change in ("memory", "running", "seq", "boot"):
+            altered = _signed(2)
             if change == "memory":
                 altered.resources.memory_available_mb = 64_000
-            else:
+            elif change == "running":
                 altered.running_tasks = 0
-            with pytest.raises(grpc.RpcError) as refused:
-                stub.Heartbeat(altered, timeout=5)
-            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, change
+            elif change == "seq":
+                altered.seq = 99
+            else:
+                altered.boot_id = secrets.token_hex(16)
+            code, _ = _refusal(stub.Heartbeat, altered)
+            assert code == grpc.StatusCode.UNAUTHENTICATED, change
 
-        stub.Heartbeat(_signed(now + 1), timeout=5)
+        now = int(time.time() * 1000)
+        for sent_at, word in ((now - 60_000, "old"), (now + 60_000, "ahead")):
+            code, detail = _refusal(stub.Heartbeat, _signed(3, sent_at))
+            assert code == grpc.StatusCode.FAILED_PRECONDITION and word in detail, detail
+
+        stub.Heartbeat(_signed(2), metadata=CREDENTIAL, timeout=5)
+        # A new boot of the sender is taken with a fresh report...
+        new_boot = secrets.token_hex(16)
+        stub.Heartbeat(_signed(1, boot=new_boot), metadata=CREDENTIAL, timeout=5)
+        # ...and the old boot cannot come back with reports sent before it.
+        code, detail = _refusal(stub.Heartbeat, _signed(3, now - 1000))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "replay" in detail

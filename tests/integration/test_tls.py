@@ -11,13 +11,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 
+from cortex.api.auth import peer_metadata
 from cortex.api.client import CortexClient
 from cortex.api.tls import client_tls
 from cortex.errors import TlsError, Unavailable
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, ClusterNode, free_ports, shell_spec, wait_until
+from cortex.v1.peer_pb2 import AppliedIndexRequest
+from cortex.v1.peer_pb2_grpc import PeerStub
+from tests.cluster import SECRET, Cluster, ClusterNode, free_ports, shell_spec, wait_until
 from tests.tls import write_tls_files
 
 pytestmark = pytest.mark.cluster
@@ -56,6 +60,16 @@ def test_a_tls_cluster_works_end_to_end_and_refuses_clients_that_do_not_fit(
         chunks = list(client.stream_task_output(task_id, timeout_s=20))
         assert b"".join(c.data.data for c in chunks if c.HasField("data")) == b"over-tls\n"
         assert chunks[-1].end.exit_code == 0
+
+    # The peer listeners serve TLS as well: plain text gets nowhere there.
+    with n1.client() as client:
+        peer_address = next(n.peer_address for n in client.list_nodes().nodes if n.node_id == "n2")
+    with grpc.insecure_channel(peer_address) as channel:
+        with pytest.raises(grpc.RpcError) as plain_peer:
+            PeerStub(channel).AppliedIndex(
+                AppliedIndexRequest(), metadata=peer_metadata(SECRET), timeout=10
+            )
+        assert plain_peer.value.code() == grpc.StatusCode.UNAVAILABLE
 
     # Clients that do not fit the node's TLS learn why.
     with CortexClient(n2.grpc, timeout_s=10, tls=False) as plain:

@@ -13,7 +13,7 @@ import pytest
 
 from cortex.errors import InvalidArgument, NotFound
 from cortex.output.events import BACKLOG_END_HEADER, EventFeed, EventFilter, EventWatcher
-from cortex.output.ticker import StateTicker, StreamSlots
+from cortex.output.ticker import StateTicker
 from cortex.state.entries import (
     Entry,
     NodeJoin,
@@ -52,7 +52,7 @@ class State:
         self.ticker = StateTicker()
         self.machine.add_listener(self.ticker.on_change)
         self.feed = EventFeed(self.machine.path)
-        self.watcher = EventWatcher(self.feed, self.ticker, StreamSlots("n1", 4))
+        self.watcher = EventWatcher(self.feed, self.ticker)
         self.index = 0
 
     def apply(self, *payloads: Payload) -> None:

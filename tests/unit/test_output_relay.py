@@ -1,8 +1,9 @@
 """Relaying output between two nodes over real gRPC on 127.0.0.1: each node
 has its own StateMachine (fed the same entries, as Raft would), output hub
-and streaming service. Covers exact resumption after the source's server
-drops mid-stream, and a source that goes silent (a partition, which cannot
-be made here, is played by a stand-in servicer that never answers)."""
+and streaming service; clients call the relaying node's public server, which
+calls the source's peer listener. Covers exact resumption after the source's
+listener drops mid-stream, and a source that goes silent (a partition, which
+cannot be made here, is played by a stand-in servicer that never answers)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from typing import Any
 import grpc
 import pytest
 
+from cortex.api.admission import STREAMS
 from cortex.api.client import CortexClient
+from cortex.api.peer_client import PeerClient
+from cortex.api.peer_server import PeerListener, PeerServicer
 from cortex.api.servicer import CortexServicer
-from cortex.errors import Unavailable
+from cortex.errors import ResourceExhausted, Unavailable
 from cortex.output import OutputHub, StreamingService
 from cortex.output.relay import NODE_HEADER
 from cortex.state.entries import (
@@ -35,33 +39,52 @@ from cortex.state.machine import StateMachine
 from cortex.state.queries import StateReader
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
-from tests.cluster import free_ports, wait_until
+from cortex.v1 import peer_pb2_grpc as peer_grpc
+from tests.cluster import SECRET, free_ports, wait_until
 
 
 class StreamingNode:
-    """The output side of a node, served on its own gRPC port."""
+    """The output side of a node: its public server for clients and its peer
+    listener for other nodes, each on its own port."""
 
-    def __init__(self, root: Path, node_id: str, port: int) -> None:
+    def __init__(self, root: Path, node_id: str, port: int, peer_port: int) -> None:
         self.node_id = node_id
         self.address = f"127.0.0.1:{port}"
+        self.peer_address = f"127.0.0.1:{peer_port}"
         self.machine = StateMachine(str(root / node_id / "state.db"))
         self.hub = OutputHub(root / node_id / "attempts")
+        self.peers = PeerClient(node_id, SECRET)
         self.streaming = StreamingService(
-            node_id, self.machine.path, StateReader(self.machine.path), self.hub, 8, 0.3
+            node_id, self.machine.path, StateReader(self.machine.path), self.hub, self.peers, 0.3
         )
         self.machine.add_listener(self.streaming.on_change)
         self.streaming.start()
         self.index = 0
         self.server: grpc.Server | None = None
+        self.listener: PeerListener | None = None
 
-    def serve(self, servicer: pb_grpc.CortexServicer | None = None) -> None:
+    def serve(self) -> None:
+        """The public server, as clients reach it."""
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         pb_grpc.add_CortexServicer_to_server(
-            servicer or CortexServicer(None, self.streaming),  # type: ignore[arg-type]
+            CortexServicer(None, self.streaming),  # type: ignore[arg-type]
             self.server,
         )
         assert self.server.add_insecure_port(self.address)
         self.server.start()
+
+    def serve_peers(
+        self, servicer: peer_grpc.PeerServicer | None = None, max_streams: int = 8
+    ) -> None:
+        """The peer listener, as relaying nodes reach it."""
+        self.listener = PeerListener(self.node_id, self.peer_address, SECRET, max_streams)
+        self.listener.start(
+            servicer or PeerServicer(None, self.streaming)  # type: ignore[arg-type]
+        )
+
+    def stop_peers(self) -> None:
+        assert self.listener is not None
+        self.listener.stop(0)
 
     def apply(self, *payloads: Payload) -> None:
         self.index += 1
@@ -72,18 +95,21 @@ class StreamingNode:
         self.streaming.stop()
         if self.server is not None:
             self.server.stop(0)
+        if self.listener is not None:
+            self.listener.stop(0)
+        self.peers.close()
         self.machine.close()
 
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[StreamingNode, StreamingNode]]:
-    source_port, relay_port = free_ports(2)
-    source = StreamingNode(tmp_path, "n1", source_port)
-    relaying = StreamingNode(tmp_path, "n2", relay_port)
+    source_port, source_peer, relay_port, relay_peer = free_ports(4)
+    source = StreamingNode(tmp_path, "n1", source_port, source_peer)
+    relaying = StreamingNode(tmp_path, "n2", relay_port, relay_peer)
     for node in (source, relaying):
         node.apply(
-            NodeJoin("n1", "127.0.0.1:1", source.address),
-            NodeJoin("n2", "127.0.0.1:2", relaying.address),
+            NodeJoin("n1", "127.0.0.1:1", source.address, peer_address=source.peer_address),
+            NodeJoin("n2", "127.0.0.1:2", relaying.address, peer_address=relaying.peer_address),
             TaskSubmit("t1", {"command": ["true"]}),
         )
         node.apply(TaskAssign([{"task_id": "t1", "node": "n1", "attempt": 1}]))
@@ -108,16 +134,15 @@ def test_a_relay_resumes_at_the_exact_byte_after_its_source_drops(
     pair: tuple[StreamingNode, StreamingNode],
 ) -> None:
     source, relaying = pair
-    source.serve()
+    source.serve_peers()
     sink = source.hub.open("t1", 1)
     got: list[pb.OutputChunk] = []
     follower = follow(relaying.address, got)
     sink.write("stdout", b"before the drop\n")
     wait_until(lambda: got, 10, what="the first relayed chunk")
-    assert source.server is not None
-    source.server.stop(0)  # the connection goes; the relay reconnects
+    source.stop_peers()  # the connection goes; the relay reconnects
     sink.write("stderr", b"written while it was away\n")
-    source.serve()
+    source.serve_peers()
     sink.write("stdout", b"after\n")
     sink.close(exit_code=0)
     for node in pair:
@@ -145,7 +170,28 @@ def test_a_source_that_cannot_be_reached_is_unavailable_with_its_name(
             list(client.stream_task_output("t1", timeout_s=30))
 
 
-class SilentSource(pb_grpc.CortexServicer):
+def test_a_source_at_its_relay_limit_says_busy_through_the_relaying_node(
+    pair: tuple[StreamingNode, StreamingNode],
+) -> None:
+    source, relaying = pair
+    source.serve_peers(max_streams=1)
+    sink = source.hub.open("t1", 1)
+    sink.write("stdout", b"held\n")
+    got: list[pb.OutputChunk] = []
+    holder = follow(relaying.address, got)
+    wait_until(lambda: got, 10, what="the first relay holding the source's only slot")
+    with CortexClient(relaying.address, busy_retries=0) as client:
+        with pytest.raises(ResourceExhausted, match="1 output streams relayed") as busy:
+            list(client.stream_task_output("t1", follow=True, timeout_s=10))
+    assert busy.value.retry_after_s == 1.0
+    sink.close(exit_code=0)
+    for node in pair:
+        node.apply(TaskComplete("t1", 1, "n1", {"exit_code": 0}))
+    holder.join(30)
+    assert got[-1].end.state == "completed"
+
+
+class SilentSource(peer_grpc.PeerServicer):
     """Stand-in for a partitioned node: answers, sends one chunk, then
     nothing ever again (the connection stays open)."""
 
@@ -165,7 +211,7 @@ def test_a_relay_from_a_silent_source_ends_once_the_log_gives_up_on_it(
 ) -> None:
     source, relaying = pair
     silent = SilentSource()
-    source.serve(silent)
+    source.serve_peers(silent)
     got: list[pb.OutputChunk] = []
     follower = follow(relaying.address, got)
     wait_until(lambda: got, 10, what="the first relayed chunk")
@@ -184,13 +230,15 @@ def test_a_source_behind_the_relaying_node_catches_up_before_answering(
     pair: tuple[StreamingNode, StreamingNode],
 ) -> None:
     source, relaying = pair
-    source.serve()
+    source.serve_peers()
     # The relaying node has applied the assignment; the executing one not yet.
     relaying.apply(TaskSubmit("t2", {"command": ["true"]}))
     relaying.apply(TaskAssign([{"task_id": "t2", "node": "n1", "attempt": 1}]))
     got: list[pb.OutputChunk] = []
     follower = follow(relaying.address, got, "t2")
-    wait_until(lambda: source.streaming.slots.in_use, 10, what="the relayed request")
+    assert source.listener is not None
+    listener = source.listener
+    wait_until(lambda: listener.admission.in_use(STREAMS), 10, what="the relayed request")
     source.apply(TaskSubmit("t2", {"command": ["true"]}))
     source.apply(TaskAssign([{"task_id": "t2", "node": "n1", "attempt": 1}]))
     sink = source.hub.open("t2", 1)

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from cortex.api.peer_client import PeerClient
+from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
 from cortex.output.attempts import describe_attempt
 from cortex.output.hub import OutputHub
 from cortex.output.log import LogWriter
-from cortex.output.relay import RELAY_HEADER, RelayClient
+from cortex.output.relay import RelayClient
 from cortex.output.stream import OutputStreamer
-from cortex.output.ticker import StateTicker, StreamSlots
+from cortex.output.ticker import StateTicker
 from cortex.state.entries import (
     Entry,
     NodeJoin,
@@ -41,9 +42,8 @@ SHELL = {"command": ["true"]}
 class Caller:
     """Stands in for grpc.ServicerContext: the client is there until `leave`."""
 
-    def __init__(self, metadata: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self) -> None:
         self.active = True
-        self.metadata = metadata
         self.headers: list[Any] = []
 
     def is_active(self) -> bool:
@@ -52,9 +52,6 @@ class Caller:
     def add_callback(self, callback: Any) -> bool:
         return True
 
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self.metadata
-
     def send_initial_metadata(self, headers: Any) -> None:
         self.headers.append(headers)
 
@@ -62,21 +59,15 @@ class Caller:
 class Node:
     """One node's state and output parts, fed entries as if from Raft."""
 
-    def __init__(self, root: Path, node_id: str = "n1", max_streams: int = 8) -> None:
+    def __init__(self, root: Path, node_id: str = "n1") -> None:
         self.machine = StateMachine(str(root / "state.db"))
         self.reader = StateReader(self.machine.path)
         self.hub = OutputHub(root / "attempts")
         self.ticker = StateTicker()
         self.machine.add_listener(self.ticker.on_change)
-        self.relay = RelayClient(node_id)
+        self.relay = RelayClient(PeerClient(node_id, "test-cluster-secret"))
         self.streamer = OutputStreamer(
-            node_id,
-            self.reader,
-            self.hub,
-            self.ticker,
-            self.relay,
-            StreamSlots(node_id, max_streams),
-            end_state_wait_s=10,
+            node_id, self.reader, self.hub, self.ticker, self.relay, end_state_wait_s=10
         )
         self.index = 0
 
@@ -90,8 +81,12 @@ class Node:
         self.apply(TaskAssign([{"task_id": task_id, "node": node, "attempt": attempt}]))
         self.apply(TaskStarted(task_id, attempt, node))
 
-    def stream(self, caller: Caller | None = None, **request: Any) -> Iterator[pb.OutputChunk]:
-        return self.streamer.stream(pb.StreamTaskOutputRequest(**request), caller or Caller())
+    def stream(
+        self, caller: Caller | None = None, relayed_for: str | None = None, **request: Any
+    ) -> Iterator[pb.OutputChunk]:
+        return self.streamer.stream(
+            pb.StreamTaskOutputRequest(**request), caller or Caller(), relayed_for
+        )
 
 
 @pytest.fixture
@@ -189,26 +184,8 @@ def test_requests_that_cannot_be_served(node: Node) -> None:
             collect(node.stream(**bad))  # type: ignore[arg-type]
     # A relayed request for an attempt that ran elsewhere is not relayed again.
     node.start_task("t1", node="n2")
-    relayed = Caller(((RELAY_HEADER, "n3"),))
     with pytest.raises(FailedPrecondition, match="ran on node n2, not on n1"):
-        collect(node.stream(relayed, task_id="t1"))
-
-
-def test_a_node_serves_a_bounded_number_of_streams(tmp_path: Path) -> None:
-    node = Node(tmp_path / "n1", max_streams=1)
-    node.apply(NodeJoin("n1", "127.0.0.1:1", "127.0.0.1:2"), TaskSubmit("t1", SHELL))
-    node.start_task("t1")
-    sink = node.hub.open("t1", 1)
-    sink.write("stdout", b"x")
-    holding = node.stream(task_id="t1", follow=True)
-    assert next(holding).data.data == b"x"
-    with pytest.raises(Unavailable, match="already serves 1"):
-        collect(node.stream(task_id="t1"))
-    holding.close()  # the client went away: the slot is free again
-    data, _ = collect(node.stream(task_id="t1"))
-    assert data == b"x"
-    sink.close(0)
-    node.ticker.close()
+        collect(node.stream(relayed_for="n3", task_id="t1"))
 
 
 def test_a_follower_whose_client_leaves_stops_waiting(node: Node) -> None:

@@ -302,3 +302,41 @@ def test_advertised_addresses_keep_the_listening_ports() -> None:
     assert ipv6.raft_address == "[fd00::5]:7100"
     plain = load_config(environ={})
     assert (plain.raft_address, plain.grpc_address) == (plain.raft, plain.grpc)
+
+
+def test_the_peer_listener_defaults_to_a_free_port_on_the_grpc_host() -> None:
+    from cortex.cli.main import build_parser
+
+    plain = load_config(environ={})
+    assert plain.peer is None and plain.peer_listen == "127.0.0.1:0"
+    assert plain.peer_address(41234) == "127.0.0.1:41234"
+    wide = load_config(
+        flags={"raft": "0.0.0.0:7101", "grpc": "0.0.0.0:7201", "advertise": "10.0.0.5"},
+        environ={},
+    )
+    assert (wide.peer_listen, wide.peer_address(41234)) == ("0.0.0.0:0", "10.0.0.5:41234")
+    fixed = load_config(
+        flags={"peer": "0.0.0.0:7301", "advertise": "10.0.0.5"},
+        environ={"CORTEX_MAX_INFLIGHT_REQUESTS": "100", "CORTEX_MAX_WAITS": "8"},
+    )
+    assert (fixed.peer_listen, fixed.peer_address(7301)) == ("0.0.0.0:7301", "10.0.0.5:7301")
+    assert (fixed.max_inflight_requests, fixed.max_waits) == (100, 8)
+    args = build_parser().parse_args(["node", "start", "--peer", "127.0.0.1:7300"])
+    assert args.peer == "127.0.0.1:7300"
+
+
+def test_peer_listener_problems_are_named() -> None:
+    for value in ("7300", "host:", "host:70000"):
+        message = config_error(flags={"peer": value})
+        assert "config key peer (from flag --peer)" in message and "HOST:PORT" in message
+    message = config_error(flags={"peer": "0.0.0.0:7300"})
+    assert "config key advertise" in message and "peer listens on 0.0.0.0" in message
+    assert "max_inflight_requests" in config_error(flags={"max_inflight_requests": 0})
+    assert "max_clock_skew_s" in config_error(flags={"max_clock_skew_s": 0})
+    defaults = load_config(environ={})
+    assert (defaults.max_inflight_requests, defaults.max_streams, defaults.max_waits) == (
+        56,
+        32,
+        16,
+    )
+    assert defaults.heartbeat_window_s == defaults.max_clock_skew_s + defaults.heartbeat_interval_s

@@ -1,0 +1,94 @@
+"""The one way a node calls another: the other node's peer listener, with
+the peer credential, over TLS when this node has TLS settings. One channel
+per address, kept open."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from cortex.api.auth import peer_metadata
+from cortex.api.channels import open_channel, rpc_error
+from cortex.api.tls import ClientTls
+from cortex.errors import CortexError
+from cortex.v1 import cortex_pb2 as pb
+from cortex.v1 import peer_pb2 as peer_pb
+from cortex.v1 import peer_pb2_grpc as peer_grpc
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    # A restarted node should be reachable again within seconds, not after
+    # gRPC's default reconnect back-off of up to two minutes.
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
+class PeerClient:
+    def __init__(self, node_id: str, secret: str, tls: ClientTls | None = None) -> None:
+        self.node_id = node_id
+        self.tls = tls
+        self._metadata = peer_metadata(secret)
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._closed = False
+
+    def _stub(self, address: str) -> peer_grpc.PeerStub:
+        with self._lock:
+            if self._closed:
+                raise CortexError("this node is shutting down")
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = open_channel(address, self.tls, _CHANNEL_OPTIONS)
+                self._channels[address] = channel
+        return peer_grpc.PeerStub(channel)
+
+    def error(self, address: str, err: grpc.RpcError) -> CortexError:
+        return rpc_error(address, err, self.tls)
+
+    def heartbeat(self, address: str, request: peer_pb.HeartbeatRequest, timeout_s: float) -> None:
+        """Raises grpc.RpcError: the sender judges the failure itself."""
+        self._stub(address).Heartbeat(request, timeout=timeout_s, metadata=self._metadata)
+
+    def stream_output(
+        self,
+        address: str,
+        request: pb.StreamTaskOutputRequest,
+        metadata: Sequence[tuple[str, str]] = (),
+    ) -> Any:
+        """The gRPC call (iterate it for chunks; cancel it to stop)."""
+        return self._stub(address).StreamTaskOutput(request, metadata=(*self._metadata, *metadata))
+
+    def applied_index(self, address: str, timeout_s: float) -> int:
+        try:
+            reply = self._stub(address).AppliedIndex(
+                peer_pb.AppliedIndexRequest(), timeout=timeout_s, metadata=self._metadata
+            )
+        except grpc.RpcError as err:
+            raise self.error(address, err) from None
+        return int(reply.applied_index)
+
+    def remove_node(
+        self, address: str, node_id: str, reason: str, timeout_s: float
+    ) -> pb.RemoveNodeResponse:
+        try:
+            return self._stub(address).RemoveNode(
+                pb.RemoveNodeRequest(node_id=node_id, reason=reason),
+                timeout=timeout_s,
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as err:
+            raise self.error(address, err) from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            channels = list(self._channels.values())
+            self._channels.clear()
+        for channel in channels:
+            channel.close()

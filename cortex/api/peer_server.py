@@ -1,0 +1,137 @@
+"""The peer listener: node-to-node calls (cortex.v1.internal.Peer) on their
+own gRPC server with their own threads, so no client load on the public
+listener can delay a heartbeat or a relay. Same TLS settings as the public
+server; every call needs the peer credential (cortex.api.auth)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from cortex.api.admission import AdmissionInterceptor, peer_admission
+from cortex.api.auth import PeerAuthInterceptor
+from cortex.api.convert import resources_from_proto
+from cortex.api.servicer import maps_errors, maps_stream_errors
+from cortex.api.tls import ServerTls
+from cortex.errors import ConfigError, FailedPrecondition, InvalidArgument
+from cortex.output import StreamingService
+from cortex.output.relay import RELAY_HEADER
+from cortex.service import TaskService
+from cortex.v1 import cortex_pb2 as pb
+from cortex.v1 import peer_pb2 as peer_pb
+from cortex.v1 import peer_pb2_grpc as peer_grpc
+
+log = logging.getLogger(__name__)
+
+PEER_SERVICE_PREFIX = "/cortex.v1.internal.Peer/"
+# Threads beyond the relayed-stream limit, for heartbeats and other short
+# calls: heartbeats from every node each interval take milliseconds each.
+SHORT_CALL_THREADS = 16
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def _caller(context: grpc.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == RELAY_HEADER:
+            return str(value)
+    return "another node"
+
+
+class PeerServicer(peer_grpc.PeerServicer):
+    def __init__(self, service: TaskService, streaming: StreamingService | None) -> None:
+        self._service = service
+        self._streaming = streaming
+
+    @maps_errors
+    def Heartbeat(
+        self, request: peer_pb.HeartbeatRequest, context: grpc.ServicerContext
+    ) -> peer_pb.HeartbeatResponse:
+        if not request.node_id:
+            raise InvalidArgument("node_id is required")
+        self._service.heartbeats.receive(
+            request.node_id,
+            request.boot_id,
+            request.seq,
+            request.sent_at_ms,
+            resources_from_proto(request.resources),
+            dict(request.capabilities),
+            request.running_tasks,
+            request.proof,
+        )
+        return peer_pb.HeartbeatResponse()
+
+    @maps_stream_errors
+    def StreamTaskOutput(
+        self, request: pb.StreamTaskOutputRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.OutputChunk]:
+        if self._streaming is None:
+            raise FailedPrecondition("this server does not stream output")
+        return self._streaming.task_output(request, context, relayed_for=_caller(context))
+
+    @maps_errors
+    def AppliedIndex(
+        self, request: peer_pb.AppliedIndexRequest, context: grpc.ServicerContext
+    ) -> peer_pb.AppliedIndexResponse:
+        return peer_pb.AppliedIndexResponse(applied_index=self._service.applied_index())
+
+    @maps_errors
+    def RemoveNode(
+        self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
+    ) -> pb.RemoveNodeResponse:
+        removal = self._service.remove_node(request.node_id, request.reason)
+        return pb.RemoveNodeResponse(
+            node_id=removal.node_id,
+            raft_address=removal.raft_address,
+            requeued_tasks=removal.requeued_tasks,
+            members=removal.members,
+        )
+
+
+class PeerListener:
+    """Bound at construction (so its port, possibly chosen by the OS, is
+    known before the node announces it); serving once `start` is called."""
+
+    def __init__(
+        self,
+        node_id: str,
+        address: str,
+        secret: str,
+        max_streams: int,
+        tls: ServerTls | None = None,
+    ) -> None:
+        self.admission = peer_admission(node_id, max_streams)
+        threads = max_streams + SHORT_CALL_THREADS
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="peer"),
+            interceptors=[
+                PeerAuthInterceptor(secret),
+                AdmissionInterceptor(self.admission, (PEER_SERVICE_PREFIX,)),
+            ],
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+            # A call beyond the threads is refused at once, never queued.
+            maximum_concurrent_rpcs=threads,
+        )
+        try:
+            if tls is None:
+                self.port = self._server.add_insecure_port(address)
+            else:
+                self.port = self._server.add_secure_port(address, tls.credentials())
+        except RuntimeError as err:
+            raise ConfigError(f"config key peer: cannot listen on {address}: {err}") from None
+        if self.port == 0:
+            raise ConfigError(f"config key peer: cannot listen on {address} (in use?)")
+
+    def start(self, servicer: peer_grpc.PeerServicer) -> None:
+        peer_grpc.add_PeerServicer_to_server(servicer, self._server)
+        self._server.start()
+
+    def stop(self, grace_s: float | None = None) -> Any:
+        return self._server.stop(grace_s)
