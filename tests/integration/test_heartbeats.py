@@ -76,10 +76,12 @@ def test_heartbeats_are_taken_only_on_the_peer_listener_and_only_once(make_clust
             code, detail = _refusal(stub.Heartbeat, _signed(3, sent_at))
             assert code == grpc.StatusCode.FAILED_PRECONDITION and word in detail, detail
 
-        stub.Heartbeat(_signed(2), metadata=CREDENTIAL, timeout=5)
-        # A new boot of the sender is taken with a fresh report...
+        taken = int(time.time() * 1000)
+        stub.Heartbeat(_signed(2, taken), metadata=CREDENTIAL, timeout=5)
+        # A new boot of the sender is taken with a fresh report (sent after
+        # the last one taken, even within the same millisecond)...
         new_boot = secrets.token_hex(16)
-        stub.Heartbeat(_signed(1, boot=new_boot), metadata=CREDENTIAL, timeout=5)
+        stub.Heartbeat(_signed(1, taken + 5, boot=new_boot), metadata=CREDENTIAL, timeout=5)
         # ...and the old boot cannot come back with reports sent before it.
         code, detail = _refusal(stub.Heartbeat, _signed(3, now - 1000))
         assert code == grpc.StatusCode.FAILED_PRECONDITION and "replay" in detail
