@@ -118,7 +118,7 @@ def _task_items(ctx: ApplyContext, workflow_id: str, raw: list[Any]) -> list[_Ta
     A cycle through earlier parts is impossible, since their tasks could only
     depend on tasks before them."""
     if not raw:
-        raise Rejected(INVALID_WORKFLOW, "a workflow (or a part of one) needs at least one task")
+        raise Rejected(INVALID_WORKFLOW, "a workflow needs at least one task")
     if len(raw) > MAX_WORKFLOW_TASKS:
         raise Rejected(INVALID_WORKFLOW, f"a workflow has at most {MAX_WORKFLOW_TASKS} tasks")
     items = [_task_item(i, item) for i, item in enumerate(raw)]
@@ -142,7 +142,7 @@ def _task_items(ctx: ApplyContext, workflow_id: str, raw: list[Any]) -> list[_Ta
         if missing:
             raise Rejected(
                 INVALID_WORKFLOW,
-                f"workflow task {item.key} depends on unknown task {quoted(missing[0])}",
+                f"workflow task {item.key} depends on unknown task {missing[0]}",
             )
     cycle = find_cycle({item.key: [d for d in item.depends_on if d in known] for item in items})
     if cycle:

@@ -194,10 +194,14 @@ class WorkflowService:
             raise FailedPrecondition(f"workflow {workflow_id} is already {workflow.state}")
         if len(reason) > MAX_REASON_CHARS:
             raise InvalidArgument(f"reason is longer than {MAX_REASON_CHARS} characters")
-        entry = e.Entry.create(
-            e.WorkflowCancel(workflow_id, reason or "cancelled by request"), self.node_id
-        )
-        result = self._proposer.propose_one(entry, self._timeout)
+        payload = e.WorkflowCancel(workflow_id, reason or "cancelled by request")
+        result = self._proposer.propose_one(e.Entry.create(payload, self.node_id), self._timeout)
+        # One entry cancels a bounded number of tasks: carry on with the rest
+        # (the leader does too, should this node stop half-way).
+        deadline = time.monotonic() + self._timeout
+        more = result
+        while more.get("ok") and more.get("remaining") and time.monotonic() < deadline:
+            more = self._proposer.propose_one(e.Entry.create(payload, self.node_id), self._timeout)
         current = self.get(workflow_id)
         if not result.get("ok") and current.state != "cancelled":
             raise refusal_error(result, f"workflow {workflow_id} could not be cancelled")
