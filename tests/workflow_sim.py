@@ -6,6 +6,7 @@ is kept so it can be replayed into a second database."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from cortex.workflows.decisions import Evaluator, decide
 from cortex.workflows.definition import parse_definition
 from cortex.workflows.engine import task_nodes
 from cortex.workflows.sandbox import ConditionSandbox
-from cortex.workflows.service import submit_payload
+from cortex.workflows.service import submit_payloads
 
 NODES = ("n1", "n2", "n3")
 
@@ -53,10 +54,14 @@ class WorkflowLog:
         self, text: str, sandbox: ConditionSandbox | None = None, key: str | None = None
     ) -> tuple[str, dict[str, str]]:
         """Submits a definition; returns the workflow id and task ids by key."""
-        payload = submit_payload(parse_definition(text, "", sandbox), key)
-        result = self.one(payload)
-        assert result["ok"], result
-        return result["workflow_id"], {t["key"]: t["task_id"] for t in payload.tasks}
+        payloads = submit_payloads(parse_definition(text, "", sandbox), str(uuid.uuid4()), key)
+        ids: dict[str, str] = {}
+        for payload in payloads:
+            result = self.one(payload)
+            assert result["ok"], result
+            assert isinstance(payload, e.WorkflowSubmit | e.WorkflowTasks)
+            ids.update({t["key"]: t["task_id"] for t in payload.tasks})
+        return result["workflow_id"], ids
 
     def advance(self, workflow_id: str, evaluate: Evaluator | None) -> list[dict[str, Any]]:
         """What the leader's engine does for one workflow: decide, propose."""

@@ -230,9 +230,12 @@ class TaskDeadLetter(Payload):
 
 @dataclass(frozen=True)
 class WorkflowSubmit(Payload):
-    """A whole DAG, ids chosen by the proposer. `tasks` items, in definition
-    order: `{key, task_id, spec, depends_on, condition}`. Tasks without
-    dependencies or condition start queued, the rest pending."""
+    """A DAG, ids chosen by the proposer. `tasks` items: `{key, task_id,
+    spec, depends_on, condition, pos}` (`pos`: the task's place in the
+    definition). Tasks without dependencies or condition start queued, the
+    rest pending. A workflow of more than `tasks` (`total_tasks` larger) is
+    `submitting` until WORKFLOW_TASKS entries bring the rest; nothing of it
+    runs before, so no single entry has to carry (and apply) all of it."""
 
     TYPE: ClassVar[str] = "WORKFLOW_SUBMIT"
     workflow_id: str
@@ -240,6 +243,20 @@ class WorkflowSubmit(Payload):
     tasks: list[dict[str, Any]]
     context: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
+    total_tasks: int = 0
+
+
+@dataclass(frozen=True)
+class WorkflowTasks(Payload):
+    """Part `part` (1, 2, ...) of a workflow submitted in parts, after its
+    WORKFLOW_SUBMIT (part 0). A task may depend only on tasks of earlier parts
+    or of its own. The part that brings the last task starts the workflow; a
+    part applied again is a no-op."""
+
+    TYPE: ClassVar[str] = "WORKFLOW_TASKS"
+    workflow_id: str
+    part: int
+    tasks: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -323,6 +340,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
         TaskCancel,
         TaskDeadLetter,
         WorkflowSubmit,
+        WorkflowTasks,
         WorkflowAdvance,
         WorkflowCancel,
         TasksPurge,

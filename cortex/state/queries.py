@@ -13,6 +13,13 @@ from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
 from cortex.state.workflow_queries import WorkflowQueries
 
+# Queued tasks of a workflow that is not running (still `submitting`, or
+# cancelled with tasks left to cancel) wait.
+_NOT_HELD = (
+    "(workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM workflows w"
+    " WHERE w.id = tasks.workflow_id AND w.state != 'running'))"
+)
+
 
 @dataclass(frozen=True)
 class TaskView:
@@ -180,7 +187,7 @@ class StateReader(WorkflowQueries):
             self._conn()
             .execute(
                 "SELECT id, type, attempt, priority, created_at, constraints FROM tasks"
-                " WHERE state = 'queued' AND scheduled_after <= ?"
+                f" WHERE state = 'queued' AND scheduled_after <= ? AND {_NOT_HELD}"
                 " ORDER BY priority DESC, created_at, submit_index LIMIT ?",
                 (now_ms, limit),
             )
@@ -192,7 +199,8 @@ class StateReader(WorkflowQueries):
         row = (
             self._conn()
             .execute(
-                "SELECT MIN(scheduled_after) FROM tasks WHERE state = 'queued' AND scheduled_after > ?",
+                "SELECT MIN(scheduled_after) FROM tasks"
+                f" WHERE state = 'queued' AND scheduled_after > ? AND {_NOT_HELD}",
                 (now_ms,),
             )
             .fetchone()

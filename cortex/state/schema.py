@@ -127,6 +127,28 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE nodes ADD COLUMN peer_address TEXT NOT NULL DEFAULT '';
     """,
+    # 6: workflows submitted in parts; each task keeps its place in the
+    # definition and its condition, so nothing reads a workflow's whole
+    # definition back (it is no longer stored in one piece).
+    """
+    ALTER TABLE tasks ADD COLUMN workflow_pos INTEGER;
+    ALTER TABLE tasks ADD COLUMN condition TEXT;
+    ALTER TABLE workflows ADD COLUMN total_tasks INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE workflows ADD COLUMN parts INTEGER NOT NULL DEFAULT 0;
+    UPDATE tasks SET
+        workflow_pos = (
+            SELECT CAST(j.key AS INTEGER) FROM workflows w, json_each(w.definition, '$.tasks') j
+            WHERE w.id = tasks.workflow_id AND json_extract(j.value, '$.key') = tasks.workflow_key),
+        condition = (
+            SELECT json_extract(j.value, '$.condition')
+            FROM workflows w, json_each(w.definition, '$.tasks') j
+            WHERE w.id = tasks.workflow_id AND json_extract(j.value, '$.key') = tasks.workflow_key)
+        WHERE workflow_id IS NOT NULL;
+    UPDATE workflows SET parts = 1,
+        total_tasks = (SELECT COUNT(*) FROM tasks WHERE tasks.workflow_id = workflows.id),
+        definition = json_object('name', name);
+    CREATE INDEX tasks_by_workflow_pos ON tasks (workflow_id, workflow_pos);
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.

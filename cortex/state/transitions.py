@@ -198,6 +198,16 @@ def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
                     f"assignment of task {item.task_id} for attempt {item.attempt}, "
                     f"expected {task['attempt'] + 1}",
                 )
+            if task["workflow_id"] is not None:
+                held = ctx.cur.execute(
+                    "SELECT state FROM workflows WHERE id = ? AND state != 'running'",
+                    (task["workflow_id"],),
+                ).fetchone()
+                if held is not None:
+                    raise Rejected(
+                        ILLEGAL_TRANSITION,
+                        f"task {item.task_id} belongs to a {held['state']} workflow",
+                    )
             node = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (item.node,)).fetchone()
             if node is None:
                 raise Rejected(

@@ -42,6 +42,9 @@ class WorkflowView:
     error: str | None
     idempotency_key: str | None
     submit_index: int
+    # All its tasks, and the parts received of a workflow submitted in parts.
+    total_tasks: int = 0
+    parts: int = 1
     # In definition order; empty in listings.
     tasks: list[WorkflowTaskView] = field(default_factory=list)
     task_counts: dict[str, int] = field(default_factory=dict)
@@ -69,6 +72,8 @@ def _workflow_view(
         error=row["error"],
         idempotency_key=row["idempotency_key"],
         submit_index=row["submit_index"],
+        total_tasks=row["total_tasks"],
+        parts=row["parts"],
         tasks=tasks or [],
         task_counts=counts or {},
     )
@@ -90,29 +95,33 @@ class WorkflowQueries:
                 return None
             if not with_tasks:
                 return _workflow_view(row, counts=self._task_counts([workflow_id])[workflow_id])
-            rows = {
-                r["workflow_key"]: r
-                for r in conn.execute("SELECT * FROM tasks WHERE workflow_id = ?", (workflow_id,))
-            }
+            rows = conn.execute(
+                "SELECT * FROM tasks WHERE workflow_id = ? ORDER BY workflow_pos, rowid",
+                (workflow_id,),
+            ).fetchall()
+            depends_on: dict[str, list[str]] = {}
+            for key, dependency in conn.execute(
+                "SELECT task_key, depends_on_key FROM task_dependencies WHERE workflow_id = ?"
+                " ORDER BY rowid",
+                (workflow_id,),
+            ):
+                depends_on.setdefault(key, []).append(dependency)
         finally:
             conn.execute("COMMIT")
         tasks = []
         counts: dict[str, int] = {}
-        for item in json.loads(row["definition"])["tasks"]:
-            task = rows.get(item["key"])
-            if task is None:
-                continue
+        for task in rows:
             counts[task["state"]] = counts.get(task["state"], 0) + 1
             tasks.append(
                 WorkflowTaskView(
-                    key=item["key"],
+                    key=task["workflow_key"],
                     task_id=task["id"],
                     type=task["type"],
                     state=task["state"],
                     attempt=task["attempt"],
                     node=task["assigned_node"],
-                    depends_on=list(item.get("dependsOn") or []),
-                    condition=item.get("condition"),
+                    depends_on=depends_on.get(task["workflow_key"], []),
+                    condition=task["condition"],
                     error=task["error"],
                     result=json.loads(task["result"]) if task["result"] else None,
                     started_at=task["started_at"],
@@ -170,6 +179,20 @@ class WorkflowQueries:
             .fetchone()
         )
         return row["context"] if row else None
+
+    def stalled_workflows(self, submitted_before_ms: int) -> list[tuple[str, str]]:
+        """(id, state) of workflows the leader must move on: `submitting` ones
+        whose last part came before `submitted_before_ms` (their proposer gave
+        up or died), and cancelled ones with tasks still to cancel."""
+        rows = self._conn().execute(
+            "SELECT id, state FROM workflows WHERE state = 'submitting' AND updated_at < ?"
+            " UNION ALL SELECT w.id, w.state FROM workflows w WHERE w.state = 'cancelled'"
+            " AND EXISTS (SELECT 1 FROM tasks t WHERE t.workflow_id = w.id"
+            "   AND t.state IN ('pending', 'queued', 'assigned', 'running'))"
+            " ORDER BY 1",
+            (submitted_before_ms,),
+        )
+        return [(row[0], row[1]) for row in rows]
 
     def ready_workflow_tasks(self, limit: int = 100_000) -> dict[str, list[str]]:
         """Pending tasks of running workflows whose dependencies are all

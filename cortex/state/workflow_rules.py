@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from cortex.state.transitions import TERMINAL_STATES
 
-WORKFLOW_STATES = ("running", "completed", "failed", "cancelled")
+# `submitting`: a workflow sent in parts whose last part has not arrived.
+WORKFLOW_STATES = ("submitting", "running", "completed", "failed", "cancelled")
 WORKFLOW_TERMINAL_STATES = frozenset({"completed", "failed", "cancelled"})
 # A workflow with a task in one of these states ends `failed`.
 UNSUCCESSFUL_TASK_STATES = frozenset({"failed", "dead_letter", "cancelled"})

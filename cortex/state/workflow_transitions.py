@@ -42,8 +42,10 @@ MAX_WORKFLOW_TASKS = 10_000
 MAX_NAME_CHARS = 200
 MAX_KEY_CHARS = 128
 MAX_REASON_CHARS = 2000
+# Tasks one WORKFLOW_CANCEL cancels at most, so no apply runs long.
+CANCEL_BATCH = 200
 _NON_TERMINAL = "('pending', 'queued', 'assigned', 'running')"
-_TASK_FIELDS = frozenset({"key", "task_id", "spec", "depends_on", "condition"})
+_TASK_FIELDS = frozenset({"key", "task_id", "spec", "depends_on", "condition", "pos"})
 # SQLite's default limit on bound parameters is 999 on old builds.
 _IN_CHUNK = 500
 
@@ -59,6 +61,7 @@ class _TaskItem:
     spec: dict[str, Any]  # canonical, from `check_task_spec`
     depends_on: list[str]
     condition: str | None
+    pos: int
 
 
 def _task_item(index: int, raw: Any) -> _TaskItem:
@@ -72,6 +75,7 @@ def _task_item(index: int, raw: Any) -> _TaskItem:
         )
     key, task_id = raw.get("key"), raw.get("task_id")
     depends_on, condition = raw.get("depends_on", []), raw.get("condition")
+    pos = raw.get("pos", index)
     if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
         raise Rejected(INVALID_WORKFLOW, f"workflow task {index} has no valid key")
     if not isinstance(task_id, str) or not task_id:
@@ -82,16 +86,37 @@ def _task_item(index: int, raw: Any) -> _TaskItem:
         raise Rejected(INVALID_WORKFLOW, f"workflow task {key} lists a dependency twice")
     if condition is not None and not isinstance(condition, str):
         raise Rejected(INVALID_WORKFLOW, f"workflow task {key}: condition is not a string")
+    if isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos < MAX_WORKFLOW_TASKS:
+        raise Rejected(INVALID_WORKFLOW, f"workflow task {key}: pos is not a valid position")
     if not isinstance(raw.get("spec"), dict):
         raise Rejected(INVALID_SPEC, f"workflow task {key}: spec is not an object")
     try:
         spec = check_task_spec(raw["spec"])
     except SpecError as err:
         raise Rejected(INVALID_SPEC, f"workflow task {key}: {err}") from None
-    return _TaskItem(key, task_id, spec, depends_on, condition or None)
+    return _TaskItem(key, task_id, spec, depends_on, condition or None, pos)
 
 
-def _task_items(raw: list[Any]) -> list[_TaskItem]:
+def _existing_keys(ctx: ApplyContext, workflow_id: str, keys: list[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(keys), _IN_CHUNK):
+        chunk = keys[start : start + _IN_CHUNK]
+        found.update(
+            row[0]
+            for row in ctx.cur.execute(
+                "SELECT workflow_key FROM tasks WHERE workflow_id = ?"
+                f" AND workflow_key IN ({','.join('?' * len(chunk))})",
+                (workflow_id, *chunk),
+            )
+        )
+    return found
+
+
+def _task_items(ctx: ApplyContext, workflow_id: str, raw: list[Any]) -> list[_TaskItem]:
+    """One part's tasks, checked against the tasks earlier parts brought: new
+    keys, dependencies on tasks of earlier parts or of this one, no cycle.
+    A cycle through earlier parts is impossible, since their tasks could only
+    depend on tasks before them."""
     if not raw:
         raise Rejected(INVALID_WORKFLOW, "a workflow needs at least one task")
     if len(raw) > MAX_WORKFLOW_TASKS:
@@ -102,17 +127,63 @@ def _task_items(raw: list[Any]) -> list[_TaskItem]:
         raise Rejected(INVALID_WORKFLOW, "workflow task keys are not unique")
     if len({item.task_id for item in items}) != len(items):
         raise Rejected(INVALID_WORKFLOW, "workflow task ids are not unique")
+    if len({item.pos for item in items}) != len(items):
+        raise Rejected(INVALID_WORKFLOW, "workflow task positions are not unique")
+    again = _existing_keys(ctx, workflow_id, keys)
+    if again:
+        raise Rejected(
+            INVALID_WORKFLOW, f"workflow task key {quoted(min(again))} is already in the workflow"
+        )
     known = set(keys)
+    outside = sorted({d for item in items for d in item.depends_on if d not in known})
+    earlier = _existing_keys(ctx, workflow_id, outside)
     for item in items:
-        missing = [d for d in item.depends_on if d not in known]
+        missing = [d for d in item.depends_on if d not in known and d not in earlier]
         if missing:
             raise Rejected(
-                INVALID_WORKFLOW, f"workflow task {item.key} depends on unknown task {missing[0]}"
+                INVALID_WORKFLOW,
+                f"workflow task {item.key} depends on unknown task {missing[0]}",
             )
-    cycle = find_cycle({item.key: item.depends_on for item in items})
+    cycle = find_cycle({item.key: [d for d in item.depends_on if d in known] for item in items})
     if cycle:
         raise Rejected(INVALID_WORKFLOW, f"dependency cycle: {' -> '.join(cycle)}")
+    ids = [item.task_id for item in items]
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[start : start + _IN_CHUNK]
+        taken = ctx.cur.execute(
+            f"SELECT id FROM tasks WHERE id IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk
+        ).fetchone()
+        if taken is not None:
+            raise Rejected(DUPLICATE_ID, f"task id {taken['id']} already exists")
     return items
+
+
+def _insert_tasks(ctx: ApplyContext, workflow_id: str, items: list[_TaskItem]) -> None:
+    """Tasks without dependencies or condition start queued, the rest
+    pending; queued ones of a workflow still `submitting` are not scheduled."""
+    cur, ts = ctx.cur, ctx.entry.ts
+    states = ["pending" if item.depends_on or item.condition else "queued" for item in items]
+    cur.executemany(
+        "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
+        " constraints, retry_policy, timeout_ms, labels, created_at, updated_at, submit_index,"
+        " workflow_pos, condition) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (item.task_id, workflow_id, item.key, item.spec["type"], state,
+             item.spec["priority"], _dump(item.spec), _dump(item.spec["constraints"]),
+             _dump(item.spec["retry_policy"]), item.spec["timeout_ms"],
+             _dump(item.spec["labels"]), ts, ts, ctx.index, item.pos, item.condition)
+            for item, state in zip(items, states, strict=True)
+        ],
+    )  # fmt: skip
+    cur.executemany(
+        "INSERT INTO task_dependencies (workflow_id, task_key, depends_on_key, condition)"
+        " VALUES (?,?,?,?)",
+        [(workflow_id, item.key, dep, item.condition) for item in items for dep in item.depends_on],
+    )
+    for item, state in zip(items, states, strict=True):
+        ctx.event("submitted", item.task_id, None, state, ctx.entry.node, 0,
+                  {"workflow_id": workflow_id, "key": item.key})  # fmt: skip
+        ctx.changes.append(TaskChange(item.task_id, state, None, 0))
 
 
 def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
@@ -133,58 +204,71 @@ def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
     context = _dump(p.context)
     if len(context) > MAX_CONTEXT_BYTES:
         raise Rejected(INVALID_WORKFLOW, f"workflow context is over {MAX_CONTEXT_BYTES} bytes")
-    items = _task_items(p.tasks)
-    for start in range(0, len(items), _IN_CHUNK):
-        ids = [item.task_id for item in items[start : start + _IN_CHUNK]]
-        taken = cur.execute(
-            f"SELECT id FROM tasks WHERE id IN ({','.join('?' * len(ids))}) LIMIT 1", ids
-        ).fetchone()
-        if taken is not None:
-            raise Rejected(DUPLICATE_ID, f"task id {taken['id']} already exists")
+    total = p.total_tasks or len(p.tasks)
+    if not len(p.tasks) <= total <= MAX_WORKFLOW_TASKS:
+        raise Rejected(
+            INVALID_WORKFLOW,
+            f"total_tasks {total} is not between the {len(p.tasks)} tasks sent and"
+            f" {MAX_WORKFLOW_TASKS}",
+        )
+    items = _task_items(ctx, p.workflow_id, p.tasks)
     ts = ctx.entry.ts
-    definition = {
-        "name": p.name,
-        "tasks": [
-            {"key": item.key, "type": item.spec["type"], "dependsOn": item.depends_on,
-             "condition": item.condition, "spec": item.spec}
-            for item in items
-        ],
-    }  # fmt: skip
+    state = "running" if len(items) == total else "submitting"
     cur.execute(
         "INSERT INTO workflows (id, name, state, definition, context, created_at, idempotency_key,"
-        " updated_at, submit_index) VALUES (?,?,?,?,?,?,?,?,?)",
-        (p.workflow_id, p.name, "running", _dump(definition), context, ts,
-         p.idempotency_key or None, ts, ctx.index),
+        " updated_at, submit_index, total_tasks, parts) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (p.workflow_id, p.name, state, _dump({"name": p.name}), context, ts,
+         p.idempotency_key or None, ts, ctx.index, total, 1),
     )  # fmt: skip
-    states = ["pending" if item.depends_on or item.condition else "queued" for item in items]
-    cur.executemany(
-        "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
-        " constraints, retry_policy, timeout_ms, labels, created_at, updated_at, submit_index)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        [
-            (item.task_id, p.workflow_id, item.key, item.spec["type"], state,
-             item.spec["priority"], _dump(item.spec), _dump(item.spec["constraints"]),
-             _dump(item.spec["retry_policy"]), item.spec["timeout_ms"],
-             _dump(item.spec["labels"]), ts, ts, ctx.index)
-            for item, state in zip(items, states, strict=True)
-        ],
-    )  # fmt: skip
-    cur.executemany(
-        "INSERT INTO task_dependencies (workflow_id, task_key, depends_on_key, condition)"
-        " VALUES (?,?,?,?)",
-        [
-            (p.workflow_id, item.key, dep, item.condition)
-            for item in items
-            for dep in item.depends_on
-        ],
-    )
     ctx.event("workflow_submitted", detail={"workflow_id": p.workflow_id, "name": p.name,
-                                            "tasks": len(items)})  # fmt: skip
-    for item, state in zip(items, states, strict=True):
-        ctx.event("submitted", item.task_id, None, state, ctx.entry.node, 0,
-                  {"workflow_id": p.workflow_id, "key": item.key})  # fmt: skip
-        ctx.changes.append(TaskChange(item.task_id, state, None, 0))
-    return {"workflow_id": p.workflow_id, "created": True, "tasks": len(items)}
+                                            "tasks": total})  # fmt: skip
+    _insert_tasks(ctx, p.workflow_id, items)
+    return {"workflow_id": p.workflow_id, "created": True, "tasks": len(items), "state": state}
+
+
+def workflow_tasks(ctx: ApplyContext, p: e.WorkflowTasks) -> dict[str, Any]:
+    workflow = _workflow(ctx, p.workflow_id)
+    if p.part < 1:
+        raise Rejected(INVALID_PAYLOAD, f"part {p.part} is not a later part (1 or more)")
+    if p.part < workflow["parts"]:
+        return {"workflow_id": p.workflow_id, "created": False, "part": p.part,
+                "state": workflow["state"]}  # fmt: skip
+    if workflow["state"] != "submitting":
+        raise Rejected(
+            ILLEGAL_TRANSITION,
+            f"workflow {p.workflow_id} is {workflow['state']}, not waiting for parts",
+        )
+    if p.part != workflow["parts"]:
+        raise Rejected(
+            INVALID_PAYLOAD,
+            f"part {p.part} of workflow {p.workflow_id}, expected {workflow['parts']}",
+        )
+    items = _task_items(ctx, p.workflow_id, p.tasks)
+    held = ctx.cur.execute(
+        "SELECT COUNT(*) FROM tasks WHERE workflow_id = ?", (p.workflow_id,)
+    ).fetchone()[0]
+    if held + len(items) > workflow["total_tasks"]:
+        raise Rejected(
+            INVALID_WORKFLOW,
+            f"part {p.part} brings workflow {p.workflow_id} past its {workflow['total_tasks']}"
+            " tasks",
+        )
+    _insert_tasks(ctx, p.workflow_id, items)
+    state = "running" if held + len(items) == workflow["total_tasks"] else "submitting"
+    ctx.cur.execute(
+        "UPDATE workflows SET parts = ?, state = ?, updated_at = ? WHERE id = ?",
+        (p.part + 1, state, ctx.entry.ts, p.workflow_id),
+    )
+    if state == "running":
+        ctx.event("workflow_received", from_state="submitting", to_state="running",
+                  detail={"workflow_id": p.workflow_id, "parts": p.part + 1})  # fmt: skip
+        # Its queued tasks are now schedulable: tell the scheduler.
+        for (task_id,) in ctx.cur.execute(
+            "SELECT id FROM tasks WHERE workflow_id = ? AND state = 'queued' ORDER BY rowid",
+            (p.workflow_id,),
+        ).fetchall():
+            ctx.changes.append(TaskChange(task_id, "queued", None, 0))
+    return {"workflow_id": p.workflow_id, "created": True, "part": p.part, "state": state}
 
 
 def _workflow(ctx: ApplyContext, workflow_id: str) -> sqlite3.Row:
@@ -206,9 +290,7 @@ def _dependency_states(ctx: ApplyContext, workflow_id: str, key: str) -> dict[st
     return {row["key"]: row["state"] for row in rows}
 
 
-def _apply_decision(
-    ctx: ApplyContext, workflow_id: str, conditions: dict[str, str | None], raw: Any
-) -> str:
+def _apply_decision(ctx: ApplyContext, workflow_id: str, raw: Any) -> str:
     if not isinstance(raw, dict):
         raise Rejected(INVALID_PAYLOAD, "a decision is not an object")
     task_id, key = raw.get("task_id"), raw.get("key")
@@ -232,7 +314,7 @@ def _apply_decision(
             raise Rejected(
                 ILLEGAL_TRANSITION, f"dependency {dependency} of task {key} is still {state}"
             )
-    if not conditions.get(key):
+    if not task["condition"]:
         expected, _ = default_verdict(dependencies)
         if expected != (decision == "run"):
             raise Rejected(
@@ -255,11 +337,10 @@ def workflow_advance(ctx: ApplyContext, p: e.WorkflowAdvance) -> dict[str, Any]:
     workflow = _workflow(ctx, p.workflow_id)
     if workflow["state"] != "running":
         raise Rejected(ILLEGAL_TRANSITION, f"workflow {p.workflow_id} is {workflow['state']}")
-    conditions = {t["key"]: t.get("condition") for t in json.loads(workflow["definition"])["tasks"]}
     counts = {"released": 0, "skipped": 0, "rejected": 0}
     for raw in p.decisions:
         try:
-            counts[_apply_decision(ctx, p.workflow_id, conditions, raw)] += 1
+            counts[_apply_decision(ctx, p.workflow_id, raw)] += 1
         except Rejected as why:
             counts["rejected"] += 1
             task_id = raw.get("task_id") if isinstance(raw, dict) else None
@@ -269,28 +350,46 @@ def workflow_advance(ctx: ApplyContext, p: e.WorkflowAdvance) -> dict[str, Any]:
 
 
 def workflow_cancel(ctx: ApplyContext, p: e.WorkflowCancel) -> dict[str, Any]:
+    """Cancels the workflow and at most `CANCEL_BATCH` of its unfinished
+    tasks; while some remain (`remaining` in the result), a WORKFLOW_CANCEL
+    of the already cancelled workflow cancels the next ones. A workflow that
+    was still `submitting` frees its idempotency key, so submitting again
+    starts afresh."""
     workflow = _workflow(ctx, p.workflow_id)
-    if workflow["state"] in WORKFLOW_TERMINAL_STATES:
-        raise Rejected(
-            ILLEGAL_TRANSITION, f"workflow {p.workflow_id} is already {workflow['state']}"
-        )
     reason = p.reason[:MAX_REASON_CHARS] or "cancelled by request"
-    ctx.cur.execute(
-        "UPDATE workflows SET state = 'cancelled', error = ?, completed_at = ?, updated_at = ?"
-        " WHERE id = ?",
-        (reason, ctx.entry.ts, ctx.entry.ts, p.workflow_id),
-    )
     tasks = ctx.cur.execute(
-        f"SELECT * FROM tasks WHERE workflow_id = ? AND state IN {_NON_TERMINAL} ORDER BY rowid",
-        (p.workflow_id,),
+        f"SELECT * FROM tasks WHERE workflow_id = ? AND state IN {_NON_TERMINAL}"
+        " ORDER BY rowid LIMIT ?",
+        (p.workflow_id, CANCEL_BATCH + 1),
     ).fetchall()
-    for task in tasks:
+    if workflow["state"] in WORKFLOW_TERMINAL_STATES:
+        if workflow["state"] != "cancelled" or not tasks:
+            raise Rejected(
+                ILLEGAL_TRANSITION, f"workflow {p.workflow_id} is already {workflow['state']}"
+            )
+        reason = workflow["error"] or reason
+    else:
+        ctx.cur.execute(
+            "UPDATE workflows SET state = 'cancelled', error = ?, completed_at = ?, updated_at = ?,"
+            " idempotency_key = CASE WHEN state = 'submitting' THEN NULL ELSE idempotency_key END"
+            " WHERE id = ?",
+            (reason, ctx.entry.ts, ctx.entry.ts, p.workflow_id),
+        )
+    for task in tasks[:CANCEL_BATCH]:
         ctx.move(task, "cancelled", "cancelled", task["assigned_node"], task["attempt"],
                  {"reason": reason, "workflow_id": p.workflow_id},
                  set_completed_at=ctx.entry.ts, set_error=reason)  # fmt: skip
-    ctx.event("workflow_cancelled", from_state=workflow["state"], to_state="cancelled",
-              detail={"workflow_id": p.workflow_id, "reason": reason, "tasks": len(tasks)})  # fmt: skip
-    return {"cancelled_tasks": len(tasks)}
+    remaining = 0
+    if len(tasks) > CANCEL_BATCH:
+        remaining = ctx.cur.execute(
+            f"SELECT COUNT(*) FROM tasks WHERE workflow_id = ? AND state IN {_NON_TERMINAL}",
+            (p.workflow_id,),
+        ).fetchone()[0]
+    if workflow["state"] != "cancelled":
+        ctx.event("workflow_cancelled", from_state=workflow["state"], to_state="cancelled",
+                  detail={"workflow_id": p.workflow_id, "reason": reason,
+                          "tasks": len(tasks[:CANCEL_BATCH]) + remaining})  # fmt: skip
+    return {"cancelled_tasks": len(tasks[:CANCEL_BATCH]), "remaining": remaining}
 
 
 # -- after every entry ---------------------------------------------------------
@@ -403,6 +502,7 @@ def _finish_if_done(ctx: ApplyContext, workflow_id: str) -> None:
 
 WORKFLOW_HANDLERS: dict[type[e.Payload], Callable[[ApplyContext, Any], dict[str, Any]]] = {
     e.WorkflowSubmit: workflow_submit,
+    e.WorkflowTasks: workflow_tasks,
     e.WorkflowAdvance: workflow_advance,
     e.WorkflowCancel: workflow_cancel,
 }

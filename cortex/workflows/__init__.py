@@ -12,7 +12,7 @@ from cortex.workflows.definition import (
 )
 from cortex.workflows.engine import WorkflowEngine
 from cortex.workflows.sandbox import ConditionOutcome, ConditionSandbox, SandboxUnavailable
-from cortex.workflows.service import WorkflowService, WorkflowSubmitOutcome, submit_payload
+from cortex.workflows.service import WorkflowService, WorkflowSubmitOutcome, submit_payloads
 
 __all__ = [
     "ConditionOutcome",
@@ -30,6 +30,6 @@ __all__ = [
     "decide",
     "load_document",
     "parse_definition",
-    "submit_payload",
+    "submit_payloads",
     "validate_definition",
 ]

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 # Conditions a workflow has asked for at once at most: a workflow with many
 # conditions commits its decisions in parts.
 CONDITIONS_PER_ROUND = 64
+# A workflow submitted in parts whose next part has not come for this long
+# was given up by its proposer: the leader cancels it (freeing its key).
+ABANDONED_SUBMISSION_S = 120.0
 
 
 def task_nodes(workflow: WorkflowView) -> dict[str, TaskNode]:
@@ -73,7 +76,29 @@ class WorkflowEngine(LeaderLoop):
         self._examined = {}
 
     def work(self) -> bool:
-        return self.advance() > 0
+        moved = self.move_on_stalled()
+        return self.advance() + moved > 0
+
+    def move_on_stalled(self) -> int:
+        """Cancels submissions abandoned half-way and carries on cancelling
+        workflows whose cancel did not reach all their tasks (a cancel entry
+        cancels a bounded number). Returns how many entries committed."""
+        now_ms = int(time.time() * 1000)
+        stalled = self._reader.stalled_workflows(now_ms - int(ABANDONED_SUBMISSION_S * 1000))
+        if not stalled or not self._is_leader():
+            return 0
+        entries = []
+        for workflow_id, state in stalled:
+            reason = (
+                f"its submission did not complete within {ABANDONED_SUBMISSION_S:g}s"
+                if state == "submitting"
+                else "cancelled by request"
+            )
+            if state == "submitting":
+                log.warning("workflow %s: %s; cancelling it", workflow_id, reason)
+            entries.append(e.Entry.create(e.WorkflowCancel(workflow_id, reason), self._node_id))
+        results = self._proposer.propose(entries, self._timeout_s)
+        return sum(1 for result in results if result.get("ok"))
 
     def advance(self) -> int:
         """One round: decides what can be decided now and proposes it; asks

@@ -3,10 +3,14 @@ WORKFLOW_SUBMIT), status, list, cancel."""
 
 from __future__ import annotations
 
+import heapq
+import json
+import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
+from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
 from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
@@ -29,26 +33,71 @@ class WorkflowSubmitOutcome:
     raft_index: int
 
 
-def submit_payload(
-    definition: WorkflowDefinition, idempotency_key: str | None = None
-) -> e.WorkflowSubmit:
-    """The WORKFLOW_SUBMIT payload for a validated definition, with fresh ids."""
-    return e.WorkflowSubmit(
-        workflow_id=str(uuid.uuid4()),
-        name=definition.name,
-        tasks=[
-            {
-                "key": task.key,
-                "task_id": str(uuid.uuid4()),
-                "spec": task.spec.model_dump(mode="json"),
-                "depends_on": list(task.depends_on),
-                "condition": task.condition,
-            }
-            for task in definition.tasks
-        ],
-        context=dict(definition.context),
-        idempotency_key=idempotency_key or None,
-    )
+# A workflow travels in parts of at most this many tasks and bytes, so no
+# single Raft entry takes long to replicate or apply.
+PART_MAX_TASKS = 100
+PART_MAX_BYTES = 256 * 1024
+
+
+def _dependency_order(definition: WorkflowDefinition) -> list[int]:
+    """Positions of the tasks in an order where each comes after everything
+    it depends on, keeping definition order wherever that allows."""
+    position = {task.key: i for i, task in enumerate(definition.tasks)}
+    waiting = {i: len(task.depends_on) for i, task in enumerate(definition.tasks)}
+    dependents: dict[int, list[int]] = {}
+    for i, task in enumerate(definition.tasks):
+        for dependency in task.depends_on:
+            dependents.setdefault(position[dependency], []).append(i)
+    ready = [i for i, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for dependent in dependents.get(i, ()):
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                heapq.heappush(ready, dependent)
+    return order
+
+
+def submit_payloads(
+    definition: WorkflowDefinition, workflow_id: str, idempotency_key: str | None = None
+) -> list[e.Payload]:
+    """The entries that submit a validated definition: one WORKFLOW_SUBMIT,
+    then WORKFLOW_TASKS parts for a large one. Task ids derive from the
+    workflow id and the task key, so a retry builds exactly the same parts."""
+    namespace = uuid.UUID(workflow_id)
+    parts: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for position in _dependency_order(definition):
+        task = definition.tasks[position]
+        item = {
+            "key": task.key,
+            "task_id": str(uuid.uuid5(namespace, task.key)),
+            "spec": task.spec.model_dump(mode="json"),
+            "depends_on": list(task.depends_on),
+            "condition": task.condition,
+            "pos": position,
+        }
+        item_size = len(json.dumps(item))
+        if parts[-1] and (len(parts[-1]) >= PART_MAX_TASKS or size + item_size > PART_MAX_BYTES):
+            parts.append([])
+            size = 0
+        parts[-1].append(item)
+        size += item_size
+    head: list[e.Payload] = [
+        e.WorkflowSubmit(
+            workflow_id=workflow_id,
+            name=definition.name,
+            tasks=parts[0],
+            context=dict(definition.context),
+            idempotency_key=idempotency_key or None,
+            total_tasks=len(definition.tasks) if len(parts) > 1 else 0,
+        )
+    ]
+    return head + [e.WorkflowTasks(workflow_id, number, part) for number, part in
+                   enumerate(parts[1:], 1)]  # fmt: skip
 
 
 class WorkflowService:
@@ -74,20 +123,56 @@ class WorkflowService:
         self, text: str, fmt: str = "", idempotency_key: str | None = None
     ) -> WorkflowSubmitOutcome:
         """Validates everything first (nothing is written on any error), then
-        proposes the whole DAG as one entry."""
+        proposes the DAG: one entry, or for a large one a first entry and its
+        parts, one after the other. The workflow runs once the last part is
+        in; a submission given up half-way is cancelled by the leader, and one
+        retried with the same idempotency key carries on where it stopped."""
         check_idempotency_key(idempotency_key)
         definition = parse_definition(text, fmt, self.sandbox, self._max_spec_bytes)
+        workflow_id, resume_from = str(uuid.uuid4()), 0
         if idempotency_key:
             known = self._reader.workflow_by_idempotency_key(idempotency_key)
             if known is not None:
-                return WorkflowSubmitOutcome(known, False, self._machine.applied_index)
-        entry = e.Entry.create(submit_payload(definition, idempotency_key), self.node_id)
-        result = self._proposer.propose_one(entry, self._timeout)
-        if not result.get("ok"):
-            raise refusal_error(result, "workflow rejected")
-        return WorkflowSubmitOutcome(
-            result["workflow_id"], bool(result["created"]), self._machine.applied_index
-        )
+                view = self._reader.get_workflow(known, with_tasks=False)
+                if view is None or view.state != "submitting":
+                    return WorkflowSubmitOutcome(known, False, self._machine.applied_index)
+                if view.total_tasks != len(definition.tasks):
+                    raise FailedPrecondition(
+                        f"idempotency key {idempotency_key} names workflow {known}, which is"
+                        f" being submitted with {view.total_tasks} tasks, not"
+                        f" {len(definition.tasks)}"
+                    )
+                workflow_id, resume_from = known, view.parts
+        payloads = submit_payloads(definition, workflow_id, idempotency_key)
+        created = resume_from == 0
+        for number, payload in enumerate(payloads[resume_from:], resume_from):
+            result = self._propose_part(payload)
+            if not result.get("ok"):
+                doing = "workflow rejected" if number == 0 else (
+                    f"part {number} of workflow {workflow_id} rejected"
+                )  # fmt: skip
+                raise refusal_error(result, doing)
+            if number == 0 and result["workflow_id"] != workflow_id:
+                # Another submission with the same idempotency key came first.
+                return WorkflowSubmitOutcome(
+                    result["workflow_id"], False, self._machine.applied_index
+                )
+        return WorkflowSubmitOutcome(workflow_id, created, self._machine.applied_index)
+
+    def _propose_part(self, payload: e.Payload) -> dict[str, Any]:
+        """Proposes one entry; retries it while the cluster is unavailable,
+        which is safe since applying a part again changes nothing."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                return self._proposer.propose_one(
+                    e.Entry.create(payload, self.node_id),
+                    max(deadline - time.monotonic(), 0.5),
+                )
+            except Unavailable:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
 
     def get(self, workflow_id: str) -> WorkflowView:
         check_id(workflow_id, "workflow_id")
@@ -109,10 +194,14 @@ class WorkflowService:
             raise FailedPrecondition(f"workflow {workflow_id} is already {workflow.state}")
         if len(reason) > MAX_REASON_CHARS:
             raise InvalidArgument(f"reason is longer than {MAX_REASON_CHARS} characters")
-        entry = e.Entry.create(
-            e.WorkflowCancel(workflow_id, reason or "cancelled by request"), self.node_id
-        )
-        result = self._proposer.propose_one(entry, self._timeout)
+        payload = e.WorkflowCancel(workflow_id, reason or "cancelled by request")
+        result = self._proposer.propose_one(e.Entry.create(payload, self.node_id), self._timeout)
+        # One entry cancels a bounded number of tasks: carry on with the rest
+        # (the leader does too, should this node stop half-way).
+        deadline = time.monotonic() + self._timeout
+        more = result
+        while more.get("ok") and more.get("remaining") and time.monotonic() < deadline:
+            more = self._proposer.propose_one(e.Entry.create(payload, self.node_id), self._timeout)
         current = self.get(workflow_id)
         if not result.get("ok") and current.state != "cancelled":
             raise refusal_error(result, f"workflow {workflow_id} could not be cancelled")

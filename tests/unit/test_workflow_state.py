@@ -61,7 +61,8 @@ def test_submit_is_idempotent_by_key_and_by_id(log):
         "w1", "wf", [{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "depends_on": [],
                       "condition": None}], {}, "key-1",
     )  # fmt: skip
-    assert log.one(payload) == {"ok": True, "workflow_id": "w1", "created": True, "tasks": 1}
+    assert log.one(payload) == {"ok": True, "workflow_id": "w1", "created": True, "tasks": 1,
+                                "state": "running"}  # fmt: skip
     again = e.WorkflowSubmit("w2", "wf", payload.tasks, {}, "key-1")
     assert log.one(again) == {"ok": True, "workflow_id": "w1", "created": False}
     assert log.one(payload)["created"] is False
@@ -254,7 +255,7 @@ def test_cancel_cancels_every_unfinished_task(log):
     log.settle(workflow_id, None)
     log.start(ids["left"], "n2")
     result = log.one(e.WorkflowCancel(workflow_id, "no longer needed"))
-    assert result == {"ok": True, "cancelled_tasks": 3}
+    assert result == {"ok": True, "cancelled_tasks": 3, "remaining": 0}
     workflow = log.reader.get_workflow(workflow_id)
     assert workflow is not None and workflow.state == "cancelled"
     assert workflow.error == "no longer needed"
