@@ -48,9 +48,23 @@ def describe(err: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
+StopHandler = Callable[[str, BaseException, str], NoReturn]
+
+
 def stop_node(what: str, err: BaseException, advice: str) -> NoReturn:
     """Logs one line naming `what` failed, the cause and `advice`, runs the stop
-    hooks and exits the process at once. Never returns."""
+    hooks and exits the process at once. Never returns. (A simulator running
+    whole clusters in one process installs a handler that stops one node.)"""
+    _handler(what, err, advice)
+
+
+def set_stop_handler(handler: StopHandler | None) -> None:
+    """Replaces how a node stops (None: exit the process, the default)."""
+    global _handler
+    _handler = handler or _exit_process
+
+
+def _exit_process(what: str, err: BaseException, advice: str) -> NoReturn:
     # A second thread failing meanwhile waits for the first to finish exiting.
     _stopping.acquire()
     code = EXIT_STORAGE_FAULT if is_storage_fault(err) else EXIT_LOCAL_FAULT
@@ -67,3 +81,6 @@ def stop_node(what: str, err: BaseException, advice: str) -> NoReturn:
             pass
     sys.stderr.flush()
     os._exit(code)
+
+
+_handler: StopHandler = _exit_process

@@ -59,6 +59,8 @@ class RaftSettings:
     bind_address: str | None = None
     # Sync the journal before acknowledging; off only for throwaway clusters.
     sync: bool = True
+    # False: the owner drives the group with `doTick` (the simulator does).
+    auto_tick: bool = True
 
 
 class RaftGroup(SyncObj):  # type: ignore[misc]
@@ -70,14 +72,19 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         settings: RaftSettings,
         machine: StateMachine,
         on_ready: Callable[[], None] | None = None,
+        journal_class: type[DurableJournal] | None = None,
+        transport_class: Callable[..., Any] | None = None,
     ) -> None:
+        """`journal_class` and `transport_class` (called with pysyncobj's
+        arguments and `journal=`) replace the file journal and TCP transport;
+        the simulator passes its own."""
         self._machine = machine
         os.makedirs(settings.data_dir, exist_ok=True)
         discard_temporary_files(settings.data_dir)
-        self.journal = DurableJournal(
+        self.journal = (journal_class or DurableJournal)(
             settings.data_dir, sync=settings.sync, applied_index=lambda: machine.applied_index
         )
-        snapshots = SnapshotStore(machine, self.journal)
+        snapshots = SnapshotStore(machine, self.journal, inline=not settings.auto_tick)
         conf = SyncObjConf(
             password=settings.secret,
             bindAddress=settings.bind_address,
@@ -97,12 +104,15 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             connectionRetryTime=1.0,
             connectionTimeout=2.0,
             onReady=on_ready,
+            autoTick=settings.auto_tick,
         )
         super().__init__(
             settings.self_address,
             settings.peers,
             conf,
-            transportClass=functools.partial(DurableTransport, journal=self.journal),
+            transportClass=functools.partial(
+                transport_class or DurableTransport, journal=self.journal
+            ),
         )
 
     @replicated

@@ -137,9 +137,15 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._synced_last_index = 0
         self._meta: dict[str, Any] = {"term": 0, "voted_for": None, "commit_index": 1}
         self._meta_dirty = False
+        # What a power cut would leave: the log file up to here, this meta.
+        self._synced_end = 0
+        self._durable_meta: bytes | None = None
         try:
             os.makedirs(directory, exist_ok=True)
             self._meta.update(read_meta(self.meta_path))
+            if os.path.exists(self.meta_path):
+                with open(self.meta_path, "rb") as f:
+                    self._durable_meta = f.read()
             self._fd = self._open_log()
         except OSError as err:
             self._on_fault("opening the Raft journal failed", err)
@@ -225,6 +231,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 self._on_fault("syncing the Raft journal failed", err)
             self._syncs += 1
             self._synced_entries += self._unsynced_entries
+            self._synced_end = self._end
         self._dirty = False
         self._unsynced_entries = 0
         self._synced_last_index = self._records[-1].index if self._records else 0
@@ -258,6 +265,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             if self.sync_enabled:
                 os.fsync(fd)
                 fsync_directory(self.directory)
+                self._synced_end = len(_MAGIC)
             return fd
         data = os.pread(fd, size, 0)
         if not data.startswith(_MAGIC):
@@ -283,6 +291,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             if self.sync_enabled:
                 os.fsync(fd)
         self._synced_last_index = self.last_index
+        self._synced_end = offset
         # A commit index past the journal's end came from entries lost unsynced.
         self._meta["commit_index"] = min(int(self._meta["commit_index"]), max(self.last_index, 1))
         return fd
@@ -325,6 +334,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         except OSError as err:
             self._on_fault("truncating the Raft journal failed", err)
         del self._records[position:]
+        self._synced_end = min(self._synced_end, replaced.offset)
         self._dirty = True
 
     def _rewrite_from(self, position: int) -> None:
@@ -366,19 +376,29 @@ class DurableJournal(Journal):  # type: ignore[misc]
             self._dirty = False
             self._unsynced_entries = 0
             self._synced_last_index = self.last_index
+            self._synced_end = self._end
+        else:
+            self._synced_end = 0  # a new file, never synced
 
     def _store_meta(self) -> None:
         # Never record a commit index the durable journal does not reach.
         self.sync()
         meta = dict(self._meta)
         meta["commit_index"] = min(int(meta["commit_index"]), max(self._synced_last_index, 1))
+        content = json.dumps(meta, sort_keys=True).encode()
         try:
-            write_file_durably(
-                self.meta_path, json.dumps(meta, sort_keys=True).encode(), self.sync_enabled
-            )
+            write_file_durably(self.meta_path, content, self.sync_enabled)
         except OSError as err:
             self._on_fault("writing the Raft term and vote failed", err)
+        if self.sync_enabled:
+            self._durable_meta = content
         self._meta_dirty = False
+
+    def durable_state(self) -> tuple[int, bytes | None]:
+        """What stable storage holds of this journal: the log file's synced
+        length, and the meta file's content last written durably (None: none
+        ever was). What a simulated power cut leaves behind."""
+        return self._synced_end, self._durable_meta
 
 
 def read_meta(path: str) -> dict[str, Any]:

@@ -50,9 +50,14 @@ class SnapshotStore:
     Raft bookkeeping and starts the build; `check` tells pysyncobj when the
     build is done, and only then does it drop the compacted log entries."""
 
-    def __init__(self, machine: StateMachine, journal: DurableJournal) -> None:
+    def __init__(
+        self, machine: StateMachine, journal: DurableJournal, inline: bool = False
+    ) -> None:
         self._machine = machine
         self._journal = journal
+        # Build on the calling thread (a deterministic simulation has no others).
+        self._inline = inline
+        self._built_inline = False
         self._lock = threading.Lock()
         self._build: threading.Thread | None = None
         self._outcome = SERIALIZER_STATE.FAILED
@@ -70,6 +75,10 @@ class SnapshotStore:
             "prev": _encode_log_entry(prev_entry),
             "cluster": sorted(node.id for node in cluster),
         }
+        if self._inline:
+            self._write(target, meta, last_entry[1])
+            self._built_inline = True
+            return
         with self._lock:
             if self._build is not None:
                 return
@@ -81,6 +90,9 @@ class SnapshotStore:
     def check(self) -> int:
         """pysyncobj's `serializeChecker`: a `SERIALIZER_STATE`."""
         with self._lock:
+            if self._built_inline:
+                self._built_inline = False
+                return self._outcome
             if self._build is None:
                 return SERIALIZER_STATE.NOT_SERIALIZING
             if self._build.is_alive():

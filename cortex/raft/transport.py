@@ -25,6 +25,7 @@ import logging
 import socket
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import pysyncobj.pickle as pysyncobj_pickle
@@ -132,21 +133,16 @@ def install_bounded_connections() -> None:
     pysyncobj.tcp_server.TcpConnection = BoundedTcpConnection
 
 
-class DurableTransport(TCPTransport):  # type: ignore[misc]
-    def __init__(
-        self, syncObj: Any, selfNode: Any, otherNodes: Any, *, journal: DurableJournal
-    ) -> None:
-        super().__init__(syncObj, selfNode, otherNodes)
+class AckHold:
+    """A node's append acknowledgements, held while its journal has unsynced
+    appends and sent by `flush` after the sync that covers them. The Raft
+    thread calls `flush` right after each poll (`sync_after_poll`). Shared by
+    the TCP transport and the simulator's."""
+
+    def __init__(self, journal: DurableJournal, deliver: Callable[[Any, Any], bool]) -> None:
         self._journal = journal
+        self._deliver = deliver
         self._held: list[tuple[Any, Any]] = []
-        poller = syncObj._poller
-        poll = poller.poll
-
-        def poll_then_sync(timeout: float) -> None:
-            poll(timeout)
-            self.flush()
-
-        poller.poll = poll_then_sync
 
     def send(self, node: Any, message: Any) -> bool:
         if (
@@ -164,6 +160,36 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         held, self._held = self._held, []
         for node, message in held:
             self._deliver(node, message)
+
+
+def sync_after_poll(sync_obj: Any, flush: Callable[[], None]) -> None:
+    """Runs `flush` after each of pysyncobj's polls: the poll delivers appends,
+    and the Raft loop commits and applies only after the next one starts."""
+    poller = sync_obj._poller
+    poll = poller.poll
+
+    def poll_then_flush(timeout: float) -> Any:
+        polled = poll(timeout)
+        flush()
+        return polled
+
+    poller.poll = poll_then_flush
+
+
+class DurableTransport(TCPTransport):  # type: ignore[misc]
+    def __init__(
+        self, syncObj: Any, selfNode: Any, otherNodes: Any, *, journal: DurableJournal
+    ) -> None:
+        super().__init__(syncObj, selfNode, otherNodes)
+        self._journal = journal
+        self._acks = AckHold(journal, self._deliver)
+        sync_after_poll(syncObj, self.flush)
+
+    def send(self, node: Any, message: Any) -> bool:
+        return self._acks.send(node, message)
+
+    def flush(self) -> None:
+        self._acks.flush()
 
     def _deliver(self, node: Any, message: Any) -> bool:
         return bool(super().send(node, message))
