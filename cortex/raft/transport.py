@@ -162,6 +162,51 @@ class AckHold:
             self._deliver(node, message)
 
 
+def guard_incoming(sync_obj: Any, node: Any, message: Any) -> Any:
+    """Two corrections to what pysyncobj does with a message it receives,
+    both found by the deterministic simulation (pysyncobj is pinned)."""
+    return _backtrack_only(sync_obj, node, without_unchecked_commit(message))
+
+
+def _backtrack_only(sync_obj: Any, node: Any, message: Any) -> Any:
+    """A follower refusing an append tells the leader where to resume: after
+    a log mismatch, at the mismatching index; when the append starts past its
+    log, after its last entry, conflicting entries included. The leader takes
+    either hint as its next index for the follower, so a late answer to an
+    earlier append can move it forward again past a mismatch found since, and
+    under a steady stream of writes a follower holding a deposed leader's
+    entries is never repaired. A refusal may only move the next index back."""
+    if (
+        isinstance(message, dict)
+        and message.get("type") == "next_node_idx"
+        and message.get("reset")
+        and not message.get("success")
+    ):
+        current = sync_obj._SyncObj__raftNextIndex.get(node)
+        if isinstance(current, int) and message.get("next_node_idx", 0) > current:
+            return {**message, "next_node_idx": current}
+    return message
+
+
+def without_unchecked_commit(message: Any) -> Any:
+    """pysyncobj advances a follower's commit index from every append_entries
+    it takes, including those that carry no log position to check the
+    follower's log against: a snapshot offered while the leader's serializer
+    is busy, or one chunk of a snapshot transfer. A follower whose log still
+    holds entries of a deposed leader then applies them as committed, and
+    diverges for good (found by the deterministic simulation). Such messages
+    lose their commit index here; the next regular append, checked against
+    the follower's log, advances it."""
+    if (
+        isinstance(message, dict)
+        and message.get("type") == "append_entries"
+        and "prevLogIdx" not in message
+        and message.get("commit_index")
+    ):
+        return {**message, "commit_index": 0}
+    return message
+
+
 def sync_after_poll(sync_obj: Any, flush: Callable[[], None]) -> None:
     """Runs `flush` after each of pysyncobj's polls: the poll delivers appends,
     and the Raft loop commits and applies only after the next one starts."""
@@ -187,6 +232,9 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
 
     def send(self, node: Any, message: Any) -> bool:
         return self._acks.send(node, message)
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
+        super()._onMessageReceived(node, guard_incoming(self._syncObj, node, message))
 
     def flush(self) -> None:
         self._acks.flush()

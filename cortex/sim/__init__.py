@@ -1,0 +1,7 @@
+"""Deterministic simulation: whole Cortex clusters in one process, on real
+state machines (SQLite files) and real Raft code (pysyncobj), with a
+simulated network, clock and disk driven from one seed. See `harness`."""
+
+from cortex.sim.harness import SimConfig, SimResult, run_seed
+
+__all__ = ["SimConfig", "SimResult", "run_seed"]

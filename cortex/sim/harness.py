@@ -1,0 +1,316 @@
+"""Runs one seed: a whole cluster in this process, driven by simulated time.
+
+Everything that could differ between two runs of the same seed is pinned
+here: pysyncobj's clock and election randomness, entry ids and timestamps,
+the network's delays, the workload and the faults all come from the seed;
+nothing runs on another thread; `PYTHONHASHSEED` must be fixed (the script
+re-executes itself to fix it), since set iteration orders reach the log."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import sqlite3
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import pysyncobj.syncobj
+
+from cortex import failstop
+from cortex.sim.clock import SimClock
+from cortex.sim.faults import FaultPlan
+from cortex.sim.invariants import (
+    LIVENESS,
+    NO_ACKNOWLEDGED_WRITE_LOST,
+    NODE_STARTS,
+    DigestLedger,
+    Failure,
+)
+from cortex.sim.network import SimNetwork
+from cortex.sim.node import NodeStopped, SimNode, raft_address
+from cortex.sim.trace import Trace
+from cortex.sim.workload import Workload
+from cortex.state import entries
+
+# Each live node runs its loop at least this often (simulated).
+TICK_US = 20_000
+# After the faults stop, how long the cluster has to converge.
+HEAL_LIMIT_US = 30_000_000
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    seed: int
+    nodes: int = 3
+    duration_s: float = 60.0
+    mode: str = "safety"  # or "liveness"
+    unsafe_no_sync: bool = False
+    keep_trace: bool = False
+
+
+@dataclass
+class SimResult:
+    seed: int
+    failures: list[Failure]
+    trace_hash: str
+    simulated_s: float
+    wall_s: float
+    faults: int
+    acknowledged: int
+    stats: dict[str, Any] = field(default_factory=dict)
+    trace: list[str] = field(default_factory=list)
+
+
+class _SeededIds:
+    """`uuid.uuid4()` for the entries' ids, from the seed."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def uuid4(self) -> uuid.UUID:
+        return uuid.UUID(int=self._rng.getrandbits(128), version=4)
+
+
+class _SimTime:
+    def __init__(self, clock: SimClock) -> None:
+        self._clock = clock
+
+    def time(self) -> float:
+        return self._clock.time()
+
+
+@contextlib.contextmanager
+def _pinned(clock: SimClock, rng: random.Random) -> Iterator[None]:
+    """Routes every source of time and randomness the code under test reads
+    to the simulation, for the duration of a run."""
+    saved = (
+        pysyncobj.syncobj.monotonicTime,
+        pysyncobj.syncobj.random,
+        entries.time,
+        entries.uuid,
+        logging.root.manager.disable,
+    )
+    pysyncobj.syncobj.monotonicTime = clock.monotonic
+    pysyncobj.syncobj.random = random.Random(rng.getrandbits(64))
+    entries.time = _SimTime(clock)  # type: ignore[assignment]
+    entries.uuid = _SeededIds(random.Random(rng.getrandbits(64)))  # type: ignore[assignment]
+
+    def stop(what: str, err: BaseException, advice: str) -> NoReturn:
+        raise NodeStopped(what, err)
+
+    failstop.set_stop_handler(stop)
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        (
+            pysyncobj.syncobj.monotonicTime,
+            pysyncobj.syncobj.random,
+            entries.time,
+            entries.uuid,
+            _,
+        ) = saved
+        failstop.set_stop_handler(None)
+        logging.disable(saved[4])
+
+
+class Simulation:
+    def __init__(self, config: SimConfig, root: str) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.clock = SimClock()
+        self.trace = Trace(self.clock, keep=config.keep_trace)
+        self.network = SimNetwork(self.clock, random.Random(self.rng.getrandbits(64)), self.trace)
+        self.ledger = DigestLedger()
+        self.failures: list[Failure] = []
+        ids = [f"n{i}" for i in range(1, config.nodes + 1)]
+        peers = [raft_address(i) for i in ids]
+        self.nodes = {
+            node_id: SimNode(
+                node_id,
+                os.path.join(root, node_id),
+                peers,
+                self.clock,
+                self.network,
+                self.trace,
+                sync=not config.unsafe_no_sync,
+                on_applied=self._applied,
+            )
+            for node_id in ids
+        }
+        self.by_address = {node.address: node for node in self.nodes.values()}
+        self.workload = Workload(self, random.Random(self.rng.getrandbits(64)))
+        self.faults = FaultPlan(self, random.Random(self.rng.getrandbits(64)))
+        self.duration_us = int(config.duration_s * 1_000_000)
+        self.faults_until_us = (
+            self.duration_us // 2 if config.mode == "liveness" else self.duration_us
+        )
+
+    # -- bookkeeping ----------------------------------------------------------
+
+    @property
+    def now_s(self) -> float:
+        return self.clock.now_us / 1_000_000
+
+    def fail(self, invariant: str, detail: str) -> None:
+        failure = Failure(invariant, round(self.now_s, 3), detail)
+        self.failures.append(failure)
+        self.trace.add("FAILED", invariant, detail)
+
+    def _applied(self, node: str, index: int, digest: str) -> None:
+        self.ledger.record(node, index, digest, round(self.now_s, 3))
+
+    def start_node(self, node: SimNode) -> None:
+        try:
+            node.start()
+        except NodeStopped as err:
+            node.fail_stop(str(err))
+        except Exception as err:  # the start-up check refusing is a finding
+            self.fail(NODE_STARTS, f"{node.id} could not start: {type(err).__name__}: {err}")
+            node.running = False
+
+    # -- the loop ---------------------------------------------------------------
+
+    def run(self) -> None:
+        for node in self.nodes.values():
+            self.start_node(node)
+        self.workload.schedule(self.duration_us)
+        self.faults.schedule(self.faults_until_us)
+        self._run_until(self.faults_until_us)
+        self.faults.heal()
+        self.trace.add("heal")
+        healed_at = self.clock.now_us
+        if self.config.mode == "liveness":
+            self._run_until(self.duration_us)
+            self._check_converged(self.duration_us, healed_at)
+        else:
+            self._run_until(self.duration_us + HEAL_LIMIT_US, until=self._converged)
+        self._check_acknowledged()
+        self.failures[:0] = self.ledger.failures
+
+    def _run_until(self, end_us: int, until: Any = None) -> None:
+        while self.clock.now_us < end_us:
+            if until is not None and until():
+                return
+            upcoming = [end_us]
+            due = self.faults.next_at()
+            if due is not None:
+                upcoming.append(due)
+            due = self.workload.next_at()
+            if due is not None:
+                upcoming.append(due)
+            due = self.network.next_at()
+            if due is not None:
+                upcoming.append(due)
+            for node in self.nodes.values():
+                if node.running and not node.paused:
+                    upcoming.append(node.next_tick_us)
+            self.clock.now_us = max(self.clock.now_us, min(upcoming))
+            self.faults.run_due()
+            self.workload.run_due()
+            self.network.deliver_due(self._receiving)
+            for node in self.nodes.values():
+                if not node.running or node.paused:
+                    continue
+                if node.next_tick_us <= self.clock.now_us or node.wants_step:
+                    self._step(node)
+
+    def _receiving(self, address: str) -> bool:
+        node = self.by_address[address]
+        return node.running and not node.paused
+
+    def _step(self, node: SimNode) -> None:
+        try:
+            node.step()
+        except NodeStopped as err:
+            node.fail_stop(str(err))
+            self.faults.stopped(node)
+        node.next_tick_us = self.clock.now_us + TICK_US
+
+    # -- checks -----------------------------------------------------------------
+
+    def _statuses(self) -> list[tuple[str, int, str]]:
+        out = []
+        for node in self.nodes.values():
+            if node.running and node.machine is not None:
+                out.append((node.id, node.machine.applied_index, node.machine.digest()))
+        return out
+
+    def _converged(self) -> bool:
+        statuses = self._statuses()
+        if len(statuses) < len(self.nodes):
+            return False
+        leaders = [n for n in self.nodes.values() if n.group is not None and n.group.is_leader]
+        if len(leaders) != 1 or self.workload.in_flight():
+            return False
+        group = leaders[0].group
+        assert group is not None
+        committed = group.raftCommitIndex
+        return len({(index, digest) for _, index, digest in statuses}) == 1 and all(
+            index >= committed for _, index, _ in statuses
+        )
+
+    def _check_converged(self, deadline_us: int, healed_at_us: int) -> None:
+        if not self._converged():
+            statuses = ", ".join(f"{n} at {i}" for n, i, _ in self._statuses())
+            leaders = [n.id for n in self.nodes.values() if n.group and n.group.is_leader]
+            self.fail(
+                LIVENESS,
+                f"{(deadline_us - healed_at_us) / 1e6:g}s after healing: leaders {leaders},"
+                f" nodes {statuses or 'none running'}",
+            )
+
+    def _check_acknowledged(self) -> None:
+        """Invariant 2, on the node that applied the most."""
+        best = max(
+            (n for n in self.nodes.values() if n.machine is not None),
+            key=lambda n: n.machine.applied_index if n.machine else -1,
+            default=None,
+        )
+        if best is None or best.machine is None:
+            if self.workload.acknowledged:
+                self.fail(NO_ACKNOWLEDGED_WRITE_LOST, "no node is running to hold them")
+            return
+        conn = sqlite3.connect(f"file:{best.machine.path}?mode=ro", uri=True)
+        try:
+            present = {row[0] for row in conn.execute("SELECT id FROM tasks")}
+        finally:
+            conn.close()
+        lost = sorted(set(self.workload.acknowledged) - present)
+        if lost:
+            self.fail(
+                NO_ACKNOWLEDGED_WRITE_LOST,
+                f"{len(lost)} of {len(self.workload.acknowledged)} acknowledged submissions"
+                f" missing on {best.id} (applied {best.machine.applied_index}), e.g. {lost[0]}",
+            )
+
+
+def run_seed(config: SimConfig) -> SimResult:
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"cortex-sim-{config.seed}-") as root:
+        sim = Simulation(config, root)
+        with _pinned(sim.clock, sim.rng):
+            try:
+                sim.run()
+            finally:
+                for node in sim.nodes.values():
+                    if node.running:
+                        node.fail_stop("end of run")
+    return SimResult(
+        seed=config.seed,
+        failures=sim.failures,
+        trace_hash=sim.trace.hexdigest(),
+        simulated_s=round(sim.clock.now_us / 1e6, 3),
+        wall_s=round(time.perf_counter() - started, 3),
+        faults=sim.faults.injected,
+        acknowledged=len(sim.workload.acknowledged),
+        stats={"messages": sim.network.sent, "dropped": sim.network.dropped,
+               "trace_events": sim.trace.count},  # fmt: skip
+        trace=sim.trace.lines,
+    )

@@ -1,0 +1,95 @@
+"""Proposing in the simulation: the same interface as `cortex.raft.Proposer`
+(`submit` an entry, get a future of its result), without its thread. What is
+submitted during a node's step leaves as one batch (one Raft entry) at the
+end of the step; a batch whose outcome does not come within the timeout
+fails its futures with `Unavailable`, as the real proposer does."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+from cortex.errors import Unavailable
+from cortex.raft.group import FAIL_REASON_NAMES, RaftGroup
+from cortex.sim.clock import SimClock
+from cortex.state.entries import Entry, encode_batch
+
+TIMEOUT_US = 10_000_000
+
+
+class SimProposer:
+    def __init__(self, group: RaftGroup, clock: SimClock) -> None:
+        self._group = group
+        self._clock = clock
+        self._queued: list[tuple[Entry, Future[dict[str, Any]]]] = []
+        # Batches proposed and not answered: (give-up time, futures).
+        self._in_flight: dict[int, tuple[int, list[Future[dict[str, Any]]]]] = {}
+        self._number = 0
+        self.stopped = False
+
+    def check_writable(self) -> None:
+        if self._group.leader_address is None:
+            raise Unavailable("no Raft leader is known to this node")
+        if not self._group.hasQuorum:
+            raise Unavailable("this node cannot reach a quorum of the cluster")
+
+    def submit(self, entry: Entry) -> Future[dict[str, Any]]:
+        future: Future[dict[str, Any]] = Future()
+        if self.stopped:
+            future.set_exception(Unavailable("node is shutting down"))
+        else:
+            self._queued.append((entry, future))
+        return future
+
+    @property
+    def has_queued(self) -> bool:
+        return bool(self._queued)
+
+    def flush(self) -> None:
+        """Proposes what was submitted since the last flush, as one batch."""
+        if not self._queued:
+            return
+        batch, self._queued = self._queued, []
+        futures = [future for _, future in batch]
+        self._number += 1
+        number = self._number
+        self._in_flight[number] = (self._clock.now_us + TIMEOUT_US, futures)
+
+        def on_applied(results: Any, error: int) -> None:
+            if self._in_flight.pop(number, None) is None:
+                return
+            if error != 0:
+                name = FAIL_REASON_NAMES.get(error, str(error))
+                for future in futures:
+                    future.set_exception(Unavailable(f"entry not committed ({name})"))
+                return
+            if not isinstance(results, list) or len(results) != len(futures):
+                for future in futures:
+                    future.set_exception(Unavailable("the entry's outcome is not known here"))
+                return
+            for future, result in zip(futures, results, strict=True):
+                future.set_result(result)
+
+        self._group.apply_batch(encode_batch([entry for entry, _ in batch]), callback=on_applied)
+
+    def expire(self) -> None:
+        """Fails the batches whose outcome is overdue."""
+        now = self._clock.now_us
+        for number, (give_up, futures) in list(self._in_flight.items()):
+            if give_up <= now:
+                del self._in_flight[number]
+                for future in futures:
+                    if not future.done():
+                        future.set_exception(Unavailable("no answer from the leader"))
+
+    def stop(self) -> None:
+        """The node is gone: nothing it proposed will be answered here."""
+        self.stopped = True
+        for _, future in self._queued:
+            future.set_exception(Unavailable("node stopped"))
+        self._queued = []
+        for _, futures in self._in_flight.values():
+            for future in futures:
+                if not future.done():
+                    future.set_exception(Unavailable("node stopped"))
+        self._in_flight.clear()
