@@ -13,7 +13,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 HASH_SEED = "0"
 
@@ -50,6 +52,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="storage acknowledges without syncing, so power cuts lose acknowledged writes",
     )
     parser.add_argument("--stop-on-failure", action="store_true")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="seeds run at once (CPU count)"
+    )
     args = parser.parse_args(argv)
     args.seed_list = parse_seeds(args.seeds) if args.seeds else [args.seed if args.seed else 1]
     if args.trace and len(args.seed_list) != 1:
@@ -57,26 +62,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _results(configs: list[Any], jobs: int) -> Iterator[Any]:
+    """Each seed's result, in seed order; seeds run in `jobs` processes (each
+    seed is deterministic on its own, so they can run side by side)."""
+    from cortex.sim import run_seed
+
+    if jobs <= 1 or len(configs) == 1:
+        for config in configs:
+            yield run_seed(config)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(run_seed, configs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _pin_hash_seed()
     args = parse_args(argv)
-    from cortex.sim import SimConfig, run_seed
+    from cortex.sim import SimConfig
 
     started = time.perf_counter()
     failed: list[dict[str, object]] = []
     hashes: dict[str, str] = {}
     simulated = 0.0
-    for seed in args.seed_list:
-        result = run_seed(
-            SimConfig(
-                seed=seed,
-                nodes=args.nodes,
-                duration_s=args.duration,
-                mode=args.mode,
-                unsafe_no_sync=args.unsafe_no_sync,
-                keep_trace=args.trace,
-            )
+    configs = [
+        SimConfig(
+            seed=seed,
+            nodes=args.nodes,
+            duration_s=args.duration,
+            mode=args.mode,
+            unsafe_no_sync=args.unsafe_no_sync,
+            keep_trace=args.trace,
         )
+        for seed in args.seed_list
+    ]
+    for result in _results(configs, args.jobs):
+        seed = result.seed
         simulated += result.simulated_s
         hashes[str(seed)] = result.trace_hash
         for failure in result.failures:

@@ -42,6 +42,8 @@ from cortex.state import entries
 TICK_US = 20_000
 # After the faults stop, how long the cluster has to converge.
 HEAL_LIMIT_US = 30_000_000
+# In liveness mode clients stop this long before the end, so the cluster can settle.
+QUIET_US = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -180,15 +182,21 @@ class Simulation:
     def run(self) -> None:
         for node in self.nodes.values():
             self.start_node(node)
-        self.workload.schedule(self.duration_us)
+        quiet = QUIET_US if self.config.mode == "liveness" else 0
+        self.workload.schedule(max(self.duration_us - quiet, 0))
         self.faults.schedule(self.faults_until_us)
         self._run_until(self.faults_until_us)
         self.faults.heal()
         self.trace.add("heal")
         healed_at = self.clock.now_us
         if self.config.mode == "liveness":
-            self._run_until(self.duration_us)
+            acknowledged = len(self.workload.acknowledged)
+            self._run_until(self.duration_us, until=self._converged_and_quiet)
             self._check_converged(self.duration_us, healed_at)
+            if len(self.workload.acknowledged) == acknowledged and self.workload.attempted_after(
+                healed_at
+            ):
+                self.fail(LIVENESS, "no submission was acknowledged after the faults healed")
         else:
             self._run_until(self.duration_us + HEAL_LIMIT_US, until=self._converged)
         self._check_acknowledged()
@@ -255,6 +263,9 @@ class Simulation:
         return len({(index, digest) for _, index, digest in statuses}) == 1 and all(
             index >= committed for _, index, _ in statuses
         )
+
+    def _converged_and_quiet(self) -> bool:
+        return self.workload.next_at() is None and self._converged()
 
     def _check_converged(self, deadline_us: int, healed_at_us: int) -> None:
         if not self._converged():

@@ -30,6 +30,7 @@ class Workload:
         self._pending: list[Future[dict[str, Any]]] = []
         self.acknowledged: dict[str, str] = {}  # task id -> idempotency key
         self._submitted = 0
+        self._last_attempt_us = -1
 
     def _at(self, at_us: int, kind: str, *args: Any) -> None:
         self._seq += 1
@@ -46,6 +47,9 @@ class Workload:
 
     def next_at(self) -> int | None:
         return self._queue[0][0] if self._queue else None
+
+    def attempted_after(self, at_us: int) -> bool:
+        return self._last_attempt_us > at_us
 
     def in_flight(self) -> int:
         self._pending = [f for f in self._pending if not f.done()]
@@ -86,6 +90,7 @@ class Workload:
             self._sim.clock.current = None
         future = node.proposer.submit(entry)
         self._pending.append(future)
+        self._last_attempt_us = self._sim.clock.now_us
         self._sim.trace.add("submit", node.id, key)
 
         def answered(done: Future[dict[str, Any]]) -> None:
