@@ -37,7 +37,7 @@ from cortex.raft.group import SNAPSHOT_FILE
 from cortex.raft.journal import journal_last_index, migrate_legacy_journal
 from cortex.raft.leader_loop import LeaderContext
 from cortex.raft.snapshot import snapshot_state_index
-from cortex.retention import RetentionLoop
+from cortex.retention_loop import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.service import TaskService
 from cortex.state import StateMachine

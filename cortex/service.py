@@ -32,8 +32,8 @@ from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
+from cortex.workflows.operations import WorkflowOperations
 from cortex.workflows.sandbox import ConditionSandbox
-from cortex.workflows.service import WorkflowService
 
 TASK_STATES = (
     "pending", "queued", "assigned", "running", "completed",
@@ -113,7 +113,7 @@ class TaskService:
         self.heartbeats = HeartbeatReceiver(secret, board, heartbeat_window_s)
         self.join_challenges = JoinChallenges()
         self.removals = NodeRemover(node_id, group, proposer, reader, propose_timeout_s, peers)
-        self.workflows = WorkflowService(
+        self.workflows = WorkflowOperations(
             node_id, proposer, machine, reader, propose_timeout_s, max_spec_bytes, sandbox=sandbox
         )
 
