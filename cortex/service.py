@@ -9,7 +9,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortex.api.peer_client import PeerClient
 from cortex.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -20,7 +19,8 @@ from cortex.errors import (
 from cortex.membership.board import NodeReport, ResourceBoard
 from cortex.membership.heartbeat import HeartbeatReceiver
 from cortex.membership.joining import JoinChallenges, JoinClaim, join_proof
-from cortex.membership.removal import NodeRemover, Removal
+from cortex.membership.peer_calls import PeerCalls, Removal
+from cortex.membership.removal import NodeRemover
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
@@ -94,7 +94,7 @@ class TaskService:
         secret: str,
         max_spec_bytes: int,
         propose_timeout_s: float,
-        peers: PeerClient,
+        peers: PeerCalls,
         heartbeat_interval_s: float = 2.0,
         heartbeat_window_s: float = 7.0,
         sandbox: ConditionSandbox | None = None,

@@ -14,7 +14,7 @@ import grpc
 
 from cortex.api.admission import AdmissionInterceptor, peer_admission
 from cortex.api.auth import PeerAuthInterceptor
-from cortex.api.convert import resources_from_proto
+from cortex.api.peer_convert import heartbeat_from_proto, removal_to_proto
 from cortex.api.servicer import maps_errors, maps_stream_errors
 from cortex.api.tls import ServerTls
 from cortex.errors import ConfigError, FailedPrecondition, InvalidArgument
@@ -52,16 +52,7 @@ class PeerServicer(peer_grpc.PeerServicer):
     ) -> peer_pb.HeartbeatResponse:
         if not request.node_id:
             raise InvalidArgument("node_id is required")
-        self._service.heartbeats.receive(
-            request.node_id,
-            request.boot_id,
-            request.seq,
-            request.sent_at_ms,
-            resources_from_proto(request.resources),
-            dict(request.capabilities),
-            request.running_tasks,
-            request.proof,
-        )
+        self._service.heartbeats.receive(heartbeat_from_proto(request))
         return peer_pb.HeartbeatResponse()
 
     @maps_stream_errors
@@ -82,13 +73,7 @@ class PeerServicer(peer_grpc.PeerServicer):
     def RemoveNode(
         self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
     ) -> pb.RemoveNodeResponse:
-        removal = self._service.remove_node(request.node_id, request.reason)
-        return pb.RemoveNodeResponse(
-            node_id=removal.node_id,
-            raft_address=removal.raft_address,
-            requeued_tasks=removal.requeued_tasks,
-            members=removal.members,
-        )
+        return removal_to_proto(self._service.remove_node(request.node_id, request.reason))
 
 
 class PeerListener:

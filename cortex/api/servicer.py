@@ -19,6 +19,7 @@ from cortex.api.convert import (
     task_page_to_proto,
     task_to_proto,
 )
+from cortex.api.peer_convert import removal_to_proto
 from cortex.api.workflow_convert import workflow_to_proto
 from cortex.errors import (
     CortexError,
@@ -227,13 +228,7 @@ class CortexServicer(pb_grpc.CortexServicer):
     def RemoveNode(
         self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
     ) -> pb.RemoveNodeResponse:
-        removal = self._service.remove_node(request.node_id, request.reason)
-        return pb.RemoveNodeResponse(
-            node_id=removal.node_id,
-            raft_address=removal.raft_address,
-            requeued_tasks=removal.requeued_tasks,
-            members=removal.members,
-        )
+        return removal_to_proto(self._service.remove_node(request.node_id, request.reason))
 
     @maps_errors
     def ListNodes(
