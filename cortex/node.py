@@ -39,12 +39,12 @@ from cortex.raft.leader_loop import LeaderContext
 from cortex.raft.snapshot import snapshot_state_index
 from cortex.retention_loop import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
-from cortex.service import TaskService
 from cortex.state import StateMachine
 from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.task_operations import TaskService
 from cortex.workflows.engine import WorkflowEngine
 from cortex.workflows.sandbox import ConditionSandbox
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from cortex.errors import InvalidArgument
 from cortex.scheduler.model import GpuInfo, NodeResources
-from cortex.service import ClusterView, NodeStatusView
 from cortex.state.queries import EventView, TaskPage, TaskView
+from cortex.task_operations import ClusterView, NodeStatusView
 from cortex.v1 import cortex_pb2 as pb
 
 _CONSTRAINT_FIELDS = {

@@ -20,7 +20,7 @@ from cortex.api.tls import ServerTls
 from cortex.errors import ConfigError, FailedPrecondition, InvalidArgument
 from cortex.output import StreamingService
 from cortex.output.relay import RELAY_HEADER
-from cortex.service import TaskService
+from cortex.task_operations import TaskService
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import peer_pb2 as peer_pb
 from cortex.v1 import peer_pb2_grpc as peer_grpc

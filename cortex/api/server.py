@@ -17,7 +17,7 @@ from cortex.api.servicer import CortexServicer
 from cortex.api.tls import ServerTls
 from cortex.errors import ConfigError
 from cortex.output import StreamingService
-from cortex.service import TaskService
+from cortex.task_operations import TaskService
 from cortex.v1 import cortex_pb2, cortex_pb2_grpc
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024

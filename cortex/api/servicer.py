@@ -32,7 +32,7 @@ from cortex.errors import (
 )
 from cortex.membership.joining import JoinClaim
 from cortex.output import StreamingService
-from cortex.service import TaskService
+from cortex.task_operations import TaskService
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
 
