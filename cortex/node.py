@@ -17,6 +17,7 @@ from cortex.agent import Agent
 from cortex.api.admission import public_admission
 from cortex.api.peer_client import PeerClient
 from cortex.api.peer_server import PeerListener, PeerServicer
+from cortex.api.servicer import CortexServicer
 from cortex.api.tls import ClientTls, node_tls
 from cortex.config import MIN_SECRET_BYTES, NodeConfig
 from cortex.errors import ConfigError, CortexError
@@ -28,9 +29,13 @@ from cortex.membership import (
     ResourceBoard,
     ResourceSampler,
 )
-from cortex.membership.joining import JoinClaim, join_proof
+from cortex.membership.administration import NodeAdministration
+from cortex.membership.cluster_status import ClusterStatus
+from cortex.membership.heartbeat import HeartbeatReceiver
+from cortex.membership.joining import JoinAdmission, JoinClaim, join_proof
+from cortex.membership.reachability import Reachability
 from cortex.membership.registry import SHUTDOWN_REASON
-from cortex.membership.removal import CATCH_UP_S
+from cortex.membership.removal import CATCH_UP_S, NodeRemover
 from cortex.output import OutputHub, OutputLimits, StreamingService
 from cortex.raft import Proposer, RaftGroup, RaftSettings
 from cortex.raft.group import SNAPSHOT_FILE
@@ -44,8 +49,9 @@ from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
-from cortex.task_operations import TaskService
+from cortex.task_operations import TaskOperations
 from cortex.workflows.engine import WorkflowEngine
+from cortex.workflows.operations import WorkflowOperations
 from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
@@ -211,21 +217,49 @@ class Node:
         )
         self.proposer = Proposer(self.group)
         self.board = ResourceBoard()
-        self.service = TaskService(
+        reachable = Reachability(
+            config.node_id, self.group, self.board, config.heartbeat_interval_s
+        ).reachable
+        self.tasks = TaskOperations(
             config.node_id,
-            self.group,
             self.proposer,
             self.machine,
             self.reader,
             self.board,
-            secret,
+            reachable,
             config.max_spec_bytes,
             config.propose_timeout_s,
-            self.peer_client,
-            config.heartbeat_interval_s,
-            config.heartbeat_window_s,
+        )
+        self.workflows = WorkflowOperations(
+            config.node_id,
+            self.proposer,
+            self.machine,
+            self.reader,
+            config.propose_timeout_s,
+            config.max_spec_bytes,
             sandbox=ConditionSandbox(max_workers=config.condition_workers_max),
         )
+        self.cluster = ClusterStatus(
+            config.node_id, self.group, self.machine, self.reader, self.board, reachable
+        )
+        self.removals = NodeRemover(
+            config.node_id,
+            self.group,
+            self.proposer,
+            self.reader,
+            config.propose_timeout_s,
+            self.peer_client,
+        )
+        self.administration = NodeAdministration(
+            config.node_id,
+            self.proposer,
+            self.reader,
+            self.cluster,
+            self.removals,
+            config.propose_timeout_s,
+        )
+        self.joins = JoinAdmission(secret, self.group, self.proposer)
+        self.heartbeat_receiver = HeartbeatReceiver(secret, self.board, config.heartbeat_window_s)
         environment = TaskEnvironment(
             tuple(config.env_passthrough), secret_values(os.environ, secret, config.api_token)
         )
@@ -236,7 +270,7 @@ class Node:
         self.scheduler = SchedulerLoop(
             leading,
             self.board,
-            self.service.reachable,
+            reachable,
             config.scheduler_interval_s,
         )
         self.output = OutputHub(
@@ -301,7 +335,7 @@ class Node:
         self.machine.add_listener(self._on_change)
         self.workflow_engine = WorkflowEngine(
             leading,
-            self.service.workflows.sandbox,
+            self.workflows.sandbox,
             config.scheduler_interval_s,
             config.propose_timeout_s,
             input_max_bytes=config.condition_input_max_bytes,
@@ -323,7 +357,7 @@ class Node:
         )
 
         def stop() -> None:
-            self.service.removals.wait_answered(self.config.propose_timeout_s + CATCH_UP_S)
+            self.removals.wait_answered(self.config.propose_timeout_s + CATCH_UP_S)
             self.stop()
 
         threading.Thread(target=stop, name="removed-stop").start()
@@ -341,9 +375,19 @@ class Node:
 
         self.output.start()
         self.streaming.start()
-        self.peer_listener.start(PeerServicer(self.service, self.streaming))
+        self.peer_listener.start(
+            PeerServicer(self.heartbeat_receiver, self.administration, self.cluster, self.streaming)
+        )
+        servicer = CortexServicer(
+            self.tasks,
+            self.workflows,
+            self.administration,
+            self.cluster,
+            self.joins,
+            self.streaming,
+        )
         self._grpc_server = serve(
-            self.service,
+            servicer,
             self.config.grpc,
             public_admission(
                 self.config.node_id,
@@ -351,7 +395,6 @@ class Node:
                 self.config.max_streams,
                 self.config.max_waits,
             ),
-            streaming=self.streaming,
             api_token=self.config.api_token,
             tls=self._server_tls,
         )
@@ -413,7 +456,7 @@ class Node:
         self.scheduler.stop()
         self.workflow_engine.stop()
         self.retention.stop()
-        self.service.workflows.close()
+        self.workflows.close()
         self.agent.stop()
         self.proposer.stop()
         self.streaming.stop()

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from cortex.errors import InvalidArgument
+from cortex.membership.cluster_status import ClusterView, NodeStatusView
 from cortex.scheduler.model import GpuInfo, NodeResources
 from cortex.state.queries import EventView, TaskPage, TaskView
-from cortex.task_operations import ClusterView, NodeStatusView
 from cortex.v1 import cortex_pb2 as pb
 
 _CONSTRAINT_FIELDS = {
