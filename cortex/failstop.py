@@ -23,14 +23,7 @@ log = logging.getLogger(__name__)
 EXIT_STORAGE_FAULT = 74
 EXIT_LOCAL_FAULT = 70
 
-_hooks: list[Callable[[], None]] = []
 _stopping = threading.Lock()
-
-
-def add_stop_hook(hook: Callable[[], None]) -> None:
-    """`hook` runs once, on the failing thread, just before the process exits
-    (e.g. to kill the task processes this node started). It must be quick."""
-    _hooks.append(hook)
 
 
 def is_storage_fault(err: BaseException) -> bool:
@@ -52,8 +45,8 @@ StopHandler = Callable[[str, BaseException, str], NoReturn]
 
 
 def stop_node(what: str, err: BaseException, advice: str) -> NoReturn:
-    """Logs one line naming `what` failed, the cause and `advice`, runs the stop
-    hooks and exits the process at once. Never returns. (A simulator running
+    """Logs one line naming `what` failed, the cause and `advice`, and exits
+    the process at once. Never returns. (A simulator running
     whole clusters in one process installs a handler that stops one node.)"""
     _handler(what, err, advice)
 
@@ -69,11 +62,6 @@ def _exit_process(what: str, err: BaseException, advice: str) -> NoReturn:
     _stopping.acquire()
     code = EXIT_STORAGE_FAULT if is_storage_fault(err) else EXIT_LOCAL_FAULT
     log.critical("%s: %s. Stopping this node (exit %d). %s", what, describe(err), code, advice)
-    for hook in _hooks:
-        try:
-            hook()
-        except Exception:
-            log.exception("stop hook failed")
     for handler in logging.getLogger().handlers:
         try:
             handler.flush()

@@ -4,10 +4,8 @@ order."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import secrets
 import socket
 import threading
 import time
@@ -17,8 +15,16 @@ from cortex.agent import Agent
 from cortex.api.admission import public_admission
 from cortex.api.peer_client import PeerClient
 from cortex.api.peer_server import PeerListener, PeerServicer
-from cortex.api.tls import ClientTls, node_tls
-from cortex.config import MIN_SECRET_BYTES, NodeConfig
+from cortex.api.servicer import CortexServicer
+from cortex.api.tls import node_tls
+from cortex.config import NodeConfig
+from cortex.data_dir import (
+    initial_peers,
+    mark_removed,
+    refuse_if_removed,
+    refuse_if_state_ahead,
+    resolve_secret,
+)
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import TaskEnvironment, build_executors, secret_values
 from cortex.membership import (
@@ -28,111 +34,30 @@ from cortex.membership import (
     ResourceBoard,
     ResourceSampler,
 )
-from cortex.membership.joining import JoinClaim, join_proof
+from cortex.membership.administration import NodeAdministration
+from cortex.membership.cluster_status import ClusterStatus
+from cortex.membership.heartbeat import HeartbeatReceiver
+from cortex.membership.joining import JoinAdmission
+from cortex.membership.reachability import Reachability
 from cortex.membership.registry import SHUTDOWN_REASON
-from cortex.membership.removal import CATCH_UP_S
+from cortex.membership.removal import CATCH_UP_S, NodeRemover
 from cortex.output import OutputHub, OutputLimits, StreamingService
 from cortex.raft import Proposer, RaftGroup, RaftSettings
-from cortex.raft.group import SNAPSHOT_FILE
-from cortex.raft.journal import journal_last_index, migrate_legacy_journal
+from cortex.raft.journal import migrate_legacy_journal
 from cortex.raft.leader_loop import LeaderContext
-from cortex.raft.snapshot import snapshot_state_index
-from cortex.retention import RetentionLoop
+from cortex.retention_loop import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
-from cortex.service import TaskService
 from cortex.state import StateMachine
 from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.task_operations import TaskOperations
 from cortex.workflows.engine import WorkflowEngine
+from cortex.workflows.operations import WorkflowOperations
 from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
-
-_CLUSTER_FILE = "cluster.json"
-_SECRET_FILE = "secret"
-_REMOVED_FILE = "removed"
-
-
-def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
-    """A cluster of several nodes must be given its secret; a lone node makes
-    one up and keeps it, so its Raft port is never open to anyone."""
-    if config.secret:
-        return config.secret
-    if config.clustered:
-        raise ConfigError(
-            "config key secret: a node with --peers or --join needs the cluster secret "
-            "(CORTEX_SECRET, --secret-file, CORTEX_SECRET_FILE or `secret_file:` in the "
-            "config file; --secret works too but shows in `ps`)"
-        )
-    path = data_dir / _SECRET_FILE
-    if not path.exists():
-        write_private_file(path, secrets.token_urlsafe(32))
-    value = path.read_text().strip()
-    if len(value.encode()) < MIN_SECRET_BYTES:
-        raise ConfigError(
-            f"the secret this node keeps in {path} is shorter than {MIN_SECRET_BYTES} bytes; "
-            "remove the file and a new one is made"
-        )
-    if path.stat().st_mode & 0o077:
-        log.warning("%s can be read by other users than its owner: chmod 600 it", path)
-    return value
-
-
-def write_private_file(path: Path, content: str) -> None:
-    """Writes a file only its owner can read, from its creation on (never a
-    moment with a wider mode), complete or not at all: it is written under a
-    temporary name and renamed into place."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.unlink(missing_ok=True)  # left over from a crash mid-write
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def _join(address: str, claim: JoinClaim, secret: str, tls: ClientTls | None) -> list[str]:
-    """Joins through the node at `address` (its public gRPC address): asks it
-    for a challenge, then answers it with a proof of the secret."""
-    from cortex.api.client import CortexClient
-    from cortex.v1 import cortex_pb2 as pb
-
-    with CortexClient(address, tls=tls or False) as client:
-        nonce = client.join_challenge()
-        return client.join_cluster(
-            pb.JoinClusterRequest(
-                node_id=claim.node_id,
-                raft_address=claim.raft_address,
-                grpc_address=claim.grpc_address,
-                peer_address=claim.peer_address,
-                nonce=nonce,
-                proof=join_proof(secret, nonce, claim),
-            )
-        )
-
-
-def _peers_for(
-    config: NodeConfig, data_dir: Path, secret: str, tls: ClientTls | None, peer_address: str
-) -> list[str]:
-    """Static peers from config, or the members a `--join` returned (kept in
-    the data dir so a restart needs no second join); never this node itself."""
-    own = {config.raft_address, config.raft}
-    saved = data_dir / _CLUSTER_FILE
-    if saved.exists():
-        return [p for p in json.loads(saved.read_text())["members"] if p not in own]
-    if config.join:
-        claim = JoinClaim(config.node_id, config.raft_address, config.grpc_address, peer_address)
-        members = _join(config.join, claim, secret, tls)
-        saved.write_text(json.dumps({"members": members}))
-        return [p for p in members if p not in own]
-    return [p for p in config.peers if p not in own]
 
 
 def _check_can_listen(address: str, key: str) -> None:
@@ -147,38 +72,12 @@ def _check_can_listen(address: str, key: str) -> None:
         ) from None
 
 
-def _refuse_if_removed(data_dir: Path) -> None:
-    marker = data_dir / _REMOVED_FILE
-    if marker.exists():
-        raise ConfigError(
-            f"{marker.read_text().strip()}; its data dir {data_dir} cannot be started again. "
-            "To add the machine back, start it with an empty --data-dir and --join"
-        )
-
-
-def refuse_if_state_ahead(data_dir: Path, applied_index: int) -> None:
-    """The database may lag the durable journal and snapshot (replay catches it
-    up) but never lead them: entries it applied that the journal lost could be
-    decided differently by the cluster, and replay would skip the new ones."""
-    journal = journal_last_index(str(data_dir))
-    snapshot = snapshot_state_index(str(data_dir / SNAPSHOT_FILE))
-    if applied_index > max(journal, snapshot):
-        raise ConfigError(
-            f"the state database in {data_dir} has applied raft index {applied_index}, but its"
-            f" Raft journal ends at {journal} and its snapshot at {snapshot}: the journal lost"
-            " entries the database already holds (a crash with raft_sync off, or files copied"
-            " separately), so this node cannot safely rejoin with it. Move the data dir aside"
-            " and start the node with an empty --data-dir and --join, so it catches up from a"
-            " snapshot of the cluster."
-        )
-
-
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.data_dir = Path(config.data_dir).resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        _refuse_if_removed(self.data_dir)
+        refuse_if_removed(self.data_dir)
         _check_can_listen(config.raft, "raft")
         self._server_tls, client_tls = node_tls(config)
         secret = resolve_secret(config, self.data_dir)
@@ -188,7 +87,7 @@ class Node:
         )
         self.peer_address = config.peer_address(self.peer_listener.port)
         self.peer_client = PeerClient(config.node_id, secret, client_tls)
-        peers = _peers_for(config, self.data_dir, secret, client_tls, self.peer_address)
+        peers = initial_peers(config, self.data_dir, secret, client_tls, self.peer_address)
         db_path = str(self.data_dir / "state.db")
         migrate_legacy_journal(str(self.data_dir), sync=config.raft_sync)
         self.machine = StateMachine(db_path)
@@ -211,21 +110,49 @@ class Node:
         )
         self.proposer = Proposer(self.group)
         self.board = ResourceBoard()
-        self.service = TaskService(
+        reachable = Reachability(
+            config.node_id, self.group, self.board, config.heartbeat_interval_s
+        ).reachable
+        self.tasks = TaskOperations(
             config.node_id,
-            self.group,
             self.proposer,
             self.machine,
             self.reader,
             self.board,
-            secret,
+            reachable,
             config.max_spec_bytes,
             config.propose_timeout_s,
-            self.peer_client,
-            config.heartbeat_interval_s,
-            config.heartbeat_window_s,
+        )
+        self.workflows = WorkflowOperations(
+            config.node_id,
+            self.proposer,
+            self.machine,
+            self.reader,
+            config.propose_timeout_s,
+            config.max_spec_bytes,
             sandbox=ConditionSandbox(max_workers=config.condition_workers_max),
         )
+        self.cluster = ClusterStatus(
+            config.node_id, self.group, self.machine, self.reader, self.board, reachable
+        )
+        self.removals = NodeRemover(
+            config.node_id,
+            self.group,
+            self.proposer,
+            self.reader,
+            config.propose_timeout_s,
+            self.peer_client,
+        )
+        self.administration = NodeAdministration(
+            config.node_id,
+            self.proposer,
+            self.reader,
+            self.cluster,
+            self.removals,
+            config.propose_timeout_s,
+        )
+        self.joins = JoinAdmission(secret, self.group, self.proposer)
+        self.heartbeat_receiver = HeartbeatReceiver(secret, self.board, config.heartbeat_window_s)
         environment = TaskEnvironment(
             tuple(config.env_passthrough), secret_values(os.environ, secret, config.api_token)
         )
@@ -236,7 +163,7 @@ class Node:
         self.scheduler = SchedulerLoop(
             leading,
             self.board,
-            self.service.reachable,
+            reachable,
             config.scheduler_interval_s,
         )
         self.output = OutputHub(
@@ -301,7 +228,7 @@ class Node:
         self.machine.add_listener(self._on_change)
         self.workflow_engine = WorkflowEngine(
             leading,
-            self.service.workflows.sandbox,
+            self.workflows.sandbox,
             config.scheduler_interval_s,
             config.propose_timeout_s,
             input_max_bytes=config.condition_input_max_bytes,
@@ -318,12 +245,12 @@ class Node:
         """The cluster took this node out: keep its data dir from being started
         as a member again, and stop."""
         self.removed = True
-        (self.data_dir / _REMOVED_FILE).write_text(
-            f"node {self.config.node_id} was removed from its cluster: {reason}\n"
+        mark_removed(
+            self.data_dir, f"node {self.config.node_id} was removed from its cluster: {reason}\n"
         )
 
         def stop() -> None:
-            self.service.removals.wait_answered(self.config.propose_timeout_s + CATCH_UP_S)
+            self.removals.wait_answered(self.config.propose_timeout_s + CATCH_UP_S)
             self.stop()
 
         threading.Thread(target=stop, name="removed-stop").start()
@@ -341,9 +268,19 @@ class Node:
 
         self.output.start()
         self.streaming.start()
-        self.peer_listener.start(PeerServicer(self.service, self.streaming))
+        self.peer_listener.start(
+            PeerServicer(self.heartbeat_receiver, self.administration, self.cluster, self.streaming)
+        )
+        servicer = CortexServicer(
+            self.tasks,
+            self.workflows,
+            self.administration,
+            self.cluster,
+            self.joins,
+            self.streaming,
+        )
         self._grpc_server = serve(
-            self.service,
+            servicer,
             self.config.grpc,
             public_admission(
                 self.config.node_id,
@@ -351,7 +288,6 @@ class Node:
                 self.config.max_streams,
                 self.config.max_waits,
             ),
-            streaming=self.streaming,
             api_token=self.config.api_token,
             tls=self._server_tls,
         )
@@ -413,7 +349,7 @@ class Node:
         self.scheduler.stop()
         self.workflow_engine.stop()
         self.retention.stop()
-        self.service.workflows.close()
+        self.workflows.close()
         self.agent.stop()
         self.proposer.stop()
         self.streaming.stop()
@@ -429,4 +365,4 @@ class Node:
         log.info("node %s stopped", self.config.node_id)
 
 
-__all__ = ["Node", "resolve_secret", "write_private_file"]
+__all__ = ["Node"]

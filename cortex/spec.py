@@ -129,9 +129,6 @@ class TaskSpec(_Strict):
             raise ValueError("a shell task needs a command")
         return self
 
-    def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
 
 def describe_validation_error(err: ValidationError, prefix: str = "") -> str:
     """One readable line per problem, each naming the offending field."""

@@ -37,12 +37,14 @@ def _record(kind: str, address: str, payload: bytes, metadata: Any = ()) -> None
 def install() -> None:
     import cortex.api.client as client
     import cortex.api.peer_client as peer_client
+    from cortex.api.peer_convert import heartbeat_to_proto
 
     heartbeat = peer_client.PeerClient.heartbeat
 
-    def tapped_heartbeat(self: Any, address: str, request: Any, timeout_s: float) -> None:
-        _record("heartbeat", address, request.SerializeToString(), self._metadata)
-        heartbeat(self, address, request, timeout_s)
+    def tapped_heartbeat(self: Any, address: str, report: Any, timeout_s: float) -> None:
+        message = heartbeat_to_proto(report).SerializeToString()
+        _record("heartbeat", address, message, self._metadata)
+        heartbeat(self, address, report, timeout_s)
 
     join_cluster = client.CortexClient.join_cluster
 

@@ -16,8 +16,8 @@ from cortex.state.queries import StateReader
 from cortex.workflows.decisions import Evaluator, decide
 from cortex.workflows.definition import parse_definition
 from cortex.workflows.engine import task_nodes
+from cortex.workflows.operations import submit_payloads
 from cortex.workflows.sandbox import ConditionSandbox
-from cortex.workflows.service import submit_payloads
 
 NODES = ("n1", "n2", "n3")
 

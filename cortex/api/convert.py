@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from cortex.errors import InvalidArgument
+from cortex.membership.cluster_status import ClusterView, NodeStatusView
 from cortex.scheduler.model import GpuInfo, NodeResources
-from cortex.service import ClusterView, NodeStatusView
 from cortex.state.queries import EventView, TaskPage, TaskView
 from cortex.v1 import cortex_pb2 as pb
 

@@ -1,6 +1,7 @@
 """The one way a node calls another: the other node's peer listener, with
 the peer credential, over TLS when this node has TLS settings. One channel
-per address, kept open."""
+per address, kept open. Implements membership's `PeerCalls` and the output
+relay's `RelayCalls`; failed calls raise Cortex errors."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any
 import grpc
 
 from cortex.api.auth import peer_metadata
-from cortex.api.channels import open_channel, rpc_error
+from cortex.api.channels import connect_error, open_channel, rpc_error
+from cortex.api.peer_convert import heartbeat_to_proto, removal_from_proto
 from cortex.api.tls import ClientTls
 from cortex.errors import CortexError
+from cortex.membership.peer_calls import Heartbeat, Removal
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import peer_pb2 as peer_pb
 from cortex.v1 import peer_pb2_grpc as peer_grpc
@@ -51,9 +54,16 @@ class PeerClient:
     def error(self, address: str, err: grpc.RpcError) -> CortexError:
         return rpc_error(address, err, self.tls)
 
-    def heartbeat(self, address: str, request: peer_pb.HeartbeatRequest, timeout_s: float) -> None:
-        """Raises grpc.RpcError: the sender judges the failure itself."""
-        self._stub(address).Heartbeat(request, timeout=timeout_s, metadata=self._metadata)
+    def connect_error(self, address: str, detail: str) -> CortexError | None:
+        return connect_error(address, detail, self.tls)
+
+    def heartbeat(self, address: str, heartbeat: Heartbeat, timeout_s: float) -> None:
+        try:
+            self._stub(address).Heartbeat(
+                heartbeat_to_proto(heartbeat), timeout=timeout_s, metadata=self._metadata
+            )
+        except grpc.RpcError as err:
+            raise self.error(address, err) from None
 
     def stream_output(
         self,
@@ -73,17 +83,16 @@ class PeerClient:
             raise self.error(address, err) from None
         return int(reply.applied_index)
 
-    def remove_node(
-        self, address: str, node_id: str, reason: str, timeout_s: float
-    ) -> pb.RemoveNodeResponse:
+    def remove_node(self, address: str, node_id: str, reason: str, timeout_s: float) -> Removal:
         try:
-            return self._stub(address).RemoveNode(
+            reply = self._stub(address).RemoveNode(
                 pb.RemoveNodeRequest(node_id=node_id, reason=reason),
                 timeout=timeout_s,
                 metadata=self._metadata,
             )
         except grpc.RpcError as err:
             raise self.error(address, err) from None
+        return removal_from_proto(reply)
 
     def close(self) -> None:
         with self._lock:

@@ -14,13 +14,15 @@ import grpc
 
 from cortex.api.admission import AdmissionInterceptor, peer_admission
 from cortex.api.auth import PeerAuthInterceptor
-from cortex.api.convert import resources_from_proto
+from cortex.api.peer_convert import heartbeat_from_proto, removal_to_proto
 from cortex.api.servicer import maps_errors, maps_stream_errors
 from cortex.api.tls import ServerTls
 from cortex.errors import ConfigError, FailedPrecondition, InvalidArgument
+from cortex.membership.administration import NodeAdministration
+from cortex.membership.cluster_status import ClusterStatus
+from cortex.membership.heartbeat import HeartbeatReceiver
 from cortex.output import StreamingService
 from cortex.output.relay import RELAY_HEADER
-from cortex.service import TaskService
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import peer_pb2 as peer_pb
 from cortex.v1 import peer_pb2_grpc as peer_grpc
@@ -42,8 +44,16 @@ def _caller(context: grpc.ServicerContext) -> str:
 
 
 class PeerServicer(peer_grpc.PeerServicer):
-    def __init__(self, service: TaskService, streaming: StreamingService | None) -> None:
-        self._service = service
+    def __init__(
+        self,
+        heartbeats: HeartbeatReceiver,
+        nodes: NodeAdministration,
+        cluster: ClusterStatus,
+        streaming: StreamingService | None,
+    ) -> None:
+        self._heartbeats = heartbeats
+        self._nodes = nodes
+        self._cluster = cluster
         self._streaming = streaming
 
     @maps_errors
@@ -52,16 +62,7 @@ class PeerServicer(peer_grpc.PeerServicer):
     ) -> peer_pb.HeartbeatResponse:
         if not request.node_id:
             raise InvalidArgument("node_id is required")
-        self._service.heartbeats.receive(
-            request.node_id,
-            request.boot_id,
-            request.seq,
-            request.sent_at_ms,
-            resources_from_proto(request.resources),
-            dict(request.capabilities),
-            request.running_tasks,
-            request.proof,
-        )
+        self._heartbeats.receive(heartbeat_from_proto(request))
         return peer_pb.HeartbeatResponse()
 
     @maps_stream_errors
@@ -76,19 +77,13 @@ class PeerServicer(peer_grpc.PeerServicer):
     def AppliedIndex(
         self, request: peer_pb.AppliedIndexRequest, context: grpc.ServicerContext
     ) -> peer_pb.AppliedIndexResponse:
-        return peer_pb.AppliedIndexResponse(applied_index=self._service.applied_index())
+        return peer_pb.AppliedIndexResponse(applied_index=self._cluster.applied_index())
 
     @maps_errors
     def RemoveNode(
         self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
     ) -> pb.RemoveNodeResponse:
-        removal = self._service.remove_node(request.node_id, request.reason)
-        return pb.RemoveNodeResponse(
-            node_id=removal.node_id,
-            raft_address=removal.raft_address,
-            requeued_tasks=removal.requeued_tasks,
-            members=removal.members,
-        )
+        return removal_to_proto(self._nodes.remove(request.node_id, request.reason))
 
 
 class PeerListener:

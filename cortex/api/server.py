@@ -13,11 +13,8 @@ from grpc_reflection.v1alpha import reflection
 
 from cortex.api.admission import Admission, AdmissionInterceptor
 from cortex.api.auth import TokenAuthInterceptor
-from cortex.api.servicer import CortexServicer
 from cortex.api.tls import ServerTls
 from cortex.errors import ConfigError
-from cortex.output import StreamingService
-from cortex.service import TaskService
 from cortex.v1 import cortex_pb2, cortex_pb2_grpc
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -63,10 +60,9 @@ class HealthService(health.HealthServicer):  # type: ignore[misc]
 
 
 def serve(
-    service: TaskService,
+    servicer: cortex_pb2_grpc.CortexServicer,
     address: str,
     admission: Admission,
-    streaming: StreamingService | None = None,
     api_token: str | None = None,
     tls: ServerTls | None = None,
 ) -> grpc.Server:
@@ -90,7 +86,7 @@ def serve(
         ],
         maximum_concurrent_rpcs=threads,
     )
-    cortex_pb2_grpc.add_CortexServicer_to_server(CortexServicer(service, streaming), server)
+    cortex_pb2_grpc.add_CortexServicer_to_server(servicer, server)
     health_servicer = HealthService()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)

@@ -1,4 +1,5 @@
-"""gRPC servicer: unpacks requests, calls `TaskService`, packs replies, and
+"""gRPC servicer: unpacks requests, calls the node's operations (tasks,
+workflows, node administration, cluster status, joins), packs replies, and
 maps Cortex errors to status codes in one place."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cortex.api.convert import (
     task_page_to_proto,
     task_to_proto,
 )
+from cortex.api.peer_convert import removal_to_proto
 from cortex.api.workflow_convert import workflow_to_proto
 from cortex.errors import (
     CortexError,
@@ -29,11 +31,14 @@ from cortex.errors import (
     Unauthenticated,
     Unavailable,
 )
-from cortex.membership.joining import JoinClaim
+from cortex.membership.administration import NodeAdministration
+from cortex.membership.cluster_status import ClusterStatus
+from cortex.membership.joining import JoinAdmission, JoinClaim
 from cortex.output import StreamingService
-from cortex.service import TaskService
+from cortex.task_operations import TaskOperations
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
+from cortex.workflows.operations import WorkflowOperations
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +100,20 @@ def maps_stream_errors(method: Handler) -> Handler:
 
 
 class CortexServicer(pb_grpc.CortexServicer):
-    def __init__(self, service: TaskService, streaming: StreamingService | None = None) -> None:
-        self._service = service
+    def __init__(
+        self,
+        tasks: TaskOperations,
+        workflows: WorkflowOperations,
+        nodes: NodeAdministration,
+        cluster: ClusterStatus,
+        joins: JoinAdmission,
+        streaming: StreamingService | None = None,
+    ) -> None:
+        self._tasks = tasks
+        self._workflows = workflows
+        self._nodes = nodes
+        self._cluster = cluster
+        self._joins = joins
         self._streaming = streaming
 
     @maps_errors
@@ -105,18 +122,16 @@ class CortexServicer(pb_grpc.CortexServicer):
     ) -> pb.SubmitTaskResponse:
         if not request.HasField("spec"):
             raise InvalidArgument("spec is missing")
-        outcome = self._service.submit_task(
-            spec_from_proto(request.spec), request.idempotency_key or None
-        )
+        outcome = self._tasks.submit(spec_from_proto(request.spec), request.idempotency_key or None)
         return pb.SubmitTaskResponse(
             task_id=outcome.task_id, created=outcome.created, raft_index=outcome.raft_index
         )
 
     @maps_errors
     def GetTask(self, request: pb.GetTaskRequest, context: grpc.ServicerContext) -> pb.Task:
-        task = self._service.get_task(request.task_id)
-        events = self._service.task_events(task.id) if request.include_events else None
-        return task_to_proto(task, events, self._service.pending_reasons(task))
+        task = self._tasks.get(request.task_id)
+        events = self._tasks.events(task.id) if request.include_events else None
+        return task_to_proto(task, events, self._tasks.pending_reasons(task))
 
     @maps_errors
     def GetTaskResult(
@@ -129,16 +144,16 @@ class CortexServicer(pb_grpc.CortexServicer):
             remaining = context.time_remaining()
             if remaining is not None:
                 timeout_s = min(timeout_s, max(remaining - 0.2, 0))
-            task = self._service.wait_for_task(request.task_id, timeout_s)
+            task = self._tasks.wait(request.task_id, timeout_s)
         else:
-            task = self._service.get_task(request.task_id)
-        return task_to_proto(task, None, self._service.pending_reasons(task))
+            task = self._tasks.get(request.task_id)
+        return task_to_proto(task, None, self._tasks.pending_reasons(task))
 
     @maps_errors
     def ListTasks(
         self, request: pb.ListTasksRequest, context: grpc.ServicerContext
     ) -> pb.ListTasksResponse:
-        page = self._service.list_tasks(
+        page = self._tasks.list_tasks(
             list(request.states),
             request.type or None,
             request.workflow_id or None,
@@ -150,32 +165,32 @@ class CortexServicer(pb_grpc.CortexServicer):
 
     @maps_errors
     def CancelTask(self, request: pb.CancelTaskRequest, context: grpc.ServicerContext) -> pb.Task:
-        return task_to_proto(self._service.cancel_task(request.task_id, request.reason))
+        return task_to_proto(self._tasks.cancel(request.task_id, request.reason))
 
     @maps_errors
     def ClusterStatus(
         self, request: pb.ClusterStatusRequest, context: grpc.ServicerContext
     ) -> pb.ClusterStatusResponse:
-        return cluster_to_proto(self._service.cluster_status())
+        return cluster_to_proto(self._cluster.status())
 
     @maps_errors
     def ListDeadLetterTasks(
         self, request: pb.ListDeadLetterTasksRequest, context: grpc.ServicerContext
     ) -> pb.ListTasksResponse:
-        page = self._service.list_dead_letter(request.page_size, request.page_token)
+        page = self._tasks.list_dead_letter(request.page_size, request.page_token)
         return task_page_to_proto(page)
 
     @maps_errors
     def RetryDeadLetterTask(
         self, request: pb.RetryDeadLetterTaskRequest, context: grpc.ServicerContext
     ) -> pb.Task:
-        return task_to_proto(self._service.retry_dead_letter(request.task_id))
+        return task_to_proto(self._tasks.retry_dead_letter(request.task_id))
 
     @maps_errors
     def SubmitWorkflow(
         self, request: pb.SubmitWorkflowRequest, context: grpc.ServicerContext
     ) -> pb.SubmitWorkflowResponse:
-        outcome = self._service.workflows.submit(
+        outcome = self._workflows.submit(
             request.definition, request.format, request.idempotency_key or None
         )
         return pb.SubmitWorkflowResponse(workflow_id=outcome.workflow_id, created=outcome.created)
@@ -184,13 +199,13 @@ class CortexServicer(pb_grpc.CortexServicer):
     def GetWorkflowStatus(
         self, request: pb.GetWorkflowStatusRequest, context: grpc.ServicerContext
     ) -> pb.Workflow:
-        return workflow_to_proto(self._service.workflows.get(request.workflow_id))
+        return workflow_to_proto(self._workflows.get(request.workflow_id))
 
     @maps_errors
     def ListWorkflows(
         self, request: pb.ListWorkflowsRequest, context: grpc.ServicerContext
     ) -> pb.ListWorkflowsResponse:
-        page = self._service.workflows.list_workflows(
+        page = self._workflows.list_workflows(
             list(request.states), request.page_size, request.page_token
         )
         return pb.ListWorkflowsResponse(
@@ -203,50 +218,38 @@ class CortexServicer(pb_grpc.CortexServicer):
     def CancelWorkflow(
         self, request: pb.CancelWorkflowRequest, context: grpc.ServicerContext
     ) -> pb.Workflow:
-        return workflow_to_proto(
-            self._service.workflows.cancel(request.workflow_id, request.reason)
-        )
+        return workflow_to_proto(self._workflows.cancel(request.workflow_id, request.reason))
 
     @maps_errors
     def DrainNode(self, request: pb.DrainNodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
-        return node_to_proto(self._service.drain_node(request.node_id, request.deadline_ms))
+        return node_to_proto(self._nodes.drain(request.node_id, request.deadline_ms))
 
     @maps_errors
     def CordonNode(self, request: pb.NodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
-        return node_to_proto(
-            self._service.set_node_status(request.node_id, "cordoned", "cordoned by request")
-        )
+        return node_to_proto(self._nodes.cordon(request.node_id))
 
     @maps_errors
     def UncordonNode(self, request: pb.NodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
-        return node_to_proto(
-            self._service.set_node_status(request.node_id, "active", "uncordoned by request")
-        )
+        return node_to_proto(self._nodes.uncordon(request.node_id))
 
     @maps_errors
     def RemoveNode(
         self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
     ) -> pb.RemoveNodeResponse:
-        removal = self._service.remove_node(request.node_id, request.reason)
-        return pb.RemoveNodeResponse(
-            node_id=removal.node_id,
-            raft_address=removal.raft_address,
-            requeued_tasks=removal.requeued_tasks,
-            members=removal.members,
-        )
+        return removal_to_proto(self._nodes.remove(request.node_id, request.reason))
 
     @maps_errors
     def ListNodes(
         self, request: pb.ListNodesRequest, context: grpc.ServicerContext
     ) -> pb.ListNodesResponse:
-        nodes = self._service.list_nodes(request.include_removed)
+        nodes = self._cluster.list_nodes(request.include_removed)
         return pb.ListNodesResponse(nodes=[node_to_proto(n) for n in nodes])
 
     @maps_errors
     def JoinChallenge(
         self, request: pb.JoinChallengeRequest, context: grpc.ServicerContext
     ) -> pb.JoinChallengeResponse:
-        nonce, ttl_s = self._service.join_challenge()
+        nonce, ttl_s = self._joins.challenge()
         return pb.JoinChallengeResponse(nonce=nonce, ttl_ms=int(ttl_s * 1000))
 
     @maps_errors
@@ -258,9 +261,9 @@ class CortexServicer(pb_grpc.CortexServicer):
         claim = JoinClaim(
             request.node_id, request.raft_address, request.grpc_address, request.peer_address
         )
-        members = self._service.admit_node(claim, request.nonce, request.proof)
+        members = self._joins.admit(claim, request.nonce, request.proof)
         return pb.JoinClusterResponse(
-            raft_members=members, leader=self._service.leader_address or ""
+            raft_members=members, leader=self._cluster.leader_address or ""
         )
 
     @maps_stream_errors

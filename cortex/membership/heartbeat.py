@@ -17,38 +17,43 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from typing import Any
 
-import grpc
-
-from cortex.api.peer_client import PeerClient
-from cortex.errors import CortexError, TlsError, Unauthenticated
+from cortex.errors import CortexError, FailedPrecondition, TlsError, Unauthenticated
 from cortex.membership.board import ResourceBoard
 from cortex.membership.freshness import HeartbeatGuard, StaleHeartbeat
 from cortex.membership.metrics import ResourceSampler
+from cortex.membership.peer_calls import Heartbeat, PeerCalls
 from cortex.scheduler.model import NodeResources
 from cortex.state.queries import StateReader
-from cortex.v1 import peer_pb2 as peer_pb
 
 log = logging.getLogger(__name__)
 
 
-def heartbeat_proof(
-    secret: str,
-    node_id: str,
-    boot_id: str,
-    seq: int,
-    sent_at_ms: int,
-    resources: NodeResources,
-    capabilities: dict[str, str],
-    running_tasks: int,
-) -> str:
-    """HMAC over everything a heartbeat says, so a captured one cannot be
-    altered (its boot id, number and time included)."""
+def _signed_resources(resources: NodeResources) -> dict[str, Any]:
+    """The resources as a proof covers them: every measure a float, as it
+    travels (a double), so a declared 4 and the 4.0 a receiver reads back
+    sign alike."""
+
+    def as_float(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {name: as_float(item) for name, item in value.items()}
+        if isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value
+
+    return {name: as_float(value) for name, value in asdict(resources).items()}
+
+
+def heartbeat_proof(secret: str, heartbeat: Heartbeat) -> str:
+    """HMAC over everything a heartbeat says but its proof, so a captured one
+    cannot be altered (its boot id, number and time included)."""
     body = json.dumps(
         [
-            node_id, boot_id, seq, sent_at_ms, running_tasks,
-            sorted(capabilities.items()), asdict(resources),
+            heartbeat.node_id, heartbeat.boot_id, heartbeat.seq, heartbeat.sent_at_ms,
+            heartbeat.running_tasks, sorted(heartbeat.capabilities.items()),
+            _signed_resources(heartbeat.resources),
         ],
         sort_keys=True,
         separators=(",", ":"),
@@ -67,24 +72,11 @@ def signed_heartbeat(
     resources: NodeResources,
     capabilities: dict[str, str],
     running_tasks: int,
-) -> peer_pb.HeartbeatRequest:
-    from cortex.api.convert import resources_from_proto, resources_to_proto
-
-    request = peer_pb.HeartbeatRequest(
-        node_id=node_id,
-        resources=resources_to_proto(resources),
-        capabilities=capabilities,
-        running_tasks=running_tasks,
-        sent_at_ms=sent_at_ms,
-        boot_id=boot_id,
-        seq=seq,
+) -> Heartbeat:
+    heartbeat = Heartbeat(
+        node_id, boot_id, seq, sent_at_ms, resources, dict(capabilities), running_tasks
     )
-    # Signed as the receiver will read it back from the message.
-    request.proof = heartbeat_proof(
-        secret, node_id, boot_id, seq, sent_at_ms, resources_from_proto(request.resources),
-        capabilities, running_tasks,
-    )  # fmt: skip
-    return request
+    return replace(heartbeat, proof=heartbeat_proof(secret, heartbeat))
 
 
 class HeartbeatReceiver:
@@ -99,26 +91,15 @@ class HeartbeatReceiver:
         self._refusing: set[str] = set()
         self._lock = threading.Lock()
 
-    def receive(
-        self,
-        node_id: str,
-        boot_id: str,
-        seq: int,
-        sent_at_ms: int,
-        resources: NodeResources,
-        capabilities: dict[str, str],
-        running_tasks: int,
-        proof: str,
-    ) -> None:
+    def receive(self, heartbeat: Heartbeat) -> None:
         """Raises Unauthenticated (not signed with the secret) or StaleHeartbeat."""
-        expected = heartbeat_proof(
-            self._secret, node_id, boot_id, seq, sent_at_ms, resources, capabilities,
-            running_tasks,
-        )  # fmt: skip
+        expected = heartbeat_proof(self._secret, heartbeat)
+        proof = heartbeat.proof
         if not proof or not hmac.compare_digest(expected, proof):
             raise Unauthenticated("heartbeat refused: not signed with this cluster's secret")
+        node_id = heartbeat.node_id
         try:
-            self.guard.admit(node_id, boot_id, seq, sent_at_ms)
+            self.guard.admit(node_id, heartbeat.boot_id, heartbeat.seq, heartbeat.sent_at_ms)
         except StaleHeartbeat as err:
             with self._lock:
                 first = node_id not in self._refusing
@@ -128,7 +109,13 @@ class HeartbeatReceiver:
             raise
         with self._lock:
             self._refusing.discard(node_id)
-        self._board.record(node_id, resources, capabilities, running_tasks, sent_at_ms)
+        self._board.record(
+            node_id,
+            heartbeat.resources,
+            heartbeat.capabilities,
+            heartbeat.running_tasks,
+            heartbeat.sent_at_ms,
+        )
 
 
 class HeartbeatSender:
@@ -141,7 +128,7 @@ class HeartbeatSender:
         reader: StateReader,
         running_tasks: Callable[[], int],
         capabilities: dict[str, str],
-        peers: PeerClient,
+        peers: PeerCalls,
         interval_s: float = 2.0,
     ) -> None:
         self._node_id = node_id
@@ -183,7 +170,7 @@ class HeartbeatSender:
         resources = self._sampler.sample()
         running = self._running_tasks()
         self._board.record(self._node_id, resources, self._capabilities, running)
-        request = signed_heartbeat(
+        heartbeat = signed_heartbeat(
             self._secret, self._node_id, self.boot_id, next(self._seq),
             int(time.time() * 1000), resources, self._capabilities, running,
         )  # fmt: skip
@@ -195,27 +182,20 @@ class HeartbeatSender:
                 if node.peer_address in self._in_flight:
                     continue
                 self._in_flight.add(node.peer_address)
-            self._pool.submit(self._send, node.peer_address, request)
+            self._pool.submit(self._send, node.peer_address, heartbeat)
 
-    def _send(self, address: str, request: peer_pb.HeartbeatRequest) -> None:
+    def _send(self, address: str, heartbeat: Heartbeat) -> None:
         try:
-            self._peers.heartbeat(address, request, max(self._interval_s, 1.0))
+            self._peers.heartbeat(address, heartbeat, max(self._interval_s, 1.0))
             with self._lock:
                 self._refused.discard(address)
-        except grpc.RpcError as err:
-            failed = self._peers.error(address, err)
-            refused = isinstance(failed, TlsError) or err.code() in (
-                grpc.StatusCode.FAILED_PRECONDITION,
-                grpc.StatusCode.UNAUTHENTICATED,
-            )
-            if refused:
+        except CortexError as err:
+            if isinstance(err, TlsError | FailedPrecondition | Unauthenticated):
                 with self._lock:
                     first = address not in self._refused
                     self._refused.add(address)
                 if first:
-                    log.warning("heartbeats to %s are refused: %s", address, failed)
-            log.debug("heartbeat to %s failed: %s", address, err.code())
-        except CortexError as err:  # shutting down
+                    log.warning("heartbeats to %s are refused: %s", address, err)
             log.debug("heartbeat to %s not sent: %s", address, err)
         finally:
             with self._lock:

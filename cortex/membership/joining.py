@@ -2,7 +2,8 @@
 joins through for a nonce (random, kept in that node's memory for a short
 time, good for one attempt), then proves the cluster secret with an HMAC
 over the nonce, its node id and its addresses. A captured join is useless:
-its nonce is spent, and a fresh nonce needs a fresh proof."""
+its nonce is spent, and a fresh nonce needs a fresh proof. The node joined
+through adds the new one to the Raft group once its proof holds."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from cortex.errors import Unauthenticated, Unavailable
+from cortex.raft.group import RaftGroup
+from cortex.raft.proposer import Proposer
 
 CHALLENGE_TTL_S = 30.0
 # Nonces outstanding at once; the oldest go first (a joining node answers
@@ -78,3 +84,56 @@ class JoinChallenges:
     def __len__(self) -> int:
         with self._lock:
             return len(self._expiry)
+
+
+class JoinAdmission:
+    """The joining node's way in, on the node it joins through."""
+
+    def __init__(
+        self,
+        secret: str,
+        group: RaftGroup,
+        proposer: Proposer,
+        challenges: JoinChallenges | None = None,
+    ) -> None:
+        self._secret = secret
+        self._group = group
+        self._proposer = proposer
+        self.challenges = challenges or JoinChallenges()
+
+    def challenge(self) -> tuple[str, float]:
+        """A nonce for one join attempt through this node, and how long it lasts."""
+        return self.challenges.issue(), self.challenges.ttl_s
+
+    def admit(self, claim: JoinClaim, nonce: str, proof: str) -> list[str]:
+        """Adds a node to the Raft group once it proves it holds the secret,
+        over a nonce this node issued (each nonce answers one attempt)."""
+        if not nonce or not self.challenges.redeem(nonce):
+            raise Unauthenticated(
+                "join refused: its challenge was not issued by this node, is used up or has "
+                "expired (a replayed join?); ask JoinChallenge for a new one"
+            )
+        expected = join_proof(self._secret, nonce, claim)
+        if not proof or not hmac.compare_digest(expected, proof):
+            raise Unauthenticated("join refused: the node does not hold this cluster's secret")
+        raft_address = claim.raft_address
+        members = self._group.members
+        if raft_address in members:
+            return members
+        self._proposer.check_writable()
+        outcome: dict[str, Any] = {}
+
+        def done(result: Any, error: int) -> None:
+            outcome["error"] = error
+
+        self._group.addNodeToCluster(raft_address, callback=done)
+        # A one-node cluster cannot commit the change until the new node runs,
+        # so wait only briefly for an outright refusal.
+        deadline = time.monotonic() + 1.0
+        while "error" not in outcome and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if outcome.get("error") not in (None, 0):
+            raise Unavailable(
+                f"the leader refused to add {raft_address} (code {outcome['error']}); retry"
+            )
+        return sorted({*members, raft_address})

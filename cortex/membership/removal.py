@@ -10,10 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 
-from cortex.api.peer_client import PeerClient
 from cortex.errors import CortexError, FailedPrecondition, NotFound, Unavailable
+from cortex.membership.peer_calls import PeerCalls, Removal
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
@@ -28,14 +27,6 @@ DEFAULT_REASON = "removed by request"
 CATCH_UP_S = 5.0
 
 
-@dataclass(frozen=True)
-class Removal:
-    node_id: str
-    raft_address: str
-    requeued_tasks: int
-    members: list[str]
-
-
 class NodeRemover:
     def __init__(
         self,
@@ -44,7 +35,7 @@ class NodeRemover:
         proposer: Proposer,
         reader: StateReader,
         timeout_s: float,
-        peers: PeerClient,
+        peers: PeerCalls,
     ) -> None:
         self._node_id = node_id
         self._group = group
@@ -118,9 +109,6 @@ class NodeRemover:
         )
         if leader is None or not leader.peer_address:
             raise Unavailable("no leader known to pass the removal to; retry")
-        answer = self._peers.remove_node(
+        return self._peers.remove_node(
             leader.peer_address, node_id, reason, self._timeout_s + CATCH_UP_S
-        )
-        return Removal(
-            answer.node_id, answer.raft_address, answer.requeued_tasks, list(answer.members)
         )

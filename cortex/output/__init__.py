@@ -3,6 +3,6 @@ node, live fan-out, StreamTaskOutput from any node (relayed from the
 executing one), and WatchEvents. Output never goes through Raft."""
 
 from cortex.output.hub import AttemptOutput, OutputHub, OutputLimits
-from cortex.output.service import StreamingService
+from cortex.output.streaming import StreamingService
 
 __all__ = ["AttemptOutput", "OutputHub", "OutputLimits", "StreamingService"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cortex.output.log import LogEnd, LogWriter
-from cortex.output.retention import RetentionSweeper
+from cortex.output.sweeper import RetentionSweeper
 
 log = logging.getLogger(__name__)
 

@@ -171,10 +171,6 @@ class LogWriter:
             if name.endswith((DATA_SUFFIX, INDEX_SUFFIX)) or name.startswith(END_FILE):
                 os.unlink(self.directory / name)
 
-    @property
-    def active_base(self) -> int:
-        return self._segments[-1][0]
-
     def _open_segment(self, base: int) -> None:
         stem = self.directory / segment_name(base)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC
@@ -403,16 +399,3 @@ def read_all(directory: Path, stream: str | None = None) -> bytes:
             if not chunks:
                 return b"".join(parts)
             parts.extend(c.data for c in chunks)
-
-
-def directory_bytes(directory: Path) -> int:
-    """Bytes of segment files under `directory` (for retention accounting)."""
-    total = 0
-    for base in list_segments(directory):
-        stem = directory / segment_name(base)
-        for suffix in (DATA_SUFFIX, INDEX_SUFFIX):
-            try:
-                total += os.path.getsize(f"{stem}{suffix}")
-            except FileNotFoundError:
-                pass
-    return total

@@ -13,14 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import grpc
 
-from cortex.api.channels import connect_error
-from cortex.api.peer_client import PeerClient
 from cortex.errors import (
     CortexError,
     FailedPrecondition,
@@ -45,6 +43,31 @@ _PASSED_THROUGH: dict[grpc.StatusCode, type[CortexError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
 }
+
+
+class RelayCalls(Protocol):
+    """How a relay reaches the node that executed an attempt: its peer
+    listener (`cortex.api.peer_client.PeerClient`)."""
+
+    node_id: str
+
+    def stream_output(
+        self,
+        address: str,
+        request: pb.StreamTaskOutputRequest,
+        metadata: Sequence[tuple[str, str]] = (),
+    ) -> Any:
+        """The gRPC call (iterate it for chunks; cancel it to stop)."""
+        ...
+
+    def error(self, address: str, err: grpc.RpcError) -> CortexError:
+        """The Cortex error for a failed call to `address`."""
+        ...
+
+    def connect_error(self, address: str, detail: str) -> CortexError | None:
+        """The error for a call that never connected (naming TLS when a
+        handshake failed); None when `detail` is not a failure to connect."""
+        ...
 
 
 class StreamContext(Protocol):
@@ -80,7 +103,7 @@ def source_lost_end(info: AttemptInfo, total_bytes: int, reason: str) -> pb.Outp
 
 
 class RelayClient:
-    def __init__(self, peers: PeerClient, stall_grace_s: float = 5.0) -> None:
+    def __init__(self, peers: RelayCalls, stall_grace_s: float = 5.0) -> None:
         self._node_id = peers.node_id
         self._peers = peers
         self._stall_grace_s = stall_grace_s
@@ -102,7 +125,7 @@ class RelayClient:
 
     def _describe(self, address: str, code: grpc.StatusCode, detail: str) -> str:
         """Why a call to a source failed, naming TLS when a handshake did."""
-        failed = connect_error(address, detail, self._peers.tls)
+        failed = self._peers.connect_error(address, detail)
         if isinstance(failed, TlsError):
             return str(failed)
         return f"{code.name.lower()}: {detail}"

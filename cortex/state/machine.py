@@ -15,11 +15,11 @@ from typing import Any, NoReturn
 
 from cortex.failstop import stop_node
 from cortex.state import entries as e
-from cortex.state import purge  # noqa: F401  (registers TASKS_PURGE in HANDLERS)
 from cortex.state.digest import full_digest, stored_digest
+from cortex.state.handlers import HANDLERS
 from cortex.state.reasons import ReasonCode
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
-from cortex.state.transitions import HANDLERS, ApplyContext, Rejected, TaskChange
+from cortex.state.transitions import ApplyContext, Rejected, TaskChange
 from cortex.state.workflow_transitions import settle_workflows
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,12 @@ Dead letters are never purged: they wait for an operator's retry."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cortex.state import entries as e
 from cortex.state.reasons import INVALID_PAYLOAD, Rejected
-from cortex.state.transitions import HANDLERS, ApplyContext, TaskChange
+from cortex.state.transitions import ApplyContext, EntryHandler, TaskChange
 
 # Purgeable: terminal task states but dead_letter, terminal workflow states.
 # The SQL spells the sets out literally: the partial indexes of migration 4
@@ -162,7 +161,6 @@ def _purge_tasks(ctx: ApplyContext, where: str, value: str) -> None:
     ctx.cur.execute(f"DELETE FROM tasks WHERE {where}", (value,))
 
 
-PURGE_HANDLERS: dict[type[e.Payload], Callable[[ApplyContext, Any], dict[str, Any]]] = {
+PURGE_HANDLERS: dict[type[e.Payload], EntryHandler] = {
     e.TasksPurge: tasks_purge,
 }
-HANDLERS.update(PURGE_HANDLERS)

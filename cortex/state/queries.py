@@ -172,14 +172,6 @@ class StateReader(WorkflowQueries):
         )
         return [EventView.from_row(r) for r in rows]
 
-    def events_since(self, seq: int, limit: int = 1000) -> list[EventView]:
-        rows = (
-            self._conn()
-            .execute("SELECT * FROM task_events WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
-            .fetchall()
-        )
-        return [EventView.from_row(r) for r in rows]
-
     def runnable_queue(self, now_ms: int, limit: int) -> list[sqlite3.Row]:
         """What the scheduler needs of runnable queued tasks, in scheduling
         order, without decoding whole specs."""

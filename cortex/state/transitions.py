@@ -1,5 +1,7 @@
-"""The deterministic effect of each entry type on the database. Handlers read
-only the entry and the database; they raise `Rejected(code, text)` (codes in
+"""The deterministic effect of task entries on the database, and the
+`ApplyContext` every entry handler works through (node, workflow and purge
+entries have modules of their own; `cortex.state.handlers` puts them all
+together). Handlers read only the entry and the database; they raise `Rejected(code, text)` (codes in
 `cortex.state.reasons`) for an entry that decodes but is not a legal
 transition, and the machine records it. Nothing here uses floating point
 arithmetic or lets a library's message into the database."""
@@ -16,20 +18,17 @@ from cortex.state import entries as e
 from cortex.state.backoff import backoff_delay_ms, nearest_thousandths
 from cortex.state.reasons import (
     ILLEGAL_TRANSITION,
-    INVALID_PAYLOAD,
     INVALID_SPEC,
     STALE_REPORT,
     UNKNOWN_NODE,
     UNKNOWN_TASK,
     ReasonCode,
     Rejected,
-    quoted,
 )
 from cortex.state.spec_rules import SpecError, check_task_spec
 
 TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
 ACTIVE_STATES = frozenset({"assigned", "running"})
-NODE_STATUSES = frozenset({"active", "draining", "cordoned", "offline"})
 
 
 @dataclass(frozen=True)
@@ -116,6 +115,11 @@ class ApplyContext:
         )
         self.event(event, task["id"], task["state"], to_state, node, attempt, detail)
         self.changes.append(TaskChange(task["id"], to_state, node, attempt))
+
+
+# The function that applies one payload type: returns the result's fields, or
+# raises Rejected.
+EntryHandler = Callable[[ApplyContext, Any], dict[str, Any]]
 
 
 def _dump(value: Any) -> str:
@@ -328,12 +332,12 @@ def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:
             f"retry for attempt {p.attempt} of task {p.task_id}, current is {task['attempt']}",
         )
     if not p.spend_attempt:
-        _requeue(ctx, task, p.reason)
+        requeue(ctx, task, p.reason)
         return {"state": "queued"}
     return {"state": _fail_or_retry(ctx, task, p.reason, task["assigned_node"], None)}
 
 
-def _requeue(ctx: ApplyContext, task: sqlite3.Row, reason: str) -> None:
+def requeue(ctx: ApplyContext, task: sqlite3.Row, reason: str) -> None:
     """Back to the queue without spending a retry: the node, not the task, failed."""
     ctx.move(
         task, "queued", "requeued", task["assigned_node"], task["attempt"],
@@ -364,94 +368,7 @@ def task_dead_letter(ctx: ApplyContext, p: e.TaskDeadLetter) -> dict[str, Any]:
     return {}
 
 
-def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
-    if not p.node_id or not p.raft_address or not p.grpc_address:
-        raise Rejected(INVALID_PAYLOAD, "node join needs node_id, raft_address and grpc_address")
-    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
-    # A node coming back from offline, or joining again after its removal, is
-    # active; drain and cordon are operator decisions and survive a restart.
-    returning = row is None or row["status"] in ("offline", "removed")
-    status = "active" if returning else row["status"]
-    ctx.cur.execute(
-        "INSERT INTO nodes (id, raft_address, grpc_address, peer_address, status, labels,"
-        " executors, resources, joined_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
-        " ON CONFLICT(id) DO UPDATE"
-        " SET raft_address=excluded.raft_address, grpc_address=excluded.grpc_address,"
-        " peer_address=excluded.peer_address,"
-        " status=excluded.status, labels=excluded.labels, executors=excluded.executors,"
-        " resources=excluded.resources, updated_at=excluded.updated_at",
-        (
-            p.node_id,
-            p.raft_address,
-            p.grpc_address,
-            p.peer_address,
-            status,
-            _dump(p.labels),
-            _dump(sorted(p.executors)),
-            _dump(p.resources),
-            ctx.entry.ts,
-            ctx.entry.ts,
-        ),
-    )
-    ctx.event(
-        "node_joined", node=p.node_id, detail={"raft": p.raft_address, "grpc": p.grpc_address}
-    )
-    return {"status": status}
-
-
-def node_status(ctx: ApplyContext, p: e.NodeStatus) -> dict[str, Any]:
-    if p.status not in NODE_STATUSES:
-        raise Rejected(
-            INVALID_PAYLOAD,
-            f"node status {quoted(p.status)} is not one of {', '.join(sorted(NODE_STATUSES))}",
-        )
-    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
-    if row is None:
-        raise Rejected(UNKNOWN_NODE, f"node {p.node_id} never joined")
-    if row["status"] == "removed":
-        raise Rejected(ILLEGAL_TRANSITION, f"node {p.node_id} was removed; it must join again")
-    deadline = p.deadline_ms if p.status == "draining" else None
-    ctx.cur.execute(
-        "UPDATE nodes SET status = ?, status_reason = ?, drain_deadline = ?, updated_at = ?"
-        " WHERE id = ?",
-        (p.status, p.reason, deadline, ctx.entry.ts, p.node_id),
-    )
-    detail: dict[str, Any] = {"reason": p.reason}
-    if deadline is not None:
-        detail["deadline_ms"] = deadline
-    ctx.event("node_status", node=p.node_id, from_state=row["status"], to_state=p.status,
-              detail=detail)  # fmt: skip
-    return {"previous": row["status"]}
-
-
-def node_leave(ctx: ApplyContext, p: e.NodeLeave) -> dict[str, Any]:
-    """Takes a node out for good: its row stays as `removed` (so a late
-    registration from the old process cannot bring it back as active) and its
-    unfinished tasks go back to the queue."""
-    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
-    if row is None:
-        raise Rejected(UNKNOWN_NODE, f"node {p.node_id} never joined")
-    if row["status"] == "removed":
-        raise Rejected(ILLEGAL_TRANSITION, f"node {p.node_id} is already removed")
-    reason = f"node {p.node_id} removed from the cluster"
-    tasks = ctx.cur.execute(
-        "SELECT * FROM tasks WHERE assigned_node = ? AND state IN ('assigned', 'running')"
-        " ORDER BY id",
-        (p.node_id,),
-    ).fetchall()
-    for task in tasks:
-        _requeue(ctx, task, reason)
-    ctx.cur.execute(
-        "UPDATE nodes SET status = 'removed', status_reason = ?, drain_deadline = NULL,"
-        " updated_at = ? WHERE id = ?",
-        (p.reason or "removed by request", ctx.entry.ts, p.node_id),
-    )
-    ctx.event("node_left", node=p.node_id, from_state=row["status"], to_state="removed",
-              detail={"reason": p.reason, "requeued": len(tasks)})  # fmt: skip
-    return {"previous": row["status"], "requeued": len(tasks)}
-
-
-HANDLERS: dict[type[e.Payload], Callable[[ApplyContext, Any], dict[str, Any]]] = {
+TASK_HANDLERS: dict[type[e.Payload], EntryHandler] = {
     e.TaskSubmit: task_submit,
     e.TaskAssign: task_assign,
     e.TaskStarted: task_started,
@@ -460,7 +377,4 @@ HANDLERS: dict[type[e.Payload], Callable[[ApplyContext, Any], dict[str, Any]]] =
     e.TaskRetry: task_retry,
     e.TaskCancel: task_cancel,
     e.TaskDeadLetter: task_dead_letter,
-    e.NodeJoin: node_join,
-    e.NodeStatus: node_status,
-    e.NodeLeave: node_leave,
 }

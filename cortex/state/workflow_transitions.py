@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +24,9 @@ from cortex.state.reasons import (
 )
 from cortex.state.spec_rules import SpecError, check_task_spec
 from cortex.state.transitions import (
-    HANDLERS,
     TERMINAL_STATES,
     ApplyContext,
+    EntryHandler,
     TaskChange,
 )
 from cortex.state.workflow_rules import (
@@ -500,10 +499,9 @@ def _finish_if_done(ctx: ApplyContext, workflow_id: str) -> None:
     ctx.event(f"workflow_{state}", from_state="running", to_state=state, detail=detail)
 
 
-WORKFLOW_HANDLERS: dict[type[e.Payload], Callable[[ApplyContext, Any], dict[str, Any]]] = {
+WORKFLOW_HANDLERS: dict[type[e.Payload], EntryHandler] = {
     e.WorkflowSubmit: workflow_submit,
     e.WorkflowTasks: workflow_tasks,
     e.WorkflowAdvance: workflow_advance,
     e.WorkflowCancel: workflow_cancel,
 }
-HANDLERS.update(WORKFLOW_HANDLERS)

@@ -1,5 +1,6 @@
 """DAG workflows: definitions and their validation, the JavaScript condition
-sandbox, the leader's pure decision logic and engine loop, the service."""
+sandbox, the leader's pure decision logic and engine loop, and the workflow
+operations every interface offers."""
 
 from cortex.workflows.condition_input import condition_input
 from cortex.workflows.decisions import ConditionRequest, Decision, TaskNode, decide
@@ -11,8 +12,8 @@ from cortex.workflows.definition import (
     validate_definition,
 )
 from cortex.workflows.engine import WorkflowEngine
+from cortex.workflows.operations import WorkflowOperations, WorkflowSubmitOutcome, submit_payloads
 from cortex.workflows.sandbox import ConditionOutcome, ConditionSandbox, SandboxUnavailable
-from cortex.workflows.service import WorkflowService, WorkflowSubmitOutcome, submit_payloads
 
 __all__ = [
     "ConditionOutcome",
@@ -24,7 +25,7 @@ __all__ = [
     "TaskNode",
     "WorkflowDefinition",
     "WorkflowEngine",
-    "WorkflowService",
+    "WorkflowOperations",
     "WorkflowSubmitOutcome",
     "condition_input",
     "decide",

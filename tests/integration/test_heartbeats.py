@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from cortex.api.auth import peer_metadata
+from cortex.api.peer_convert import heartbeat_to_proto
 from cortex.membership.heartbeat import signed_heartbeat
 from cortex.scheduler.model import NodeResources
 from cortex.v1 import peer_pb2 as peer_pb
@@ -25,10 +26,10 @@ CREDENTIAL = peer_metadata(SECRET)
 
 
 def _signed(seq: int, sent_at: int | None = None, boot: str = BOOT) -> peer_pb.HeartbeatRequest:
-    return signed_heartbeat(
+    return heartbeat_to_proto(signed_heartbeat(
         SECRET, "probe", boot, seq, sent_at or int(time.time() * 1000),
         NodeResources(cpu_cores=4, memory_available_mb=2048), {"arch": "x86_64"}, 1,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _refusal(call, request, metadata=CREDENTIAL) -> tuple[grpc.StatusCode, str]:

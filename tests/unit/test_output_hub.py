@@ -16,7 +16,7 @@ from cortex.executors import ShellExecutor
 from cortex.executors.base import Execution
 from cortex.output.hub import LiveLog, OutputHub, OutputLimits
 from cortex.output.log import LogCursor, LogEnd, LogWriter, list_segments, read_all
-from cortex.output.retention import LOW_WATERMARK, RetentionSweeper, Segment, choose_victims
+from cortex.output.sweeper import LOW_WATERMARK, RetentionSweeper, Segment, choose_victims
 from cortex.spec import TaskSpec
 from tests.cluster import wait_until
 

@@ -67,7 +67,7 @@ class StreamingNode:
         """The public server, as clients reach it."""
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         pb_grpc.add_CortexServicer_to_server(
-            CortexServicer(None, self.streaming),  # type: ignore[arg-type]
+            CortexServicer(*[None] * 5, self.streaming),  # type: ignore[arg-type]
             self.server,
         )
         assert self.server.add_insecure_port(self.address)
@@ -79,7 +79,7 @@ class StreamingNode:
         """The peer listener, as relaying nodes reach it."""
         self.listener = PeerListener(self.node_id, self.peer_address, SECRET, max_streams)
         self.listener.start(
-            servicer or PeerServicer(None, self.streaming)  # type: ignore[arg-type]
+            servicer or PeerServicer(None, None, None, self.streaming)  # type: ignore[arg-type]
         )
 
     def stop_peers(self) -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from cortex.api.auth import default_token
 from cortex.config import NodeConfig, load_config
+from cortex.data_dir import resolve_secret, write_private_file
 from cortex.errors import ConfigError
-from cortex.node import resolve_secret, write_private_file
 
 SECRET = "a-cluster-secret-of-some-length"
 

@@ -74,14 +74,14 @@ def test_a_full_database_stops_before_the_index_moves(tmp_path: Path) -> None:
 def test_an_unexpected_error_in_a_handler_is_a_fault_not_a_rejection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cortex.state import transitions
+    from cortex.state import handlers
 
     machine = StateMachine(str(tmp_path / "state.db"), on_fault=_stop)
 
     def broken(ctx: object, payload: object) -> dict[str, object]:
         raise KeyError("a bug")
 
-    monkeypatch.setitem(transitions.HANDLERS, e.TaskCancel, broken)
+    monkeypatch.setitem(handlers.HANDLERS, e.TaskCancel, broken)
     machine.apply_batch(1, _batch(1))
     cancel = e.encode_batch([e.Entry.create(e.TaskCancel("t1-0"), "n1", ts=2)])
     with pytest.raises(Stopped) as stopped:

@@ -17,7 +17,7 @@ from cortex.state.machine import StateMachine, state_digest
 from cortex.state.queries import StateReader
 from cortex.state.workflow_transitions import CANCEL_BATCH
 from cortex.workflows.definition import parse_definition
-from cortex.workflows.service import PART_MAX_TASKS, submit_payloads
+from cortex.workflows.operations import PART_MAX_TASKS, submit_payloads
 
 
 class Log:

@@ -92,7 +92,6 @@ class RetentionSweeper:
         self._thread = threading.Thread(target=self._run, name="output-retention", daemon=True)
         self._purged: set[str] = set()
         self.removed_segments = 0
-        self.removed_tasks = 0
 
     @property
     def total_bytes(self) -> int:
@@ -145,7 +144,6 @@ class RetentionSweeper:
             if directory.is_dir():
                 shutil.rmtree(directory, ignore_errors=True)
                 removed += 1
-        self.removed_tasks += removed
         return removed
 
     def _run(self) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cortex.api.peer_client import PeerClient
 from cortex.output.events import EventFeed, EventWatcher
 from cortex.output.hub import OutputHub
-from cortex.output.relay import RelayClient, StreamContext
+from cortex.output.relay import RelayCalls, RelayClient, StreamContext
 from cortex.output.stream import OutputStreamer
 from cortex.output.ticker import StateTicker
 from cortex.state.queries import StateReader
@@ -23,7 +22,7 @@ class StreamingService:
         db_path: str,
         reader: StateReader,
         hub: OutputHub,
-        peers: PeerClient,
+        peers: RelayCalls,
         relay_stall_grace_s: float = 5.0,
     ) -> None:
         self.ticker = StateTicker()

@@ -100,7 +100,7 @@ def submit_payloads(
                    enumerate(parts[1:], 1)]  # fmt: skip
 
 
-class WorkflowService:
+class WorkflowOperations:
     def __init__(
         self,
         node_id: str,

@@ -1,0 +1,111 @@
+"""The deterministic effect of node entries: a node joining (or coming back),
+its status changing (drain, cordon, offline) and its removal."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cortex.state import entries as e
+from cortex.state.reasons import ILLEGAL_TRANSITION, INVALID_PAYLOAD, UNKNOWN_NODE, Rejected, quoted
+from cortex.state.transitions import ApplyContext, EntryHandler, requeue
+
+NODE_STATUSES = frozenset({"active", "draining", "cordoned", "offline"})
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
+    if not p.node_id or not p.raft_address or not p.grpc_address:
+        raise Rejected(INVALID_PAYLOAD, "node join needs node_id, raft_address and grpc_address")
+    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
+    # A node coming back from offline, or joining again after its removal, is
+    # active; drain and cordon are operator decisions and survive a restart.
+    returning = row is None or row["status"] in ("offline", "removed")
+    status = "active" if returning else row["status"]
+    ctx.cur.execute(
+        "INSERT INTO nodes (id, raft_address, grpc_address, peer_address, status, labels,"
+        " executors, resources, joined_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT(id) DO UPDATE"
+        " SET raft_address=excluded.raft_address, grpc_address=excluded.grpc_address,"
+        " peer_address=excluded.peer_address,"
+        " status=excluded.status, labels=excluded.labels, executors=excluded.executors,"
+        " resources=excluded.resources, updated_at=excluded.updated_at",
+        (
+            p.node_id,
+            p.raft_address,
+            p.grpc_address,
+            p.peer_address,
+            status,
+            _dump(p.labels),
+            _dump(sorted(p.executors)),
+            _dump(p.resources),
+            ctx.entry.ts,
+            ctx.entry.ts,
+        ),
+    )
+    ctx.event(
+        "node_joined", node=p.node_id, detail={"raft": p.raft_address, "grpc": p.grpc_address}
+    )
+    return {"status": status}
+
+
+def node_status(ctx: ApplyContext, p: e.NodeStatus) -> dict[str, Any]:
+    if p.status not in NODE_STATUSES:
+        raise Rejected(
+            INVALID_PAYLOAD,
+            f"node status {quoted(p.status)} is not one of {', '.join(sorted(NODE_STATUSES))}",
+        )
+    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
+    if row is None:
+        raise Rejected(UNKNOWN_NODE, f"node {p.node_id} never joined")
+    if row["status"] == "removed":
+        raise Rejected(ILLEGAL_TRANSITION, f"node {p.node_id} was removed; it must join again")
+    deadline = p.deadline_ms if p.status == "draining" else None
+    ctx.cur.execute(
+        "UPDATE nodes SET status = ?, status_reason = ?, drain_deadline = ?, updated_at = ?"
+        " WHERE id = ?",
+        (p.status, p.reason, deadline, ctx.entry.ts, p.node_id),
+    )
+    detail: dict[str, Any] = {"reason": p.reason}
+    if deadline is not None:
+        detail["deadline_ms"] = deadline
+    ctx.event("node_status", node=p.node_id, from_state=row["status"], to_state=p.status,
+              detail=detail)  # fmt: skip
+    return {"previous": row["status"]}
+
+
+def node_leave(ctx: ApplyContext, p: e.NodeLeave) -> dict[str, Any]:
+    """Takes a node out for good: its row stays as `removed` (so a late
+    registration from the old process cannot bring it back as active) and its
+    unfinished tasks go back to the queue."""
+    row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
+    if row is None:
+        raise Rejected(UNKNOWN_NODE, f"node {p.node_id} never joined")
+    if row["status"] == "removed":
+        raise Rejected(ILLEGAL_TRANSITION, f"node {p.node_id} is already removed")
+    reason = f"node {p.node_id} removed from the cluster"
+    tasks = ctx.cur.execute(
+        "SELECT * FROM tasks WHERE assigned_node = ? AND state IN ('assigned', 'running')"
+        " ORDER BY id",
+        (p.node_id,),
+    ).fetchall()
+    for task in tasks:
+        requeue(ctx, task, reason)
+    ctx.cur.execute(
+        "UPDATE nodes SET status = 'removed', status_reason = ?, drain_deadline = NULL,"
+        " updated_at = ? WHERE id = ?",
+        (p.reason or "removed by request", ctx.entry.ts, p.node_id),
+    )
+    ctx.event("node_left", node=p.node_id, from_state=row["status"], to_state="removed",
+              detail={"reason": p.reason, "requeued": len(tasks)})  # fmt: skip
+    return {"previous": row["status"], "requeued": len(tasks)}
+
+
+NODE_HANDLERS: dict[type[e.Payload], EntryHandler] = {
+    e.NodeJoin: node_join,
+    e.NodeStatus: node_status,
+    e.NodeLeave: node_leave,
+}

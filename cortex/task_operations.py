@@ -1,0 +1,148 @@
+"""The task operations every interface offers (gRPC, MCP, CLI): validate,
+propose, read. Interfaces translate; the rules live here."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cortex.errors import FailedPrecondition, NotFound
+from cortex.membership.board import ResourceBoard
+from cortex.raft.proposer import Proposer
+from cortex.refusals import refusal_error
+from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
+from cortex.scheduler import explain
+from cortex.scheduler.loop import build_candidates, pending
+from cortex.spec import parse_task_spec
+from cortex.state import TERMINAL_STATES
+from cortex.state import entries as e
+from cortex.state.machine import StateMachine
+from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
+
+TASK_STATES = (
+    "pending", "queued", "assigned", "running", "completed",
+    "failed", "cancelled", "skipped", "dead_letter",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SubmitOutcome:
+    task_id: str
+    created: bool
+    raft_index: int
+
+
+class TaskOperations:
+    def __init__(
+        self,
+        node_id: str,
+        proposer: Proposer,
+        machine: StateMachine,
+        reader: StateReader,
+        board: ResourceBoard,
+        reachable: Callable[[NodeView], bool],
+        max_spec_bytes: int,
+        propose_timeout_s: float,
+    ) -> None:
+        self.node_id = node_id
+        self._proposer = proposer
+        self._machine = machine
+        self._reader = reader
+        self._board = board
+        self._reachable = reachable
+        self._max_spec_bytes = max_spec_bytes
+        self._timeout = propose_timeout_s
+
+    def submit(self, spec: dict[str, Any], idempotency_key: str | None = None) -> SubmitOutcome:
+        check_idempotency_key(idempotency_key)
+        parsed = parse_task_spec(spec, self._max_spec_bytes)
+        if idempotency_key:
+            known = self._reader.task_by_idempotency_key(idempotency_key)
+            if known is not None:
+                return SubmitOutcome(known, False, self._machine.applied_index)
+        entry = e.Entry.create(
+            e.TaskSubmit(
+                str(uuid.uuid4()), parsed.model_dump(mode="json"), idempotency_key or None
+            ),
+            self.node_id,
+        )
+        result = self._proposer.propose_one(entry, self._timeout)
+        if not result.get("ok"):
+            raise refusal_error(result, "task rejected")
+        return SubmitOutcome(
+            result["task_id"], bool(result["created"]), self._machine.applied_index
+        )
+
+    def get(self, task_id: str) -> TaskView:
+        check_id(task_id, "task_id")
+        task = self._reader.get_task(task_id)
+        if task is None:
+            raise NotFound(f"no task with id {task_id}")
+        return task
+
+    def events(self, task_id: str) -> list[EventView]:
+        return self._reader.task_events(task_id)
+
+    def pending_reasons(self, task: TaskView) -> list[str]:
+        """Why a queued task is not placed, judged from this node's view."""
+        if task.state != "queued":
+            return []
+        if task.scheduled_after > int(time.time() * 1000):
+            return [f"backing off until {task.scheduled_after} (ms since epoch)"]
+        return explain(pending(task), build_candidates(self._reader, self._board, self._reachable))
+
+    def wait(self, task_id: str, timeout_s: float) -> TaskView:
+        """Returns the task once terminal, or as it is when the timeout ends."""
+        deadline = time.monotonic() + timeout_s
+        task = self.get(task_id)
+        while task.state not in TERMINAL_STATES:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._machine.wait_applied(self._machine.applied_index + 1, min(remaining, 0.5))
+            task = self.get(task_id)
+        return task
+
+    def list_tasks(
+        self,
+        states: list[str] | None = None,
+        task_type: str | None = None,
+        workflow_id: str | None = None,
+        node: str | None = None,
+        page_size: int = 100,
+        page_token: str = "",
+    ) -> TaskPage:
+        check_states(states, TASK_STATES, "task")
+        limit, offset = parse_page(page_size, page_token)
+        return self._reader.list_tasks(states, task_type, workflow_id, node, limit, offset)
+
+    def cancel(self, task_id: str, reason: str = "") -> TaskView:
+        task = self.get(task_id)
+        if task.state in TERMINAL_STATES:
+            raise FailedPrecondition(f"task {task_id} is already {task.state}")
+        entry = e.Entry.create(
+            e.TaskCancel(task_id, reason or "cancelled by request"), self.node_id
+        )
+        result = self._proposer.propose_one(entry, self._timeout)
+        current = self.get(task_id)
+        if not result.get("ok") and current.state != "cancelled":
+            raise refusal_error(result, f"task {task_id} could not be cancelled")
+        return current
+
+    def list_dead_letter(self, page_size: int = 100, page_token: str = "") -> TaskPage:
+        return self.list_tasks(["dead_letter"], page_size=page_size, page_token=page_token)
+
+    def retry_dead_letter(self, task_id: str) -> TaskView:
+        task = self.get(task_id)
+        if task.state != "dead_letter":
+            raise FailedPrecondition(f"task {task_id} is {task.state}, not dead_letter")
+        entry = e.Entry.create(
+            e.TaskRetry(task_id, task.attempt, "retried from the dead-letter queue"), self.node_id
+        )
+        result = self._proposer.propose_one(entry, self._timeout)
+        if not result.get("ok"):
+            raise refusal_error(result, f"task {task_id} could not be retried")
+        return self.get(task_id)
