@@ -1,7 +1,9 @@
 """The simulated network between nodes.
 
 Raft messages travel as pysyncobj sends them over TCP: per directed link in
-order and without duplicates while a connection lasts. Faults act as on a
+order and without duplicates while a connection lasts. Peer calls (heartbeats)
+are separate gRPC requests: no order between them, and a duplicating link
+delivers some twice, as a client's retry would. Faults act as on a
 real network: a link can be cut (one way or both: a partition), a connection
 can be reset (what was in flight on it is lost), and links can be slow.
 Messages to a paused node wait for it, as in its socket buffers. Each message
@@ -23,6 +25,10 @@ from cortex.sim.trace import Trace
 BASE_DELAY_US = (200, 2_000)
 
 
+RAFT = "raft"
+PEER = "peer"
+
+
 @dataclass(order=True)
 class _Delivery:
     at_us: int
@@ -31,6 +37,7 @@ class _Delivery:
     dst: str = field(compare=False)
     epoch: int = field(compare=False)
     data: bytes = field(compare=False)
+    channel: str = field(compare=False, default=RAFT)
 
 
 Receiver = Callable[[str, Any], None]
@@ -49,39 +56,46 @@ class SimNetwork:
         self.slow: dict[tuple[str, str], int] = {}
         self._epoch: dict[tuple[str, str], int] = {}
         self._last_at: dict[tuple[str, str], int] = {}
-        self._receivers: dict[str, Receiver] = {}
+        self._receivers: dict[tuple[str, str], Receiver] = {}
+        # Directed links that deliver some peer calls twice.
+        self.duplicating: set[tuple[str, str]] = set()
         # Messages that reached a paused node, kept for when it runs again.
         self._held: dict[str, list[_Delivery]] = {}
         self.sent = 0
         self.dropped = 0
 
-    def attach(self, node: str, receive: Receiver) -> None:
-        self._receivers[node] = receive
+    def attach(self, node: str, receive: Receiver, channel: str = RAFT) -> None:
+        self._receivers[(node, channel)] = receive
 
     def detach(self, node: str) -> None:
         """The node's process is gone: what is on the way to it is lost."""
-        self._receivers.pop(node, None)
+        for channel in (RAFT, PEER):
+            self._receivers.pop((node, channel), None)
         self._held.pop(node, None)
         for link in list(self._epoch):
             if node in link:
                 self._epoch[link] += 1
 
-    def send(self, src: str, dst: str, message: Any) -> None:
+    def send(self, src: str, dst: str, message: Any, channel: str = RAFT) -> None:
         self.sent += 1
         link = (src, dst)
         if link in self.cut:
             self.dropped += 1
             self._trace.add("drop", src, dst, _kind(message))
             return
-        delay = self._rng.randint(*BASE_DELAY_US) + self.slow.get(link, 0)
-        # In order per link, as over one TCP connection.
-        at = max(self._clock.now_us + delay, self._last_at.get(link, 0))
-        self._last_at[link] = at
-        self._seq += 1
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        heapq.heappush(
-            self._queue, _Delivery(at, self._seq, src, dst, self._epoch.get(link, 0), data)
-        )
+        copies = 2 if channel == PEER and link in self.duplicating else 1
+        for _ in range(copies):
+            delay = self._rng.randint(*BASE_DELAY_US) + self.slow.get(link, 0)
+            at = self._clock.now_us + delay
+            if channel == RAFT:  # in order per link, as over one TCP connection
+                at = max(at, self._last_at.get(link, 0))
+                self._last_at[link] = at
+            self._seq += 1
+            heapq.heappush(
+                self._queue,
+                _Delivery(at, self._seq, src, dst, self._epoch.get(link, 0), data, channel),
+            )
 
     def reset(self, a: str, b: str) -> None:
         """Resets the connection between `a` and `b`: in-flight messages are lost."""
@@ -103,7 +117,7 @@ class SimNetwork:
             if delivery.epoch != self._epoch.get(link, 0):
                 self.dropped += 1
                 continue
-            receive = self._receivers.get(delivery.dst)
+            receive = self._receivers.get((delivery.dst, delivery.channel))
             if receive is None:
                 self.dropped += 1
                 continue
