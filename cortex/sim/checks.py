@@ -10,7 +10,6 @@ from collections.abc import Iterable
 
 from cortex.sim.invariants import (
     ONE_COMPLETION_PER_TASK,
-    SCHEDULER_RESPECTS_NODES,
     WORKFLOW_RULES,
 )
 from cortex.state.queries import StateReader
