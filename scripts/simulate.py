@@ -52,6 +52,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="storage acknowledges without syncing, so power cuts lose acknowledged writes",
     )
     parser.add_argument("--stop-on-failure", action="store_true")
+    parser.add_argument("--planted-bug", help=argparse.SUPPRESS)  # for the checker's own tests
     parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="seeds run at once (CPU count)"
     )
@@ -92,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             mode=args.mode,
             unsafe_no_sync=args.unsafe_no_sync,
             keep_trace=args.trace,
+            planted_bug=args.planted_bug,
         )
         for seed in args.seed_list
     ]

@@ -23,20 +23,26 @@ from typing import Any, NoReturn
 import pysyncobj.syncobj
 
 from cortex import failstop
+from cortex.scheduler import filters as scheduler_filters
+from cortex.sim import checks
 from cortex.sim.clock import SimClock
+from cortex.sim.components import NodeComponents
 from cortex.sim.faults import FaultPlan
 from cortex.sim.invariants import (
     LIVENESS,
     NO_ACKNOWLEDGED_WRITE_LOST,
     NODE_STARTS,
+    SCHEDULER_RESPECTS_NODES,
     DigestLedger,
     Failure,
 )
 from cortex.sim.network import SimNetwork
 from cortex.sim.node import NodeStopped, SimNode, raft_address
+from cortex.sim.sandbox import InlineSandbox
 from cortex.sim.trace import Trace
 from cortex.sim.workload import Workload
 from cortex.state import entries
+from cortex.state.queries import StateReader
 
 # Each live node runs its loop at least this often (simulated).
 TICK_US = 20_000
@@ -54,6 +60,8 @@ class SimConfig:
     mode: str = "safety"  # or "liveness"
     unsafe_no_sync: bool = False
     keep_trace: bool = False
+    # A scheduler bug planted for the checker to find (tests only).
+    planted_bug: str | None = None
 
 
 @dataclass
@@ -67,6 +75,16 @@ class SimResult:
     acknowledged: int
     stats: dict[str, Any] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
+
+
+# The scheduler bug a test plants to show the checker finds it.
+PLANTED_ASSIGN_TO_DRAINING = "assign-to-draining"
+
+
+def _active_or_draining(task: Any, node: Any, load: Any) -> str | None:
+    if node.status == "draining":
+        return None
+    return scheduler_filters.node_is_active(task, node, load)
 
 
 class _SeededIds:
@@ -88,7 +106,7 @@ class _SimTime:
 
 
 @contextlib.contextmanager
-def _pinned(clock: SimClock, rng: random.Random) -> Iterator[None]:
+def _pinned(clock: SimClock, rng: random.Random, planted_bug: str | None) -> Iterator[None]:
     """Routes every source of time and randomness the code under test reads
     to the simulation, for the duration of a run."""
     saved = (
@@ -108,9 +126,17 @@ def _pinned(clock: SimClock, rng: random.Random) -> Iterator[None]:
 
     failstop.set_stop_handler(stop)
     logging.disable(logging.CRITICAL)
+    filters = scheduler_filters.FILTERS
+    if planted_bug == PLANTED_ASSIGN_TO_DRAINING:
+        scheduler_filters.FILTERS = tuple(
+            _active_or_draining if f is scheduler_filters.node_is_active else f for f in filters
+        )
+    elif planted_bug is not None:
+        raise ValueError(f"no planted bug called {planted_bug!r}")
     try:
         yield
     finally:
+        scheduler_filters.FILTERS = filters
         (
             pysyncobj.syncobj.monotonicTime,
             pysyncobj.syncobj.random,
@@ -133,6 +159,8 @@ class Simulation:
         self.failures: list[Failure] = []
         ids = [f"n{i}" for i in range(1, config.nodes + 1)]
         peers = [raft_address(i) for i in ids]
+        self.sandbox = InlineSandbox()
+        self._component_rng = random.Random(self.rng.getrandbits(64))
         self.nodes = {
             node_id: SimNode(
                 node_id,
@@ -143,8 +171,10 @@ class Simulation:
                 self.trace,
                 sync=not config.unsafe_no_sync,
                 on_applied=self._applied,
+                labels={"zone": "a" if number % 2 else "b"},
+                build_components=self._components,
             )
-            for node_id in ids
+            for number, node_id in enumerate(ids, 1)
         }
         self.by_address = {node.address: node for node in self.nodes.values()}
         self.workload = Workload(self, random.Random(self.rng.getrandbits(64)))
@@ -168,6 +198,24 @@ class Simulation:
     def _applied(self, node: str, index: int, digest: str) -> None:
         self.ledger.record(node, index, digest, round(self.now_s, 3))
 
+    def _components(self, node: SimNode) -> NodeComponents:
+        components = NodeComponents(
+            node,
+            random.Random(self._component_rng.getrandbits(64)),
+            self.sandbox,
+            lambda address: address.replace(":7300", ":7100"),
+        )
+        assert node.proposer is not None
+        node.proposer.watch = lambda entry: self._check_round(node, components.reader, entry)
+        return components
+
+    def _check_round(self, node: SimNode, reader: StateReader, entry: Any) -> None:
+        """Invariant 4: each scheduling round, on the state it was decided from."""
+        if entry.type != "TASK_ASSIGN":
+            return
+        for problem in checks.scheduling_round(reader, entry.payload.get("assignments", [])):
+            self.fail(SCHEDULER_RESPECTS_NODES, f"{node.id} as leader: {problem}")
+
     def start_node(self, node: SimNode) -> None:
         try:
             node.start()
@@ -187,6 +235,7 @@ class Simulation:
         self.faults.schedule(self.faults_until_us)
         self._run_until(self.faults_until_us)
         self.faults.heal()
+        self.workload.stand_down()
         self.trace.add("heal")
         healed_at = self.clock.now_us
         if self.config.mode == "liveness":
@@ -200,6 +249,7 @@ class Simulation:
         else:
             self._run_until(self.duration_us + HEAL_LIMIT_US, until=self._converged)
         self._check_acknowledged()
+        self._check_history()
         self.failures[:0] = self.ledger.failures
 
     def _run_until(self, end_us: int, until: Any = None) -> None:
@@ -218,7 +268,7 @@ class Simulation:
                 upcoming.append(due)
             for node in self.nodes.values():
                 if node.running and not node.paused:
-                    upcoming.append(node.next_tick_us)
+                    upcoming.append(node.next_event_at())
             self.clock.now_us = max(self.clock.now_us, min(upcoming))
             self.faults.run_due()
             self.workload.run_due()
@@ -226,7 +276,7 @@ class Simulation:
             for node in self.nodes.values():
                 if not node.running or node.paused:
                     continue
-                if node.next_tick_us <= self.clock.now_us or node.wants_step:
+                if node.next_event_at() <= self.clock.now_us or node.wants_step:
                     self._step(node)
 
     def _receiving(self, address: str) -> bool:
@@ -265,7 +315,40 @@ class Simulation:
         )
 
     def _converged_and_quiet(self) -> bool:
-        return self.workload.next_at() is None and self._converged()
+        return self.workload.next_at() is None and self._converged() and self._all_done()
+
+    def _best(self) -> SimNode | None:
+        running = [n for n in self.nodes.values() if n.machine is not None]
+        return max(running, key=lambda n: n.machine.applied_index if n.machine else -1,
+                   default=None)  # fmt: skip
+
+    def _all_done(self) -> bool:
+        best = self._best()
+        if best is None or best.machine is None:
+            return False
+        return checks.terminal_counts(best.machine._conn) == (0, 0)
+
+    def _check_history(self) -> None:
+        """Invariants 3 and 5 on the node that applied the most, and in
+        liveness mode that every task and workflow ended."""
+        best = self._best()
+        if best is None or best.machine is None:
+            return
+        conn = sqlite3.connect(f"file:{best.machine.path}?mode=ro", uri=True)
+        try:
+            for invariant, detail in checks.completions_and_fencing(conn):
+                self.fail(invariant, detail)
+            for invariant, detail in checks.workflow_rules(conn):
+                self.fail(invariant, detail)
+            unfinished = checks.terminal_counts(conn)
+        finally:
+            conn.close()
+        if self.config.mode == "liveness" and unfinished != (0, 0):
+            self.fail(
+                LIVENESS,
+                f"{unfinished[0]} tasks and {unfinished[1]} workflows unfinished on {best.id}"
+                f" {(self.duration_us - self.faults_until_us) / 1e6:g}s after healing",
+            )
 
     def _check_converged(self, deadline_us: int, healed_at_us: int) -> None:
         if not self._converged():
@@ -294,6 +377,12 @@ class Simulation:
         finally:
             conn.close()
         lost = sorted(set(self.workload.acknowledged) - present)
+        conn = sqlite3.connect(f"file:{best.machine.path}?mode=ro", uri=True)
+        try:
+            workflows = {row[0] for row in conn.execute("SELECT id FROM workflows")}
+        finally:
+            conn.close()
+        lost += sorted(set(self.workload.workflows) - workflows)
         if lost:
             self.fail(
                 NO_ACKNOWLEDGED_WRITE_LOST,
@@ -306,7 +395,7 @@ def run_seed(config: SimConfig) -> SimResult:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f"cortex-sim-{config.seed}-") as root:
         sim = Simulation(config, root)
-        with _pinned(sim.clock, sim.rng):
+        with _pinned(sim.clock, sim.rng, config.planted_bug):
             try:
                 sim.run()
             finally:

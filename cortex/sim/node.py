@@ -51,6 +51,10 @@ def raft_address(node_id: str) -> str:
     return f"{node_id}.sim:7100"
 
 
+def peer_address(node_id: str) -> str:
+    return f"{node_id}.sim:7300"
+
+
 class SimNode:
     def __init__(
         self,
@@ -62,9 +66,20 @@ class SimNode:
         trace: Trace,
         sync: bool,
         on_applied: Callable[[str, int, str], None],
+        labels: dict[str, str] | None = None,
+        build_components: Callable[[SimNode], Any] | None = None,
     ) -> None:
         self.id = node_id
         self.address = raft_address(node_id)
+        self.peer_address = peer_address(node_id)
+        self.labels = labels or {}
+        self.secret = SECRET
+        self.clock = clock
+        self.network = network
+        self._build_components = build_components
+        self.components: Any = None
+        self.ready = False
+        self.removal: str | None = None
         self.data_dir = data_dir
         self.peers = peers
         self._clock = clock
@@ -106,9 +121,11 @@ class SimNode:
                 auto_tick=False,
             )
             journal_class = self._journal_class()
+            self.ready = False
             self.group = RaftGroup(
                 settings,
                 machine,
+                on_ready=self._became_ready,
                 journal_class=journal_class,
                 transport_class=functools.partial(self._make_transport, network=self._network),
             )
@@ -116,9 +133,29 @@ class SimNode:
             self.proposer = SimProposer(self.group, self._clock)
             self.running = True
             self.paused = False
+            if self._build_components is not None:
+                self.components = self._build_components(self)
             self._trace.add("start", self.id, f"boot={self.boots}", f"applied={machine.applied_index}")
         finally:
             self._clock.current = None
+
+    def _became_ready(self) -> None:
+        self.ready = True
+
+    def is_ready(self) -> bool:
+        return self.ready
+
+    def removed(self, reason: str) -> None:
+        """The cluster took this node out (it learns from its own log)."""
+        self.removal = reason
+
+    @property
+    def reader(self) -> Any:
+        return self.components.reader if self.components is not None else None
+
+    def next_event_at(self) -> int:
+        later = self.components.next_at() if self.components is not None else None
+        return min(self.next_tick_us, later) if later is not None else self.next_tick_us
 
     def _journal_class(self) -> type[SimJournal]:
         full = self.disk_full
@@ -143,6 +180,8 @@ class SimNode:
         self._clock.current = self.id
         try:
             self.group.doTick(0.0)
+            if self.components is not None:
+                self.components.run_due()
             self.proposer.flush()
             self.proposer.expire()
         finally:
@@ -153,6 +192,7 @@ class SimNode:
         return bool(
             (self.transport is not None and self.transport.has_mail)
             or (self.proposer is not None and self.proposer.has_queued)
+            or (self.components is not None and self.components.wants_step())
         )
 
     def fill_disk(self) -> None:
@@ -207,6 +247,9 @@ class SimNode:
         self._trace.add("crash", self.id, f"journal={synced_end}", f"db_lost={lose_database}")
 
     def _halt(self) -> None:
+        if self.components is not None:
+            self.components.close()
+            self.components = None
         if self.proposer is not None:
             self.proposer.stop()
         if self.transport is not None:

@@ -85,6 +85,25 @@ class Workload:
         self._pending = [f for f in self._pending if not f.done()]
         return len(self._pending)
 
+    def stand_down(self) -> None:
+        """Faults are over: the operator makes every node schedulable again,
+        so nothing waits for ever on a cordon or a drain."""
+        for node_id in sorted(self._sim.nodes):
+            self._at(self._sim.clock.now_us + 1_000_000, "activate_node", node_id)
+
+    def _activate_node(self, node_id: str) -> None:
+        reader = self._reader()
+        row = next((n for n in reader.nodes() if n.id == node_id), None) if reader else None
+        if row is None or row.status in ("active", "offline"):
+            return
+        def answered(result: dict[str, Any] | None) -> None:
+            if result is None:
+                self._retry("activate_node", node_id)
+
+        self._propose(
+            e.NodeStatus(node_id, "active", "uncordoned by request"), f"active {node_id}", answered
+        )
+
     def run_due(self) -> None:
         now = self._sim.clock.now_us
         while self._queue and self._queue[0][0] <= now:
@@ -284,6 +303,10 @@ class Workload:
 
     def _set_status(self, status: str, reason: str, deadline_ms: int | None = None) -> None:
         node_id = self._rng.choice(sorted(self._sim.nodes))
+        reader = self._reader()
+        row = next((n for n in reader.nodes() if n.id == node_id), None) if reader else None
+        if row is None or row.status == "offline":
+            return  # as the API refuses: an offline node becomes active when it returns
         payload = e.NodeStatus(node_id, status, reason, deadline_ms)
         self._propose(payload, f"{status} {node_id}")
 
