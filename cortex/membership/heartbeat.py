@@ -26,7 +26,7 @@ from typing import Any
 from cortex.errors import CortexError, FailedPrecondition, TlsError, Unauthenticated
 from cortex.membership.board import ResourceBoard
 from cortex.membership.freshness import HeartbeatGuard, StaleHeartbeat
-from cortex.membership.metrics import ResourceSampler
+from cortex.membership.metrics import ResourceSource
 from cortex.membership.peer_calls import Heartbeat, PeerCalls
 from cortex.scheduler.model import NodeResources
 from cortex.state.queries import StateReader
@@ -129,7 +129,7 @@ class HeartbeatSender:
         self,
         node_id: str,
         secret: str,
-        sampler: ResourceSampler,
+        sampler: ResourceSource,
         board: ResourceBoard,
         reader: StateReader,
         running_tasks: Callable[[], int],

@@ -104,7 +104,9 @@ def workflow_rules(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
                 yield WORKFLOW_RULES, (
                     f"workflow {workflow_id} task {key} ran though a dependency did not complete"
                 )
-            if state not in ("skipped", "cancelled") and workflow_state != "cancelled":
+            # (A task still pending has not been decided yet: fine until the end.)
+            ended = state in TERMINAL and state not in ("skipped", "cancelled")
+            if ended and workflow_state != "cancelled":
                 yield WORKFLOW_RULES, (
                     f"workflow {workflow_id} task {key} is {state}, not skipped, though a"
                     " dependency did not complete"

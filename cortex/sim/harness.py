@@ -9,6 +9,7 @@ re-executes itself to fix it), since set iteration orders reach the log."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -45,11 +46,13 @@ from cortex.state import entries
 from cortex.state.queries import StateReader
 
 # Each live node runs its loop at least this often (simulated).
-TICK_US = 20_000
+TICK_US = 40_000
 # After the faults stop, how long the cluster has to converge.
 HEAL_LIMIT_US = 30_000_000
+# How often (simulated) the end-of-run conditions are looked at.
+CHECK_EVERY_US = 100_000
 # In liveness mode clients stop this long before the end, so the cluster can settle.
-QUIET_US = 10_000_000
+QUIET_US = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,9 @@ def _pinned(clock: SimClock, rng: random.Random, planted_bug: str | None) -> Ite
 
     failstop.set_stop_handler(stop)
     logging.disable(logging.CRITICAL)
+    # Deriving the cluster key costs PBKDF2 on every start; it never changes.
+    encryptor = pysyncobj.syncobj.getEncryptor
+    pysyncobj.syncobj.getEncryptor = functools.lru_cache(maxsize=None)(encryptor)
     filters = scheduler_filters.FILTERS
     if planted_bug == PLANTED_ASSIGN_TO_DRAINING:
         scheduler_filters.FILTERS = tuple(
@@ -137,6 +143,7 @@ def _pinned(clock: SimClock, rng: random.Random, planted_bug: str | None) -> Ite
         yield
     finally:
         scheduler_filters.FILTERS = filters
+        pysyncobj.syncobj.getEncryptor = encryptor
         (
             pysyncobj.syncobj.monotonicTime,
             pysyncobj.syncobj.random,
@@ -235,7 +242,6 @@ class Simulation:
         self.faults.schedule(self.faults_until_us)
         self._run_until(self.faults_until_us)
         self.faults.heal()
-        self.workload.stand_down()
         self.trace.add("heal")
         healed_at = self.clock.now_us
         if self.config.mode == "liveness":
@@ -253,30 +259,30 @@ class Simulation:
         self.failures[:0] = self.ledger.failures
 
     def _run_until(self, end_us: int, until: Any = None) -> None:
+        """Runs the cluster until `end_us`, or until `until()` holds (looked at
+        every `CHECK_EVERY_US` of simulated time)."""
+        next_check = self.clock.now_us
         while self.clock.now_us < end_us:
-            if until is not None and until():
-                return
-            upcoming = [end_us]
-            due = self.faults.next_at()
-            if due is not None:
-                upcoming.append(due)
-            due = self.workload.next_at()
-            if due is not None:
-                upcoming.append(due)
-            due = self.network.next_at()
-            if due is not None:
-                upcoming.append(due)
-            for node in self.nodes.values():
-                if node.running and not node.paused:
-                    upcoming.append(node.next_event_at())
+            if until is not None and self.clock.now_us >= next_check:
+                if until():
+                    return
+                next_check = self.clock.now_us + CHECK_EVERY_US
+            live = [n for n in self.nodes.values() if n.running and not n.paused]
+            due = {node.id: node.next_event_at() for node in live}
+            upcoming = [end_us, *due.values()]
+            for source in (self.faults, self.workload, self.network):
+                at = source.next_at()
+                if at is not None:
+                    upcoming.append(at)
             self.clock.now_us = max(self.clock.now_us, min(upcoming))
             self.faults.run_due()
             self.workload.run_due()
             self.network.deliver_due(self._receiving)
-            for node in self.nodes.values():
+            now = self.clock.now_us
+            for node in live:
                 if not node.running or node.paused:
                     continue
-                if node.next_event_at() <= self.clock.now_us or node.wants_step:
+                if due[node.id] <= now or node.wants_step:
                     self._step(node)
 
     def _receiving(self, address: str) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cortex.raft.group import SNAPSHOT_FILE, RaftGroup, RaftSettings
-from cortex.raft.journal import LOG_FILE, META_FILE, DurableJournal
+from cortex.raft.journal import LOG_FILE, META_FILE, DurableJournal, FakeSyncDisk
 from cortex.sim.clock import SimClock
 from cortex.sim.network import SimNetwork
 from cortex.sim.proposer import SimProposer
@@ -34,9 +34,11 @@ class NodeStopped(Exception):
 
 
 class SimJournal(DurableJournal):
-    """The durable journal with a disk that can fill up."""
+    """The durable journal with a disk that can fill up; what is synced is
+    tracked, not written through (a simulated power cut applies it)."""
 
     quota_bytes: int | None = None
+    disk = FakeSyncDisk()
 
     def _append_record(self, command: bytes, index: int, term: int) -> None:
         if self.quota_bytes is not None and self._end + len(command) + 24 > self.quota_bytes:
@@ -106,6 +108,8 @@ class SimNode:
         self._clock.current = self.id
         try:
             machine = StateMachine(os.path.join(self.data_dir, DB_FILE))
+            # Durability is modelled (see `crash`), so SQLite need not sync.
+            machine._conn.execute("PRAGMA synchronous=OFF")
             if self.disk_full:
                 _fill_database(machine)
             self.machine = machine

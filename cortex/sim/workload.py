@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from cortex.sim.node import SimNode
 
 # Mean gap between client operations, microseconds.
-MEAN_GAP_US = 150_000
+MEAN_GAP_US = 250_000
 RETRY_AFTER_US = 500_000
 _OPERATIONS = (
     ("task", 40),
@@ -67,6 +67,7 @@ class Workload:
         while True:
             at += int(self._rng.expovariate(1 / MEAN_GAP_US)) + 1
             if at >= until_us:
+                self.stand_down(until_us)
                 return
             pick = self._rng.uniform(0, total)
             for kind, weight in _OPERATIONS:
@@ -85,11 +86,11 @@ class Workload:
         self._pending = [f for f in self._pending if not f.done()]
         return len(self._pending)
 
-    def stand_down(self) -> None:
-        """Faults are over: the operator makes every node schedulable again,
+    def stand_down(self, at_us: int) -> None:
+        """When clients stop, the operator makes every node schedulable again,
         so nothing waits for ever on a cordon or a drain."""
         for node_id in sorted(self._sim.nodes):
-            self._at(self._sim.clock.now_us + 1_000_000, "activate_node", node_id)
+            self._at(at_us, "activate_node", node_id)
 
     def _activate_node(self, node_id: str) -> None:
         reader = self._reader()
@@ -263,7 +264,7 @@ class Workload:
 
     def _definition(self, number: int) -> dict[str, Any]:
         rng = self._rng
-        width = rng.choice([2, 3, 5, 8] + ([150] if rng.random() < 0.05 else []))
+        width = rng.choice([2, 3, 5, 8] + ([120] if rng.random() < 0.03 else []))
         tasks: dict[str, Any] = {
             "start": {"type": "noop", "spec": {"labels": {CONTEXT_LABEL: json.dumps(
                 {"flag": rng.random() < 0.5})}}},  # fmt: skip
