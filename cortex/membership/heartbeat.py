@@ -21,12 +21,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, Protocol
 
 from cortex.errors import CortexError, FailedPrecondition, TlsError, Unauthenticated
 from cortex.membership.board import ResourceBoard
 from cortex.membership.freshness import HeartbeatGuard, StaleHeartbeat
-from cortex.membership.metrics import ResourceSource
 from cortex.membership.peer_calls import Heartbeat, PeerCalls
 from cortex.scheduler.model import NodeResources
 from cortex.state.queries import StateReader
@@ -124,12 +123,19 @@ class HeartbeatReceiver:
         )
 
 
+class Sampler(Protocol):
+    """This node's resources now: `cortex.membership.metrics.ResourceSampler`
+    measures them; a simulated node makes them up."""
+
+    def sample(self) -> NodeResources: ...
+
+
 class HeartbeatSender:
     def __init__(
         self,
         node_id: str,
         secret: str,
-        sampler: ResourceSource,
+        sampler: Sampler,
         board: ResourceBoard,
         reader: StateReader,
         running_tasks: Callable[[], int],

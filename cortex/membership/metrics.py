@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import psutil
 
@@ -59,12 +59,6 @@ def link_speed_mbps(default: float = 1000.0) -> float:
         if stats.isup and stats.speed > 0 and not name.startswith("lo")
     ]
     return float(max(speeds)) if speeds else default
-
-
-class ResourceSource(Protocol):
-    """Where a node's resource reports come from: psutil on a real node."""
-
-    def sample(self) -> NodeResources: ...
 
 
 class ResourceSampler:

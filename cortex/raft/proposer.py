@@ -77,10 +77,13 @@ class _Deadlines:
                 self._changed.notify()
 
     def stop(self) -> None:
+        """Fails what is still pending: nothing will answer it on this node."""
         with self._changed:
             self._stopped = True
-            self._heap.clear()
+            pending, self._heap = self._heap, []
             self._changed.notify()
+        for _, _, future, _ in pending:
+            _fail(future, Unavailable("node is shutting down"))
 
     def _run(self) -> None:
         while True:
@@ -91,12 +94,16 @@ class _Deadlines:
                 if self._stopped:
                     return
                 _, _, future, timeout = heapq.heappop(self._heap)
-            if future.done():
-                continue
-            try:
-                future.set_exception(_not_committed(timeout))
-            except InvalidStateError:
-                pass  # its outcome arrived meanwhile
+            _fail(future, _not_committed(timeout))
+
+
+def _fail(future: Future[Any], error: Unavailable) -> None:
+    if future.done():
+        return
+    try:
+        future.set_exception(error)
+    except InvalidStateError:
+        pass  # its outcome arrived meanwhile
 
 
 class Proposer:

@@ -102,3 +102,12 @@ def test_a_stopped_proposer_takes_nothing(proposer: Proposer) -> None:
     proposer.stop()
     with pytest.raises(Unavailable, match="shutting down"):
         proposer.submit_all(entries(1)).result(10)
+
+
+def test_stopping_fails_what_is_still_waiting(group: StandInGroup) -> None:
+    group.answers = False
+    proposer = Proposer(group, commit_timeout_s=60)  # type: ignore[arg-type]
+    future = proposer.submit_all(entries(2))
+    proposer.stop()
+    with pytest.raises(Unavailable, match="shutting down"):
+        future.result(10)
