@@ -20,10 +20,12 @@ from cortex.api.tls import node_tls
 from cortex.config import NodeConfig
 from cortex.data_dir import (
     initial_peers,
+    mark_registered,
     mark_removed,
     refuse_if_removed,
     refuse_if_state_ahead,
     resolve_secret,
+    was_registered,
 )
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import TaskEnvironment, build_executors, secret_values
@@ -202,6 +204,8 @@ class Node:
             self._ready.is_set,
             on_removed=self._on_removed,
             clock=clock,
+            registered_before=was_registered(self.data_dir),
+            on_registered=lambda: mark_registered(self.data_dir),
         )
         self.removed = False
         declared = config.resources.model_dump(exclude_none=True)

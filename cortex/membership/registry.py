@@ -37,6 +37,8 @@ class NodeRegistration:
         interval_s: float = 0.5,
         on_removed: Callable[[str], None] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        registered_before: bool = False,
+        on_registered: Callable[[], None] | None = None,
     ) -> None:
         self._join = join
         self._proposer = proposer
@@ -45,6 +47,8 @@ class NodeRegistration:
         self._interval_s = interval_s
         self._on_removed = on_removed
         self._clock = clock
+        self._registered_before = registered_before
+        self._on_registered = on_registered
         self._stop = threading.Event()
 
     def start(self) -> None:
@@ -72,9 +76,11 @@ class NodeRegistration:
         )
 
     def main(self) -> Step[None]:
-        # A removed row seen before this process registered is an old removal,
-        # which joining again undoes. Seen after, the removal is this process's.
-        was_registered = False
+        # A removed row seen before this node first registered with its data
+        # dir is an old removal, which an empty `--join` undoes. Seen after,
+        # even by a later process on the same data dir (it was down when it
+        # was removed), the removal is this node's own.
+        was_registered = self._registered_before
         registered = False
         # Whether to end the last run's shutdown drain; None until first looked at.
         resume: bool | None = None
@@ -102,10 +108,16 @@ class NodeRegistration:
             resume = False
             registered = self._current(row)
             if registered:
+                self._registered(was_registered)
                 was_registered = True
                 continue
-            accepted = yield from self._propose(self._join)
-            was_registered = accepted or was_registered
+            if (yield from self._propose(self._join)):
+                self._registered(was_registered)
+                was_registered = True
+
+    def _registered(self, before: bool) -> None:
+        if not before and self._on_registered is not None:
+            self._on_registered()
 
     def _propose(self, payload: e.Payload) -> Step[bool]:
         """True once the entry is applied and accepted."""

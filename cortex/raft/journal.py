@@ -114,9 +114,7 @@ class FakeSyncDisk(Disk):
 SYSTEM_DISK = Disk()
 
 
-def write_file_durably(
-    path: str, data: bytes, sync: bool = True, disk: Disk = SYSTEM_DISK
-) -> None:
+def write_file_durably(path: str, data: bytes, sync: bool = True, disk: Disk = SYSTEM_DISK) -> None:
     """Replaces `path` with `data` atomically: a crash leaves the old or the new
     content, never a mix; with `sync`, the new content is on stable storage when
     this returns."""
@@ -151,6 +149,7 @@ class JournalStats:
 
 class DurableJournal(Journal):  # type: ignore[misc]
     disk: Disk = SYSTEM_DISK
+
     def __init__(
         self,
         directory: str,

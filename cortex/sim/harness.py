@@ -16,6 +16,7 @@ import random
 import sqlite3
 import tempfile
 import time
+import traceback
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,14 +25,17 @@ from typing import Any, NoReturn
 import pysyncobj.syncobj
 
 from cortex import failstop
+from cortex.raft import transport as raft_transport
 from cortex.scheduler import filters as scheduler_filters
 from cortex.sim import checks
+from cortex.sim import components as sim_components
 from cortex.sim.clock import SimClock
 from cortex.sim.components import NodeComponents
 from cortex.sim.faults import FaultPlan
 from cortex.sim.invariants import (
     LIVENESS,
     NO_ACKNOWLEDGED_WRITE_LOST,
+    NO_UNEXPECTED_EXCEPTION,
     NODE_STARTS,
     SCHEDULER_RESPECTS_NODES,
     DigestLedger,
@@ -80,14 +84,48 @@ class SimResult:
     trace: list[str] = field(default_factory=list)
 
 
-# The scheduler bug a test plants to show the checker finds it.
-PLANTED_ASSIGN_TO_DRAINING = "assign-to-draining"
-
-
 def _active_or_draining(task: Any, node: Any, load: Any) -> str | None:
     if node.status == "draining":
         return None
     return scheduler_filters.node_is_active(task, node, load)
+
+
+def _passed_through(sync_obj: Any, node: Any, message: Any) -> Any:
+    return message
+
+
+def _unchanged(message: Any) -> Any:
+    return message
+
+
+def _never(*args: Any) -> bool:
+    return False
+
+
+# Bugs a test plants to show the checker finds them, each a patch made for one
+# run: (module, attribute, what replaces it given the original).
+PLANTED_BUGS: dict[str, tuple[Any, str, Any]] = {
+    # The scheduler takes draining nodes for active ones.
+    "assign-to-draining": (
+        scheduler_filters,
+        "FILTERS",
+        lambda filters: tuple(
+            _active_or_draining if f is scheduler_filters.node_is_active else f for f in filters
+        ),
+    ),
+    # pysyncobj as released: a follower commits from appends that carry no
+    # log position to check.
+    "raft-unchecked-commit": (
+        raft_transport,
+        "without_unchecked_commit",
+        lambda original: _unchanged,
+    ),
+    # pysyncobj as released: late refusals move a leader's next index forward.
+    "raft-late-refusals": (raft_transport, "_backtrack_only", lambda original: _passed_through),
+    # A node forgets it registered with its data dir, so a removal it finds in
+    # its log on restart (it was down) looks like an old one and it joins again.
+    "rejoin-after-removal": (sim_components, "was_registered", lambda original: _never),
+}
 
 
 class _SeededIds:
@@ -132,17 +170,16 @@ def _pinned(clock: SimClock, rng: random.Random, planted_bug: str | None) -> Ite
     # Deriving the cluster key costs PBKDF2 on every start; it never changes.
     encryptor = pysyncobj.syncobj.getEncryptor
     pysyncobj.syncobj.getEncryptor = functools.lru_cache(maxsize=None)(encryptor)
-    filters = scheduler_filters.FILTERS
-    if planted_bug == PLANTED_ASSIGN_TO_DRAINING:
-        scheduler_filters.FILTERS = tuple(
-            _active_or_draining if f is scheduler_filters.node_is_active else f for f in filters
-        )
-    elif planted_bug is not None:
-        raise ValueError(f"no planted bug called {planted_bug!r}")
+    planted = None
+    if planted_bug is not None:
+        module, name, replace = PLANTED_BUGS[planted_bug]
+        planted = (module, name, getattr(module, name))
+        setattr(module, name, replace(planted[2]))
     try:
         yield
     finally:
-        scheduler_filters.FILTERS = filters
+        if planted is not None:
+            setattr(*planted)
         pysyncobj.syncobj.getEncryptor = encryptor
         (
             pysyncobj.syncobj.monotonicTime,
@@ -224,6 +261,8 @@ class Simulation:
             self.fail(SCHEDULER_RESPECTS_NODES, f"{node.id} as leader: {problem}")
 
     def start_node(self, node: SimNode) -> None:
+        if node.retired:
+            return
         try:
             node.start()
         except NodeStopped as err:
@@ -246,8 +285,10 @@ class Simulation:
         healed_at = self.clock.now_us
         if self.config.mode == "liveness":
             acknowledged = len(self.workload.acknowledged)
-            self._run_until(self.duration_us, until=self._converged_and_quiet)
-            self._check_converged(self.duration_us, healed_at)
+            # The backlog left when clients stop gets the same grace as safety
+            # mode's convergence: a node may have been removed, others cordoned.
+            self._run_until(self.duration_us + HEAL_LIMIT_US, until=self._converged_and_quiet)
+            self._check_converged(self.clock.now_us, healed_at)
             if len(self.workload.acknowledged) == acknowledged and self.workload.attempted_after(
                 healed_at
             ):
@@ -295,6 +336,18 @@ class Simulation:
         except NodeStopped as err:
             node.fail_stop(str(err))
             self.faults.stopped(node)
+        except Exception as err:  # noqa: BLE001 - any escape is the finding
+            where = traceback.extract_tb(err.__traceback__)[-1]
+            self.fail(
+                NO_UNEXPECTED_EXCEPTION,
+                f"{node.id}: {type(err).__name__}: {err} at {where.filename}:{where.lineno}",
+            )
+            node.fail_stop(f"raised {type(err).__name__}")
+            self.faults.stopped(node)
+        if node.removal is not None and node.running:
+            # It applied its own removal: the process stops itself for good.
+            node.retired = True
+            node.fail_stop(f"removed from the cluster ({node.removal})")
         node.next_tick_us = self.clock.now_us + TICK_US
 
     # -- checks -----------------------------------------------------------------
@@ -308,7 +361,7 @@ class Simulation:
 
     def _converged(self) -> bool:
         statuses = self._statuses()
-        if len(statuses) < len(self.nodes):
+        if len(statuses) < sum(not node.retired for node in self.nodes.values()):
             return False
         leaders = [n for n in self.nodes.values() if n.group is not None and n.group.is_leader]
         if len(leaders) != 1 or self.workload.in_flight():
@@ -353,7 +406,7 @@ class Simulation:
             self.fail(
                 LIVENESS,
                 f"{unfinished[0]} tasks and {unfinished[1]} workflows unfinished on {best.id}"
-                f" {(self.duration_us - self.faults_until_us) / 1e6:g}s after healing",
+                f" {(self.clock.now_us - self.faults_until_us) / 1e6:g}s after healing",
             )
 
     def _check_converged(self, deadline_us: int, healed_at_us: int) -> None:
@@ -416,7 +469,10 @@ def run_seed(config: SimConfig) -> SimResult:
         wall_s=round(time.perf_counter() - started, 3),
         faults=sim.faults.injected,
         acknowledged=len(sim.workload.acknowledged),
-        stats={"messages": sim.network.sent, "dropped": sim.network.dropped,
-               "trace_events": sim.trace.count},  # fmt: skip
+        stats={
+            "messages": sim.network.sent,
+            "dropped": sim.network.dropped,
+            "trace_events": sim.trace.count,
+        },  # fmt: skip
         trace=sim.trace.lines,
     )

@@ -82,6 +82,8 @@ class SimNode:
         self.components: Any = None
         self.ready = False
         self.removal: str | None = None
+        # Taken out of the cluster for good: never started again.
+        self.retired = False
         self.data_dir = data_dir
         self.peers = peers
         self._clock = clock
@@ -139,7 +141,9 @@ class SimNode:
             self.paused = False
             if self._build_components is not None:
                 self.components = self._build_components(self)
-            self._trace.add("start", self.id, f"boot={self.boots}", f"applied={machine.applied_index}")
+            self._trace.add(
+                "start", self.id, f"boot={self.boots}", f"applied={machine.applied_index}"
+            )
         finally:
             self._clock.current = None
 

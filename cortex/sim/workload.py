@@ -2,7 +2,8 @@
 tasks (priorities, label constraints, retry policies, attempts that fail,
 some to the dead-letter queue), workflows (fan-out and fan-in, failing
 branches, JavaScript conditions, context updates; large ones in parts),
-cancels, drains, cordons and retries from the dead-letter queue. Clients
+cancels, drains, cordons, a node's removal and retries from the dead-letter
+queue. Clients
 use idempotency keys and retry what failed; what a node acknowledged must
 never be lost."""
 
@@ -17,6 +18,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from cortex.errors import CortexError
+from cortex.raft.group import FAIL_REASON_NAMES
 from cortex.sim.executor import CONTEXT_LABEL, FAIL_ATTEMPTS_LABEL
 from cortex.state import entries as e
 from cortex.state.queries import StateReader
@@ -39,7 +41,11 @@ _OPERATIONS = (
     ("cordon", 2),
     ("activate", 5),
     ("retry_dead_letter", 4),
+    ("remove_node", 1),
 )
+# How long a removed node gets to apply its own removal before the Raft group
+# lets it go (as `cortex node remove` does).
+CATCH_UP_US = 5_000_000
 
 
 class Workload:
@@ -54,6 +60,7 @@ class Workload:
         self._numbers = 0
         self._last_attempt_us = -1
         self.submitted = 0
+        self.removing: str | None = None  # the one node a run takes out
 
     # -- scheduling -----------------------------------------------------------------
 
@@ -95,8 +102,9 @@ class Workload:
     def _activate_node(self, node_id: str) -> None:
         reader = self._reader()
         row = next((n for n in reader.nodes() if n.id == node_id), None) if reader else None
-        if row is None or row.status in ("active", "offline"):
+        if row is None or row.status in ("active", "offline", "removed"):
             return
+
         def answered(result: dict[str, Any] | None) -> None:
             if result is None:
                 self._retry("activate_node", node_id)
@@ -266,8 +274,10 @@ class Workload:
         rng = self._rng
         width = rng.choice([2, 3, 5, 8] + ([120] if rng.random() < 0.03 else []))
         tasks: dict[str, Any] = {
-            "start": {"type": "noop", "spec": {"labels": {CONTEXT_LABEL: json.dumps(
-                {"flag": rng.random() < 0.5})}}},  # fmt: skip
+            "start": {
+                "type": "noop",
+                "spec": {"labels": {CONTEXT_LABEL: json.dumps({"flag": rng.random() < 0.5})}},
+            },  # fmt: skip
         }
         for i in range(width):
             retries = rng.choice([0, 1])
@@ -320,3 +330,67 @@ class Workload:
 
     def _activate(self) -> None:
         self._set_status("active", "uncordoned by request")
+
+    # -- removing a node ----------------------------------------------------------
+
+    def _leader(self) -> SimNode | None:
+        return next(
+            (n for n in self._sim.nodes.values()
+             if n.running and not n.paused and n.group is not None and n.group.is_leader),
+            None,
+        )  # fmt: skip
+
+    def _remove_node(self, target: str | None = None) -> None:
+        """Takes one node out for good, in `cortex node remove`'s order: the
+        removal is applied while the node is still a Raft member (it learns of
+        it and stops), then the Raft group lets it go."""
+        if target is None:
+            if self.removing is not None:
+                return
+            leader = self._leader()
+            if leader is None:
+                return
+            # Not the leader (it cannot remove itself), and not the last node
+            # of its zone: tasks constrained to a zone could never run again.
+            nodes = self._sim.nodes.values()
+            candidates = sorted(
+                n.id for n in nodes
+                if n.id != leader.id
+                and any(o.labels == n.labels for o in nodes if o.id != n.id)
+            )  # fmt: skip
+            if not candidates:
+                return
+            target = self.removing = self._rng.choice(candidates)
+
+        def answered(result: dict[str, Any] | None) -> None:
+            if result is None:
+                self._retry("remove_node", target)
+            else:  # removed now, or already (a retry after a lost answer)
+                self._at(self._sim.clock.now_us + CATCH_UP_US, "remove_member", target)
+
+        self._propose(e.NodeLeave(target, "removed by request"), f"remove {target}", answered)
+
+    def _remove_member(self, target: str) -> None:
+        """Asks the leader to let `target` go, and looks again later (an answer
+        can be lost with a leader change), until it is out of the group."""
+        leader = self._leader()
+        removed = self._sim.nodes[target]
+        if leader is not None and leader.group is not None:
+            if removed.address not in leader.group.members:
+                # Out of the group: whether or not it saw its removal (it was
+                # down), nobody starts it again.
+                removed.retired = True
+                if removed.running:
+                    removed.fail_stop("left the Raft group")
+                return
+
+            def finished(result: Any, error: int) -> None:
+                self._sim.trace.add("member-removed", target, FAIL_REASON_NAMES.get(error, error))
+
+            self._sim.clock.current = leader.id
+            try:
+                leader.group.removeNodeFromCluster(removed.address, callback=finished)
+            finally:
+                self._sim.clock.current = None
+            self._sim.trace.add("propose", leader.id, f"remove member {target}")
+        self._at(self._sim.clock.now_us + CATCH_UP_US, "remove_member", target)

@@ -53,3 +53,57 @@ def test_registers_then_checks_less_often_and_notices_removal(log: WorkflowLog) 
     assert log.one(e.NodeLeave("n4", "removed by the operator"))["ok"]
     stepper.resume()
     assert stepper.done and removed == ["removed by the operator"]
+
+
+def _registration(
+    log: WorkflowLog, proposer: HeldProposer, removed: list[str], registered: list[bool],
+    *, before: bool,
+) -> Stepper:  # fmt: skip
+    registration = NodeRegistration(
+        JOIN, proposer, log.reader, lambda: True, interval_s=0.5, on_removed=removed.append,
+        clock=FakeClock(), registered_before=before, on_registered=lambda: registered.append(True),
+    )  # fmt: skip
+    return Stepper(registration.main())
+
+
+def test_a_first_registration_is_marked_once(log: WorkflowLog) -> None:
+    proposer = HeldProposer(log)
+    removed: list[str] = []
+    registered: list[bool] = []
+    stepper = _registration(log, proposer, removed, registered, before=False)
+    stepper.resume()
+    proposer.apply_next()
+    stepper.settle()
+    assert registered == [True]
+    for _ in range(3):  # checking the current row again marks nothing more
+        stepper.resume()
+    assert registered == [True] and removed == []
+
+
+def test_a_node_removed_while_it_was_down_stays_removed(log: WorkflowLog) -> None:
+    """Its data dir says it registered before, so the removal it finds in the
+    log is its own: it stops instead of joining again."""
+    assert log.one(JOIN)["ok"]
+    assert log.one(e.NodeLeave("n4", "removed by the operator"))["ok"]
+    proposer = HeldProposer(log)
+    removed: list[str] = []
+    registered: list[bool] = []
+    stepper = _registration(log, proposer, removed, registered, before=True)
+    stepper.resume()
+    assert stepper.done and removed == ["removed by the operator"]
+    assert proposer.held == [] and registered == []
+
+
+def test_an_empty_data_dir_joins_again_after_an_old_removal(log: WorkflowLog) -> None:
+    assert log.one(JOIN)["ok"]
+    assert log.one(e.NodeLeave("n4", "removed by the operator"))["ok"]
+    proposer = HeldProposer(log)
+    removed: list[str] = []
+    registered: list[bool] = []
+    stepper = _registration(log, proposer, removed, registered, before=False)
+    stepper.resume()
+    assert proposer.payloads() == [JOIN]
+    proposer.apply_next()
+    stepper.settle()
+    assert removed == [] and registered == [True]
+    assert next(n for n in log.reader.nodes() if n.id == "n4").status == "active"
