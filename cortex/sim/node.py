@@ -213,8 +213,13 @@ class SimNode:
         self._trace.add("disk-full", self.id)
 
     def free_disk(self) -> None:
+        """Room again, for a node still running as much as for one starting."""
         if self.disk_full:
             self.disk_full = False
+            if self.journal is not None:
+                self.journal.quota_bytes = None
+            if self.machine is not None:
+                self.machine._conn.execute(f"PRAGMA max_page_count = {_NO_PAGE_LIMIT}")
             self._trace.add("disk-freed", self.id)
 
     def fail_stop(self, why: str) -> None:
@@ -273,6 +278,10 @@ class SimNode:
 
     def wipe(self) -> None:
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+# SQLite's own ceiling on a database's pages.
+_NO_PAGE_LIMIT = 4294967294
 
 
 def _fill_database(machine: StateMachine) -> None:

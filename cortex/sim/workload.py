@@ -100,17 +100,26 @@ class Workload:
             self._at(at_us, "activate_node", node_id)
 
     def _activate_node(self, node_id: str) -> None:
-        reader = self._reader()
-        row = next((n for n in reader.nodes() if n.id == node_id), None) if reader else None
+        """Asks until the leader's state has the node schedulable (or gone):
+        another node's view may be stale, and an answer may be lost."""
+        leader = self._leader()
+        if leader is None or leader.reader is None or not self._settled(leader):
+            self._retry("activate_node", node_id)
+            return
+        row = next((n for n in leader.reader.nodes(include_removed=True) if n.id == node_id), None)
         if row is None or row.status in ("active", "offline", "removed"):
             return
+        self._propose(e.NodeStatus(node_id, "active", "uncordoned by request"), f"active {node_id}")
+        self._retry("activate_node", node_id)
 
-        def answered(result: dict[str, Any] | None) -> None:
-            if result is None:
-                self._retry("activate_node", node_id)
-
-        self._propose(
-            e.NodeStatus(node_id, "active", "uncordoned by request"), f"active {node_id}", answered
+    def _settled(self, leader: SimNode) -> bool:
+        """Nothing is left that could still change a node's status: no client
+        call in flight, and the leader applied its whole log."""
+        group, journal = leader.group, leader.journal
+        if self.in_flight() or group is None or journal is None:
+            return False
+        return group.raftCommitIndex >= journal.last_index and group.raftLastApplied >= (
+            journal.last_index
         )
 
     def run_due(self) -> None:
