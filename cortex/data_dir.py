@@ -1,7 +1,8 @@
 """What a node keeps in its data dir besides the state database and the Raft
 files, and the checks made on it before the node starts: the secret a lone
-node makes up, the members a `--join` returned, the marker of a removed
-node, and that the database is not ahead of the journal."""
+node makes up, the members a `--join` returned, the markers of a node that
+registered and of a removed one, and that the database is not ahead of the
+journal."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 _CLUSTER_FILE = "cluster.json"
 _SECRET_FILE = "secret"
 _REMOVED_FILE = "removed"
+_REGISTERED_FILE = "registered"
 
 
 def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
@@ -130,6 +132,26 @@ def refuse_if_state_ahead(data_dir: Path, applied_index: int) -> None:
             " and start the node with an empty --data-dir and --join, so it catches up from a"
             " snapshot of the cluster."
         )
+
+
+def was_registered(data_dir: Path) -> bool:
+    """Whether a node already joined the cluster with this data dir: a removal
+    of it found in the log is then its own, not one an empty `--join` undoes."""
+    return (data_dir / _REGISTERED_FILE).exists()
+
+
+def mark_registered(data_dir: Path) -> None:
+    """Written once, durably, when the cluster first accepts the node's row."""
+    path = data_dir / _REGISTERED_FILE
+    with open(path, "w") as f:
+        f.write("this data dir's node joined its cluster; a removal found in its log is its own\n")
+        f.flush()
+        os.fsync(f.fileno())
+    directory = os.open(data_dir, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def mark_removed(data_dir: Path, text: str) -> None:

@@ -20,10 +20,12 @@ from cortex.api.tls import node_tls
 from cortex.config import NodeConfig
 from cortex.data_dir import (
     initial_peers,
+    mark_registered,
     mark_removed,
     refuse_if_removed,
     refuse_if_state_ahead,
     resolve_secret,
+    was_registered,
 )
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import TaskEnvironment, build_executors, secret_values
@@ -52,6 +54,7 @@ from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.steps import SYSTEM_CLOCK
 from cortex.task_operations import TaskOperations
 from cortex.workflows.engine import WorkflowEngine
 from cortex.workflows.operations import WorkflowOperations
@@ -108,8 +111,11 @@ class Node:
             self.machine,
             on_ready=self._ready.set,
         )
-        self.proposer = Proposer(self.group)
-        self.board = ResourceBoard()
+        # The real node's time: the same components take a simulated clock in
+        # a simulated node (cortex.sim).
+        clock = SYSTEM_CLOCK
+        self.proposer = Proposer(self.group, commit_timeout_s=config.propose_timeout_s)
+        self.board = ResourceBoard(clock)
         reachable = Reachability(
             config.node_id, self.group, self.board, config.heartbeat_interval_s
         ).reachable
@@ -152,13 +158,15 @@ class Node:
             config.propose_timeout_s,
         )
         self.joins = JoinAdmission(secret, self.group, self.proposer)
-        self.heartbeat_receiver = HeartbeatReceiver(secret, self.board, config.heartbeat_window_s)
+        self.heartbeat_receiver = HeartbeatReceiver(
+            secret, self.board, config.heartbeat_window_s, clock
+        )
         environment = TaskEnvironment(
             tuple(config.env_passthrough), secret_values(os.environ, secret, config.api_token)
         )
         executors = build_executors(config.executors, environment)
         leading = LeaderContext(
-            config.node_id, lambda: self.group.is_leader, self.proposer, self.reader
+            config.node_id, lambda: self.group.is_leader, self.proposer, self.reader, clock
         )
         self.scheduler = SchedulerLoop(
             leading,
@@ -179,6 +187,7 @@ class Node:
             self._ready.is_set,
             config.kill_grace_s,
             output=self.output,
+            clock=clock,
         )
         self.registration = NodeRegistration(
             e.NodeJoin(
@@ -194,6 +203,9 @@ class Node:
             self.reader,
             self._ready.is_set,
             on_removed=self._on_removed,
+            clock=clock,
+            registered_before=was_registered(self.data_dir),
+            on_registered=lambda: mark_registered(self.data_dir),
         )
         self.removed = False
         declared = config.resources.model_dump(exclude_none=True)
@@ -212,6 +224,7 @@ class Node:
             dict(config.capabilities),
             self.peer_client,
             config.heartbeat_interval_s,
+            clock,
         )
         self.supervisor = NodeSupervisor(
             leading,
@@ -223,14 +236,12 @@ class Node:
             config.task_retention_s,
             config.purge_batch_size,
             config.purge_interval_s,
-            config.propose_timeout_s,
         )
         self.machine.add_listener(self._on_change)
         self.workflow_engine = WorkflowEngine(
             leading,
             self.workflows.sandbox,
             config.scheduler_interval_s,
-            config.propose_timeout_s,
             input_max_bytes=config.condition_input_max_bytes,
         )
         self.machine.add_listener(self.workflow_engine.on_change)

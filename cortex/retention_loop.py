@@ -6,10 +6,10 @@ node's clock at proposal time; apply only compares it with stored times."""
 from __future__ import annotations
 
 import logging
-import time
 
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
+from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)
 
@@ -21,21 +21,20 @@ class RetentionLoop(LeaderLoop):
         retention_s: float,
         batch_size: int = 500,
         interval_s: float = 30.0,
-        propose_timeout_s: float = 10.0,
     ) -> None:
         super().__init__("retention", context, interval_s)
         self._retention_ms = int(retention_s * 1000)
         self._batch_size = batch_size
-        self._timeout_s = propose_timeout_s
 
-    def work(self) -> bool:
+    def work(self) -> Step[bool]:
         """Proposes one purge when something is old enough; True (run again
         at once) when it removed anything, since more may be waiting."""
-        before_ms = int(time.time() * 1000) - self._retention_ms
+        now_ms = wall_ms(self._clock)
+        before_ms = now_ms - self._retention_ms
         if not self._reader.purge_due(before_ms):
             return False
-        entry = e.Entry.create(e.TasksPurge(before_ms, self._batch_size), self._node_id)
-        result = self._proposer.propose_one(entry, self._timeout_s)
+        entry = e.Entry.create(e.TasksPurge(before_ms, self._batch_size), self._node_id, ts=now_ms)
+        (result,) = yield self._proposer.submit_all([entry])
         if not result.get("ok"):
             log.warning("purge before %d rejected: %s", before_ms, result.get("reason"))
             return False

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Generator
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -153,12 +153,15 @@ def gather(futures: list[Future[T]]) -> Future[list[T]]:
             finished = remaining[0] == 0
         if not finished or combined.done():
             return
-        for future in futures:
-            error = future.exception()
-            if error is not None:
-                combined.set_exception(error)
-                return
-        combined.set_result([future.result() for future in futures])
+        try:
+            for future in futures:
+                error = future.exception()
+                if error is not None:
+                    combined.set_exception(error)
+                    return
+            combined.set_result([future.result() for future in futures])
+        except InvalidStateError:
+            pass  # settled meanwhile by whoever holds it (a deadline)
 
     for future in futures:
         future.add_done_callback(one_done)
@@ -169,3 +172,18 @@ def completed(value: T) -> Future[T]:
     future: Future[T] = Future()
     future.set_result(value)
     return future
+
+
+def start_thread(name: str, step: Step[Any], stop: threading.Event) -> threading.Thread:
+    """Drives `step` on a new daemon thread until it ends or `stop` is set
+    (ending by `stop` is not an error)."""
+
+    def run() -> None:
+        try:
+            drive(step, stop)
+        except Stopped:
+            pass
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread

@@ -37,6 +37,8 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    from cortex.sim import PLANTED_BUGS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--seeds", help="seeds to run, e.g. 1-200 or 3,7,9-12")
@@ -52,11 +54,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="storage acknowledges without syncing, so power cuts lose acknowledged writes",
     )
     parser.add_argument("--stop-on-failure", action="store_true")
+    # Bugs planted for the checker's own tests.
+    parser.add_argument("--planted-bug", choices=sorted(PLANTED_BUGS), help=argparse.SUPPRESS)
     parser.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="seeds run at once (CPU count)"
     )
     args = parser.parse_args(argv)
-    args.seed_list = parse_seeds(args.seeds) if args.seeds else [args.seed if args.seed else 1]
+    try:
+        args.seed_list = (
+            parse_seeds(args.seeds) if args.seeds else [1 if args.seed is None else args.seed]
+        )
+    except ValueError:
+        parser.error(
+            f"--seeds takes numbers and ranges, e.g. 1-200 or 3,7,9-12: not {args.seeds!r}"
+        )
+    if args.duration <= 0:
+        parser.error(
+            f"--duration must be a positive number of simulated seconds, not {args.duration:g}"
+        )
+    if not args.seed_list:
+        parser.error(f"--seeds {args.seeds!r} names no seed")
     if args.trace and len(args.seed_list) != 1:
         parser.error("--trace prints one seed's trace: give --seed")
     return args
@@ -92,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             mode=args.mode,
             unsafe_no_sync=args.unsafe_no_sync,
             keep_trace=args.trace,
+            planted_bug=args.planted_bug,
         )
         for seed in args.seed_list
     ]

@@ -41,10 +41,10 @@ def install() -> None:
 
     heartbeat = peer_client.PeerClient.heartbeat
 
-    def tapped_heartbeat(self: Any, address: str, report: Any, timeout_s: float) -> None:
+    def tapped_heartbeat(self: Any, address: str, report: Any, timeout_s: float) -> Any:
         message = heartbeat_to_proto(report).SerializeToString()
         _record("heartbeat", address, message, self._metadata)
-        heartbeat(self, address, report, timeout_s)
+        return heartbeat(self, address, report, timeout_s)
 
     join_cluster = client.CortexClient.join_cluster
 

@@ -1,5 +1,10 @@
 """The node-local agent: runs the attempts the log assigns to this node,
-reports their outcome through Raft, and kills attempts the log took away."""
+reports their outcome through Raft, and kills attempts the log took away.
+
+Its reconcile loop and each attempt are steps (`cortex.steps`), started by
+`spawn` (a daemon thread each in a real node) and waiting for the attempt's
+launcher (`cortex.agent.launcher`) and for their proposals; in a simulated
+node the simulator runs both."""
 
 from __future__ import annotations
 
@@ -8,20 +13,32 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
+from cortex.agent.launcher import ExecutionLauncher, ThreadLauncher, describe_exception
 from cortex.errors import CortexError
 from cortex.executors import Execution, ExecutionResult, Executor
 from cortex.output import OutputHub
-from cortex.raft.proposer import Proposer
+from cortex.raft.proposer import EntrySubmitter
 from cortex.spec import TaskSpec, describe_validation_error, runnable_problems
 from cortex.state import entries as e
 from cortex.state.queries import StateReader, TaskView
 from cortex.state.transitions import TaskChange
+from cortex.steps import (
+    SYSTEM_CLOCK,
+    Clock,
+    Signal,
+    Sleep,
+    Step,
+    Stopped,
+    WaitSignal,
+    start_thread,
+    wall_ms,
+)
 from cortex.workflows.context import initial_context, read_context_update
 
 log = logging.getLogger(__name__)
@@ -40,28 +57,6 @@ class RunningAttempt:
     finished: bool = False
 
 
-def describe_exception(err: BaseException) -> str:
-    """One readable line: pydantic's errors field by field, others with their type."""
-    if isinstance(err, ValidationError):
-        return describe_validation_error(err)
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
-def _run_executor(
-    executor: Executor, execution: Execution, cancel: threading.Event
-) -> ExecutionResult:
-    """An executor that raises fails its attempt, with a reason naming it."""
-    try:
-        return executor.run(execution, cancel)
-    except Exception as err:
-        log.exception("task %s attempt %d: the %s executor raised",
-                      execution.task_id, execution.attempt, executor.name)  # fmt: skip
-        return ExecutionResult(
-            exit_code=-1, error=f"the {executor.name} executor failed: {describe_exception(err)}"
-        )
-
-
 def attempt_idempotency_key(task: TaskView) -> str:
     """Stable per (task, attempt, spec), so an executor can de-duplicate side effects."""
     material = f"{task.id}|{task.attempt}|{json.dumps(task.spec, sort_keys=True)}"
@@ -69,16 +64,23 @@ def attempt_idempotency_key(task: TaskView) -> str:
 
 
 class Agent:
+    """`output` is where the default launcher sends attempts' output; a
+    given `launcher` handles output itself. `spawn` starts a step on its own
+    (by default: a daemon thread driving it until the agent stops)."""
+
     def __init__(
         self,
         node_id: str,
-        proposer: Proposer,
+        proposer: EntrySubmitter,
         reader: StateReader,
         executors: dict[str, Executor],
         data_dir: str,
         is_ready: Callable[[], bool],
         kill_grace_s: float = 5.0,
         output: OutputHub | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        spawn: Callable[[Step[Any]], None] | None = None,
+        launcher: ExecutionLauncher | None = None,
     ) -> None:
         self._node_id = node_id
         self._proposer = proposer
@@ -87,16 +89,21 @@ class Agent:
         self._data_dir = data_dir
         self._is_ready = is_ready
         self._kill_grace_s = kill_grace_s
-        self._output = output
+        self._clock = clock
+        self._spawn = spawn or self._spawn_thread
+        self._launcher = launcher or ThreadLauncher(output)
         self._running: dict[str, RunningAttempt] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._wake = Signal()
         self._stop = threading.Event()
         self._recovered = False
-        self._thread = threading.Thread(target=self._loop, name="agent", daemon=True)
+
+    def _spawn_thread(self, step: Step[Any]) -> None:
+        name = getattr(step, "__name__", "step").strip("_")
+        start_thread(f"agent-{name}", step, self._stop)
 
     def start(self) -> None:
-        self._thread.start()
+        self._spawn(self.main())
 
     def stop(self) -> None:
         self._stop.set()
@@ -132,10 +139,11 @@ class Agent:
         if wake or not changes:
             self._wake.set()
 
-    def _loop(self) -> None:
+    def main(self) -> Step[None]:
+        """The reconcile loop: every interval, or at once when woken, starts
+        the attempts assigned here and stops those no longer this node's."""
         while not self._stop.is_set():
-            self._wake.wait(RECONCILE_INTERVAL_S)
-            self._wake.clear()
+            yield WaitSignal(self._wake, RECONCILE_INTERVAL_S)
             if self._stop.is_set() or not self._is_ready():
                 continue
             try:
@@ -157,9 +165,7 @@ class Agent:
                 self._start(task)
             elif first_pass:
                 # Running here before this process started: the attempt died with it.
-                threading.Thread(
-                    target=self._report_lost, args=(task,), name=f"lost-{task.id[:8]}", daemon=True
-                ).start()
+                self._spawn(self._report_lost(task))
 
     def _stop_lost_attempts(self, still_mine: set[tuple[str, int]]) -> None:
         """Kills attempts the log gave to another node or ended while this node
@@ -184,14 +190,15 @@ class Agent:
                 previous.superseded = True
                 previous.cancel.set()
             self._running[task.id] = running
-        threading.Thread(
-            target=self._execute, args=(task, running), name=f"task-{task.id[:8]}", daemon=True
-        ).start()
+        self._spawn(self._execute(task, running))
 
-    def _execute(self, task: TaskView, running: RunningAttempt) -> None:
+    def _execute(self, task: TaskView, running: RunningAttempt) -> Step[None]:
+        """One attempt, from TASK_STARTED to its report."""
         try:
             try:
-                result = self._run_attempt(task, running)
+                result = yield from self._run_attempt(task, running)
+            except Stopped:
+                raise
             except Exception as err:
                 # Whatever went wrong, the attempt ends here and is reported:
                 # a task must never stay `running` with nobody running it.
@@ -206,7 +213,7 @@ class Agent:
                     "task %s attempt %d was taken away; outcome not reported", task.id, task.attempt
                 )
                 return
-            self._report(task, self._outcome(task, result))
+            yield from self._report(task, self._outcome(task, result))
         finally:
             with self._lock:
                 if self._running.get(task.id) is running:
@@ -225,7 +232,7 @@ class Agent:
             task.id, task.attempt, self._node_id, reason, result.to_dict(), result.permanent
         )
 
-    def _run_attempt(self, task: TaskView, running: RunningAttempt) -> ExecutionResult:
+    def _run_attempt(self, task: TaskView, running: RunningAttempt) -> Step[ExecutionResult]:
         try:
             spec = TaskSpec.model_validate(task.spec)
         except ValidationError as err:
@@ -275,51 +282,33 @@ class Agent:
             kill_grace_s=self._kill_grace_s,
         )
         self._proposer.submit(
-            e.Entry.create(e.TaskStarted(task.id, task.attempt, self._node_id), self._node_id)
+            e.Entry.create(
+                e.TaskStarted(task.id, task.attempt, self._node_id),
+                self._node_id,
+                ts=wall_ms(self._clock),
+            )
         )
         log.debug("task %s attempt %d starting", task.id, task.attempt)
-        result = self._run_with_output(executor, execution, running.cancel)
+        result = yield self._launcher.launch(executor, execution, running.cancel)
         if task.workflow_id and executor.uses_work_dir and result.succeeded:
             result.context_update = read_context_update(context_file, context_in)
         return result
 
-    def _run_with_output(
-        self, executor: Executor, execution: Execution, cancel: threading.Event
-    ) -> ExecutionResult:
-        """Runs the attempt with its output going to this node's output log,
-        closed with the outcome when the executor returns."""
-        if self._output is None or not executor.uses_work_dir:
-            return _run_executor(executor, execution, cancel)
-        try:
-            sink = self._output.open(execution.task_id, execution.attempt)
-        except (OSError, ValueError) as err:
-            log.error("task %s attempt %d: cannot open its output log: %s",
-                      execution.task_id, execution.attempt, err)  # fmt: skip
-            return _run_executor(executor, execution, cancel)
-        result: ExecutionResult | None = None
-        try:
-            result = _run_executor(executor, replace(execution, output=sink), cancel)
-            return result
-        finally:
-            if result is None:
-                sink.close(error="the attempt could not run")
-            else:
-                sink.close(result.exit_code, result.error)
-
-    def _report_lost(self, task: TaskView) -> None:
+    def _report_lost(self, task: TaskView) -> Step[None]:
         log.warning("task %s attempt %d was running when this node stopped", task.id, task.attempt)
-        self._report(
+        yield from self._report(
             task,
             e.TaskFailed(task.id, task.attempt, self._node_id, "node restarted during the attempt"),
         )
 
-    def _report(self, task: TaskView, payload: e.Payload) -> None:
+    def _report(self, task: TaskView, payload: e.Payload) -> Step[None]:
         """Retries until the log takes the report or the attempt is no longer
         this node's (fencing would reject it anyway)."""
         delay = 0.1
         while not self._stop.is_set():
+            entry = e.Entry.create(payload, self._node_id, ts=wall_ms(self._clock))
             try:
-                self._proposer.propose_one(e.Entry.create(payload, self._node_id), timeout=10.0)
+                yield self._proposer.submit_all([entry])
                 return
             except CortexError as err:
                 log.warning("report for task %s not committed yet: %s", task.id, err)
@@ -328,5 +317,5 @@ class Agent:
                 return
             if current.state not in ("assigned", "running"):
                 return
-            time.sleep(delay)
+            yield Sleep(delay)
             delay = min(delay * 2, 2.0)

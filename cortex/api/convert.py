@@ -257,7 +257,7 @@ def node_to_proto(view: NodeStatusView) -> pb.NodeInfo:
     if view.report is not None:
         message.has_resources = True
         message.resources.CopyFrom(resources_to_proto(view.report.resources))
-        message.report_age_ms = int(view.report.age_s * 1000)
+        message.report_age_ms = int(view.report_age_s * 1000)
         message.capabilities.update(view.report.capabilities)
     return message
 

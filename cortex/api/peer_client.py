@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import grpc
@@ -57,13 +58,35 @@ class PeerClient:
     def connect_error(self, address: str, detail: str) -> CortexError | None:
         return connect_error(address, detail, self.tls)
 
-    def heartbeat(self, address: str, heartbeat: Heartbeat, timeout_s: float) -> None:
+    def heartbeat(self, address: str, heartbeat: Heartbeat, timeout_s: float) -> Future[None]:
+        """The call runs on gRPC's own threads; its outcome, as a Cortex error
+        when it fails, is set on the returned future."""
+        outcome: Future[None] = Future()
         try:
-            self._stub(address).Heartbeat(
+            call = self._stub(address).Heartbeat.future(
                 heartbeat_to_proto(heartbeat), timeout=timeout_s, metadata=self._metadata
             )
+        except CortexError as err:
+            outcome.set_exception(err)
+            return outcome
         except grpc.RpcError as err:
-            raise self.error(address, err) from None
+            outcome.set_exception(self.error(address, err))
+            return outcome
+
+        def done(call: Any) -> None:
+            if call.cancelled():
+                outcome.set_exception(CortexError(f"heartbeat to {address} cancelled"))
+                return
+            error = call.exception()
+            if error is None:
+                outcome.set_result(None)
+            elif isinstance(error, grpc.RpcError):
+                outcome.set_exception(self.error(address, error))
+            else:
+                outcome.set_exception(error)
+
+        call.add_done_callback(done)
+        return outcome
 
     def stream_output(
         self,

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 
 from cortex.scheduler.model import NodeResources
+from cortex.steps import SYSTEM_CLOCK, Clock
 
 
 @dataclass(frozen=True)
@@ -16,16 +16,13 @@ class NodeReport:
     resources: NodeResources
     capabilities: dict[str, str] = field(default_factory=dict)
     running_tasks: int = 0
-    received_at: float = 0.0  # time.monotonic() on this node
+    received_at: float = 0.0  # the board's clock.monotonic() on this node
     sent_at_ms: int = 0  # the sender's clock
-
-    @property
-    def age_s(self) -> float:
-        return time.monotonic() - self.received_at
 
 
 class ResourceBoard:
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self._reports: dict[str, NodeReport] = {}
         self._lock = threading.Lock()
 
@@ -40,7 +37,12 @@ class ResourceBoard:
         """Takes the report; whether a received one may be taken at all is
         the HeartbeatGuard's to say, before."""
         report = NodeReport(
-            node_id, resources, dict(capabilities), running_tasks, time.monotonic(), sent_at_ms
+            node_id,
+            resources,
+            dict(capabilities),
+            running_tasks,
+            self._clock.monotonic(),
+            sent_at_ms,
         )
         with self._lock:
             self._reports[node_id] = report
@@ -52,3 +54,7 @@ class ResourceBoard:
     def all(self) -> dict[str, NodeReport]:
         with self._lock:
             return dict(self._reports)
+
+    def age_s(self, report: NodeReport) -> float:
+        """How long ago this board took the report."""
+        return self._clock.monotonic() - report.received_at

@@ -22,6 +22,7 @@ class NodeStatusView:
     is_leader: bool
     active_tasks: int
     report: NodeReport | None = None
+    report_age_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,17 @@ class ClusterStatus:
         self, nodes: list[NodeView], leader: str | None, active: dict[str, int]
     ) -> list[NodeStatusView]:
         reports = self._board.all()
-        return [
-            NodeStatusView(
-                n,
-                self._reachable(n),
-                n.raft_address == leader,
-                active.get(n.id, 0),
-                reports.get(n.id),
+        views = []
+        for n in nodes:
+            report = reports.get(n.id)
+            views.append(
+                NodeStatusView(
+                    n,
+                    self._reachable(n),
+                    n.raft_address == leader,
+                    active.get(n.id, 0),
+                    report,
+                    self._board.age_s(report) if report is not None else 0.0,
+                )
             )
-            for n in nodes
-        ]
+        return views

@@ -7,12 +7,12 @@ judging any node."""
 from __future__ import annotations
 
 import logging
-import time
 
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
 from cortex.state.queries import NodeView
+from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +33,14 @@ class NodeSupervisor(LeaderLoop):
     def on_follower(self) -> None:
         self._leader_since = None
 
-    def work(self) -> bool:
-        now = time.monotonic()
+    def work(self) -> Step[bool]:
+        now = self._clock.monotonic()
         if self._leader_since is None:
             self._leader_since = now
             log.info("leader: judging node liveness after %.1fs", self._timeout_s)
         if now - self._leader_since >= self._timeout_s:
-            self.check_liveness(now)
-        self.enforce_drains(int(time.time() * 1000))
+            yield from self.check_liveness(now)
+        yield from self.enforce_drains(wall_ms(self._clock))
         return False
 
     def _silent(self, node: NodeView, now: float) -> bool:
@@ -48,20 +48,25 @@ class NodeSupervisor(LeaderLoop):
         heard_at = report.received_at if report else self._leader_since or now
         return now - heard_at > self._timeout_s
 
-    def check_liveness(self, now: float) -> None:
+    def check_liveness(self, now: float) -> Step[None]:
+        """Marks each silent node offline and re-queues its attempts, one
+        proposal per node."""
         for node in self._reader.nodes():
             if node.id == self._node_id or node.status == "offline" or not self._silent(node, now):
                 continue
             reason = f"node {node.id} silent for over {self._timeout_s:g}s"
             log.warning("marking %s offline: %s", node.id, reason)
-            entries = [e.Entry.create(e.NodeStatus(node.id, "offline", reason), self._node_id)]
+            ts = wall_ms(self._clock)
+            entries = [
+                e.Entry.create(e.NodeStatus(node.id, "offline", reason), self._node_id, ts=ts)
+            ]
             for task in self._reader.tasks_on_node(node.id, ("assigned", "running")):
                 entries.append(
-                    e.Entry.create(e.TaskRetry(task.id, task.attempt, reason), self._node_id)
+                    e.Entry.create(e.TaskRetry(task.id, task.attempt, reason), self._node_id, ts=ts)
                 )
-            self._proposer.propose(entries)
+            yield self._proposer.submit_all(entries)
 
-    def enforce_drains(self, now_ms: int) -> None:
+    def enforce_drains(self, now_ms: int) -> Step[None]:
         """A draining node's assigned tasks move at once, without spending an
         attempt; its running tasks move when the drain deadline passes."""
         for node in self._reader.nodes():
@@ -69,14 +74,16 @@ class NodeSupervisor(LeaderLoop):
                 continue
             overdue = node.drain_deadline is not None and now_ms >= node.drain_deadline
             states = ("assigned", "running") if overdue else ("assigned",)
+            ts = wall_ms(self._clock)
             entries = [
                 e.Entry.create(
                     e.TaskRetry(
                         task.id, task.attempt, f"node {node.id} draining", spend_attempt=False
                     ),
                     self._node_id,
+                    ts=ts,
                 )
                 for task in self._reader.tasks_on_node(node.id, states)
             ]
             if entries:
-                self._proposer.propose(entries)
+                yield self._proposer.submit_all(entries)

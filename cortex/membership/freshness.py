@@ -14,11 +14,10 @@ a log line on both sides saying by how much."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from cortex.errors import FailedPrecondition
+from cortex.steps import SYSTEM_CLOCK, Clock, wall_ms
 
 
 class StaleHeartbeat(FailedPrecondition):
@@ -33,9 +32,9 @@ class _Seen:
 
 
 class HeartbeatGuard:
-    def __init__(self, window_s: float, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, window_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self.window_ms = int(window_s * 1000)
-        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._clock = clock
         self._seen: dict[str, _Seen] = {}
         self._lock = threading.Lock()
 
@@ -46,7 +45,7 @@ class HeartbeatGuard:
                 f"heartbeat from {node_id} has no boot id or sequence number "
                 "(a node of an older version?)"
             )
-        skew = sent_at_ms - self._clock_ms()
+        skew = sent_at_ms - wall_ms(self._clock)
         if abs(skew) > self.window_ms:
             when = "old" if skew < 0 else "ahead of this node's clock"
             raise StaleHeartbeat(

@@ -3,7 +3,11 @@ node of the cluster on its peer listener (itself directly), so any node — in
 particular whichever is leader — can schedule and explain from current
 figures. Each report carries this process's boot id and a sequence number,
 signed with the rest; the receiving end checks all three (signature, then
-cortex.membership.freshness) before it takes the report."""
+cortex.membership.freshness) before it takes the report.
+
+The sender is a step (`cortex.steps`): it sends to every node at once
+without waiting (each call is a future), and takes note of the outcomes as
+they arrive; a node whose last report is still on its way is skipped."""
 
 from __future__ import annotations
 
@@ -14,19 +18,18 @@ import json
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, Protocol
 
 from cortex.errors import CortexError, FailedPrecondition, TlsError, Unauthenticated
 from cortex.membership.board import ResourceBoard
 from cortex.membership.freshness import HeartbeatGuard, StaleHeartbeat
-from cortex.membership.metrics import ResourceSampler
 from cortex.membership.peer_calls import Heartbeat, PeerCalls
 from cortex.scheduler.model import NodeResources
 from cortex.state.queries import StateReader
+from cortex.steps import SYSTEM_CLOCK, Clock, Sleep, Step, start_thread, wall_ms
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +87,12 @@ class HeartbeatReceiver:
     neither a replay nor stale. Refusals are logged once per sender until
     one of its reports is taken again."""
 
-    def __init__(self, secret: str, board: ResourceBoard, window_s: float) -> None:
+    def __init__(
+        self, secret: str, board: ResourceBoard, window_s: float, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self._secret = secret
         self._board = board
-        self.guard = HeartbeatGuard(window_s)
+        self.guard = HeartbeatGuard(window_s, clock)
         self._refusing: set[str] = set()
         self._lock = threading.Lock()
 
@@ -118,18 +123,26 @@ class HeartbeatReceiver:
         )
 
 
+class Sampler(Protocol):
+    """This node's resources now: `cortex.membership.metrics.ResourceSampler`
+    measures them; a simulated node makes them up."""
+
+    def sample(self) -> NodeResources: ...
+
+
 class HeartbeatSender:
     def __init__(
         self,
         node_id: str,
         secret: str,
-        sampler: ResourceSampler,
+        sampler: Sampler,
         board: ResourceBoard,
         reader: StateReader,
         running_tasks: Callable[[], int],
         capabilities: dict[str, str],
         peers: PeerCalls,
         interval_s: float = 2.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._node_id = node_id
         self._secret = secret
@@ -140,6 +153,7 @@ class HeartbeatSender:
         self._capabilities = capabilities
         self._peers = peers
         self._interval_s = interval_s
+        self._clock = clock
         self.boot_id = secrets.token_hex(16)
         self._seq = itertools.count(1)
         self._in_flight: set[str] = set()
@@ -147,33 +161,34 @@ class HeartbeatSender:
         # until one is taken again.
         self._refused: set[str] = set()
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="heartbeat")
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        start_thread("heartbeat", self.main(), self._stop)
 
     def stop(self) -> None:
         self._stop.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _run(self) -> None:
+    def main(self) -> Step[None]:
+        """Reports every interval; outcomes are taken as they arrive."""
         while not self._stop.is_set():
             try:
                 self.beat()
             except Exception:
                 log.exception("heartbeat failed")
-            self._stop.wait(self._interval_s)
+            yield Sleep(self._interval_s)
 
-    def beat(self) -> None:
+    def beat(self) -> list[Future[None]]:
+        """Samples, records and sends one report to every node not still
+        busy with the last one; returns the calls sent."""
         resources = self._sampler.sample()
         running = self._running_tasks()
         self._board.record(self._node_id, resources, self._capabilities, running)
         heartbeat = signed_heartbeat(
             self._secret, self._node_id, self.boot_id, next(self._seq),
-            int(time.time() * 1000), resources, self._capabilities, running,
+            wall_ms(self._clock), resources, self._capabilities, running,
         )  # fmt: skip
+        sent = []
         for node in self._reader.nodes():
             # A node that has not announced its peer listener yet is skipped.
             if node.id == self._node_id or node.status == "offline" or not node.peer_address:
@@ -182,21 +197,37 @@ class HeartbeatSender:
                 if node.peer_address in self._in_flight:
                     continue
                 self._in_flight.add(node.peer_address)
-            self._pool.submit(self._send, node.peer_address, heartbeat)
+            sent.append(self._send(node.peer_address, heartbeat))
+        return sent
 
-    def _send(self, address: str, heartbeat: Heartbeat) -> None:
+    def _send(self, address: str, heartbeat: Heartbeat) -> Future[None]:
         try:
-            self._peers.heartbeat(address, heartbeat, max(self._interval_s, 1.0))
-            with self._lock:
-                self._refused.discard(address)
-        except CortexError as err:
+            call = self._peers.heartbeat(address, heartbeat, max(self._interval_s, 1.0))
+        except Exception as err:
+            # A PeerCalls that raises instead of failing its future.
+            call = Future()
+            call.set_exception(err)
+        call.add_done_callback(lambda done: self._delivered(address, done))
+        return call
+
+    def _delivered(self, address: str, call: Future[None]) -> None:
+        """Takes note of one call's outcome (on whatever thread it ends)."""
+        try:
+            err = CortexError("the call was cancelled") if call.cancelled() else call.exception()
+            if err is None:
+                with self._lock:
+                    self._refused.discard(address)
+                return
             if isinstance(err, TlsError | FailedPrecondition | Unauthenticated):
                 with self._lock:
                     first = address not in self._refused
                     self._refused.add(address)
                 if first:
                     log.warning("heartbeats to %s are refused: %s", address, err)
-            log.debug("heartbeat to %s not sent: %s", address, err)
+            if isinstance(err, CortexError):
+                log.debug("heartbeat to %s not sent: %s", address, err)
+            else:
+                log.error("heartbeat to %s failed", address, exc_info=err)
         finally:
             with self._lock:
                 self._in_flight.discard(address)

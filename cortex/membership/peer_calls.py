@@ -5,6 +5,7 @@ can stand in for it."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -38,8 +39,9 @@ class Removal:
 
 
 class PeerCalls(Protocol):
-    def heartbeat(self, address: str, heartbeat: Heartbeat, timeout_s: float) -> None:
-        """Delivers a report. Raises TlsError, Unauthenticated or
+    def heartbeat(self, address: str, heartbeat: Heartbeat, timeout_s: float) -> Future[None]:
+        """Sends a report without waiting: the future is done when the node
+        took it, and fails with TlsError, Unauthenticated or
         FailedPrecondition when the settings or the receiving node refuse it,
         another CortexError when it cannot be delivered."""
         ...

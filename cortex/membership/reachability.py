@@ -35,4 +35,4 @@ class Reachability:
         if self._group.is_leader:
             return bool(self._group.isNodeConnected(TCPNode(node.raft_address)))
         report = self._board.get(node.id)
-        return report is not None and report.age_s <= self._silent_after_s
+        return report is not None and self._board.age_s(report) <= self._silent_after_s

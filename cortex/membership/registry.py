@@ -1,7 +1,7 @@
 """Keeps this node's row in the replicated `nodes` table current: proposes
 NODE_JOIN when the row is missing or differs from the node's configuration,
 ends the drain this node started when it last shut down, and notices when the
-node has been removed from the cluster."""
+node has been removed from the cluster. The loop is a step (`cortex.steps`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import threading
 from collections.abc import Callable
 
 from cortex.errors import CortexError
-from cortex.raft.proposer import Proposer
+from cortex.raft.proposer import EntrySubmitter
 from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader
+from cortex.steps import SYSTEM_CLOCK, Clock, Sleep, Step, start_thread, wall_ms
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +31,14 @@ class NodeRegistration:
     def __init__(
         self,
         join: e.NodeJoin,
-        proposer: Proposer,
+        proposer: EntrySubmitter,
         reader: StateReader,
         is_ready: Callable[[], bool],
         interval_s: float = 0.5,
         on_removed: Callable[[str], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        registered_before: bool = False,
+        on_registered: Callable[[], None] | None = None,
     ) -> None:
         self._join = join
         self._proposer = proposer
@@ -42,11 +46,13 @@ class NodeRegistration:
         self._is_ready = is_ready
         self._interval_s = interval_s
         self._on_removed = on_removed
+        self._clock = clock
+        self._registered_before = registered_before
+        self._on_registered = on_registered
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="registration", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        start_thread("registration", self.main(), self._stop)
 
     def stop(self) -> None:
         self._stop.set()
@@ -69,14 +75,19 @@ class NodeRegistration:
             and row.status not in ("offline", "removed")
         )
 
-    def _run(self) -> None:
-        # A removed row seen before this process registered is an old removal,
-        # which joining again undoes. Seen after, the removal is this process's.
-        was_registered = False
+    def main(self) -> Step[None]:
+        # A removed row seen before this node first registered with its data
+        # dir is an old removal, which an empty `--join` undoes. Seen after,
+        # even by a later process on the same data dir (it was down when it
+        # was removed), the removal is this node's own.
+        was_registered = self._registered_before
         registered = False
         # Whether to end the last run's shutdown drain; None until first looked at.
         resume: bool | None = None
-        while not self._stop.wait(REGISTERED_CHECK_S if registered else self._interval_s):
+        while not self._stop.is_set():
+            yield Sleep(REGISTERED_CHECK_S if registered else self._interval_s)
+            if self._stop.is_set():
+                return
             if not self._is_ready():
                 continue
             row = self._own_row()
@@ -91,21 +102,28 @@ class NodeRegistration:
                 # a later one is this run's own.
                 resume = _shutdown_drain(row)
             if resume and _shutdown_drain(row):
-                resume = not self._propose(e.NodeStatus(self._join.node_id, "active", BACK_REASON))
+                back = e.NodeStatus(self._join.node_id, "active", BACK_REASON)
+                resume = not (yield from self._propose(back))
                 continue
             resume = False
             registered = self._current(row)
             if registered:
+                self._registered(was_registered)
                 was_registered = True
                 continue
-            was_registered = self._propose(self._join) or was_registered
+            if (yield from self._propose(self._join)):
+                self._registered(was_registered)
+                was_registered = True
 
-    def _propose(self, payload: e.Payload) -> bool:
+    def _registered(self, before: bool) -> None:
+        if not before and self._on_registered is not None:
+            self._on_registered()
+
+    def _propose(self, payload: e.Payload) -> Step[bool]:
         """True once the entry is applied and accepted."""
+        entry = e.Entry.create(payload, self._join.node_id, ts=wall_ms(self._clock))
         try:
-            result = self._proposer.propose_one(
-                e.Entry.create(payload, self._join.node_id), timeout=5.0
-            )
+            (result,) = yield self._proposer.submit_all([entry])
         except CortexError as err:
             log.info("node registration not committed yet: %s", err)
             return False

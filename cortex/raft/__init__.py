@@ -1,6 +1,6 @@
 """The pysyncobj Raft group: proposing entries, leadership, membership, snapshots."""
 
 from cortex.raft.group import RaftGroup, RaftSettings
-from cortex.raft.proposer import Proposer
+from cortex.raft.proposer import EntrySubmitter, Proposer
 
-__all__ = ["Proposer", "RaftGroup", "RaftSettings"]
+__all__ = ["EntrySubmitter", "Proposer", "RaftGroup", "RaftSettings"]

@@ -79,7 +79,42 @@ def fsync_directory(path: str) -> None:
         os.close(fd)
 
 
-def write_file_durably(path: str, data: bytes, sync: bool = True) -> None:
+class Disk:
+    """The system calls that make writes durable. The simulator keeps track
+    of what is durable itself, and skips them (`FakeSyncDisk`)."""
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        os.fdatasync(fd)
+
+    def fsync_directory(self, path: str) -> None:
+        fsync_directory(path)
+
+    def fsync_file(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            self.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class FakeSyncDisk(Disk):
+    def fsync(self, fd: int) -> None:
+        pass
+
+    def fdatasync(self, fd: int) -> None:
+        pass
+
+    def fsync_directory(self, path: str) -> None:
+        pass
+
+
+SYSTEM_DISK = Disk()
+
+
+def write_file_durably(path: str, data: bytes, sync: bool = True, disk: Disk = SYSTEM_DISK) -> None:
     """Replaces `path` with `data` atomically: a crash leaves the old or the new
     content, never a mix; with `sync`, the new content is on stable storage when
     this returns."""
@@ -90,12 +125,12 @@ def write_file_durably(path: str, data: bytes, sync: bool = True) -> None:
         while view:
             view = view[os.write(fd, view) :]
         if sync:
-            os.fsync(fd)
+            disk.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
     if sync:
-        fsync_directory(os.path.dirname(os.path.abspath(path)))
+        disk.fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 
 @dataclass(frozen=True)
@@ -113,6 +148,8 @@ class JournalStats:
 
 
 class DurableJournal(Journal):  # type: ignore[misc]
+    disk: Disk = SYSTEM_DISK
+
     def __init__(
         self,
         directory: str,
@@ -226,7 +263,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             return
         if self.sync_enabled:
             try:
-                os.fdatasync(self._fd)
+                self.disk.fdatasync(self._fd)
             except OSError as err:
                 self._on_fault("syncing the Raft journal failed", err)
             self._syncs += 1
@@ -263,8 +300,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if size == 0:
             os.write(fd, _MAGIC)
             if self.sync_enabled:
-                os.fsync(fd)
-                fsync_directory(self.directory)
+                self.disk.fsync(fd)
+                self.disk.fsync_directory(self.directory)
                 self._synced_end = len(_MAGIC)
             return fd
         data = os.pread(fd, size, 0)
@@ -289,7 +326,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             )  # fmt: skip
             os.ftruncate(fd, offset)
             if self.sync_enabled:
-                os.fsync(fd)
+                self.disk.fsync(fd)
         self._synced_last_index = self.last_index
         self._synced_end = offset
         # A commit index past the journal's end came from entries lost unsynced.
@@ -355,13 +392,13 @@ class DurableJournal(Journal):  # type: ignore[misc]
                     os.write(fd, chunk)
                     offset += len(chunk)
                 if self.sync_enabled:
-                    os.fsync(fd)
+                    self.disk.fsync(fd)
             except BaseException:
                 os.close(fd)
                 raise
             os.replace(tmp, self.path)
             if self.sync_enabled:
-                fsync_directory(self.directory)
+                self.disk.fsync_directory(self.directory)
         except OSError as err:
             self._on_fault("compacting the Raft journal failed", err)
         os.close(self._fd)
@@ -387,7 +424,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         meta["commit_index"] = min(int(meta["commit_index"]), max(self._synced_last_index, 1))
         content = json.dumps(meta, sort_keys=True).encode()
         try:
-            write_file_durably(self.meta_path, content, self.sync_enabled)
+            write_file_durably(self.meta_path, content, self.sync_enabled, self.disk)
         except OSError as err:
             self._on_fault("writing the Raft term and vote failed", err)
         if self.sync_enabled:

@@ -1,5 +1,6 @@
-"""A background thread that works only while this node is the Raft leader:
-every interval, or at once when woken."""
+"""Work done only while this node is the Raft leader: every interval, or at
+once when woken. The loop is a step (`cortex.steps`): a thread drives it in a
+real node, the simulator in a simulated one."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cortex.errors import CortexError
-from cortex.raft.proposer import Proposer
+from cortex.raft.proposer import EntrySubmitter
 from cortex.state.queries import StateReader
+from cortex.steps import SYSTEM_CLOCK, Clock, Signal, Step, Stopped, WaitSignal, start_thread
 
 log = logging.getLogger(__name__)
 
@@ -18,17 +20,20 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class LeaderContext:
     """What every leader-only loop works with: this node's id, whether it
-    leads right now, the proposer its entries go through, and the state."""
+    leads right now, the proposer its entries go through, the state, and
+    the clock it reads time from."""
 
     node_id: str
     is_leader: Callable[[], bool]
-    proposer: Proposer
+    proposer: EntrySubmitter
     reader: StateReader
+    clock: Clock = SYSTEM_CLOCK
 
 
 class LeaderLoop:
-    """Subclasses implement `work()` (return True when more is waiting, to run
-    again at once) and may override `wait_s()` and `on_follower()`."""
+    """Subclasses implement `work()`, a step returning True when more is
+    waiting (to run again at once), and may override `wait_s()` and
+    `on_follower()`."""
 
     def __init__(self, name: str, context: LeaderContext, interval_s: float) -> None:
         self.name = name
@@ -36,13 +41,13 @@ class LeaderLoop:
         self._is_leader = context.is_leader
         self._proposer = context.proposer
         self._reader = context.reader
+        self._clock = context.clock
         self._interval_s = interval_s
-        self._wake = threading.Event()
+        self._wake = Signal()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        start_thread(self.name, self.main(), self._stop)
 
     def stop(self) -> None:
         self._stop.set()
@@ -57,21 +62,25 @@ class LeaderLoop:
     def on_follower(self) -> None:
         """Called each interval this node is not the leader."""
 
-    def work(self) -> bool:
+    def work(self) -> Step[bool]:
         raise NotImplementedError
 
-    def _run(self) -> None:
+    def main(self) -> Step[None]:
+        """The whole loop: wait for a wake-up or the interval; as a follower
+        call `on_follower()`, as the leader run rounds while more is waiting.
+        A round that fails is logged and the loop goes on."""
         while not self._stop.is_set():
-            self._wake.wait(self.wait_s())
-            self._wake.clear()
+            yield WaitSignal(self._wake, self.wait_s())
             if self._stop.is_set():
                 return
             if not self._is_leader():
                 self.on_follower()
                 continue
             try:
-                while self.work() and not self._stop.is_set() and self._is_leader():
+                while (yield from self.work()) and not self._stop.is_set() and self._is_leader():
                     pass
+            except Stopped:
+                raise
             except CortexError as err:
                 log.warning("%s round did not complete: %s", self.name, err)
             except Exception:

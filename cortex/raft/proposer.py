@@ -1,24 +1,109 @@
 """Proposing entries: commands from many threads are coalesced into batches
 (one Raft entry each) with a bounded number of batches in flight, and every
-caller gets its own entry's result once the batch is applied locally."""
+caller gets its own entry's result once the batch is applied locally.
+
+Request handlers wait for their entries (`propose`); the node's loops, which
+are steps (`cortex.steps`), yield one future for all their entries
+(`submit_all`)."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Protocol
 
 from cortex.errors import Unavailable
 from cortex.raft.group import FAIL_REASON_NAMES, RaftGroup
 from cortex.state.entries import Entry, encode_batch
+from cortex.steps import gather
 
 log = logging.getLogger(__name__)
 
 _Pending = tuple[Entry, "Future[dict[str, Any]]"]
+
+DEFAULT_COMMIT_TIMEOUT_S = 10.0
+
+
+class EntrySubmitter(Protocol):
+    """What the node's loops and agent propose through: the `Proposer` in a
+    real node, the simulator's proposer in a simulated one."""
+
+    def submit(self, entry: Entry) -> Future[dict[str, Any]]:
+        """The entry's result once it is applied on this node; nobody waits."""
+        ...
+
+    def submit_all(self, entries: list[Entry]) -> Future[list[dict[str, Any]]]:
+        """Every entry's result, in order, once all are applied on this node;
+        fails with Unavailable when they are not committed in time."""
+        ...
+
+
+def _not_committed(timeout: float) -> Unavailable:
+    return Unavailable(
+        f"entry not committed within {timeout:.0f}s; it may still be applied, "
+        "so retry with the same idempotency key"
+    )
+
+
+class _Deadlines:
+    """Fails futures still pending at their deadline, all from one thread
+    (started with the first deadline)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Future[Any], float]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def add(self, future: Future[Any], timeout: float) -> None:
+        with self._changed:
+            if self._stopped:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="proposal-deadlines", daemon=True
+                )
+                self._thread.start()
+            item = (time.monotonic() + timeout, next(self._order), future, timeout)
+            heapq.heappush(self._heap, item)
+            if self._heap[0] is item:
+                self._changed.notify()
+
+    def stop(self) -> None:
+        """Fails what is still pending: nothing will answer it on this node."""
+        with self._changed:
+            self._stopped = True
+            pending, self._heap = self._heap, []
+            self._changed.notify()
+        for _, _, future, _ in pending:
+            _fail(future, Unavailable("node is shutting down"))
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._changed.wait(wait)
+                if self._stopped:
+                    return
+                _, _, future, timeout = heapq.heappop(self._heap)
+            _fail(future, _not_committed(timeout))
+
+
+def _fail(future: Future[Any], error: Unavailable) -> None:
+    if future.done():
+        return
+    try:
+        future.set_exception(error)
+    except InvalidStateError:
+        pass  # its outcome arrived meanwhile
 
 
 class Proposer:
@@ -32,8 +117,11 @@ class Proposer:
         max_batch_entries: int = 512,
         max_batch_bytes: int = 4 * 1024 * 1024,
         max_in_flight: int = 2,
+        commit_timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S,
     ) -> None:
         self._group = group
+        self.commit_timeout_s = commit_timeout_s
+        self._deadlines = _Deadlines()
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=50_000)
         self._max_entries = max_batch_entries
         self._max_bytes = max_batch_bytes
@@ -69,6 +157,22 @@ class Proposer:
             future.set_exception(Unavailable("too many proposals queued on this node; retry"))
         return future
 
+    def submit_all(self, entries: list[Entry]) -> Future[list[dict[str, Any]]]:
+        """One future of every entry's result, in order, once each is applied
+        on this node. Fails with Unavailable at once when this node cannot
+        write, and after `commit_timeout_s` when not all are committed (they
+        may still be applied), as `propose` does."""
+        try:
+            self.check_writable()
+        except Unavailable as err:
+            failed: Future[list[dict[str, Any]]] = Future()
+            failed.set_exception(err)
+            return failed
+        combined = gather([self.submit(entry) for entry in entries])
+        if not combined.done():
+            self._deadlines.add(combined, self.commit_timeout_s)
+        return combined
+
     def propose(self, entries: list[Entry], timeout: float = 10.0) -> list[dict[str, Any]]:
         """Proposes entries and waits until each is applied on this node."""
         self.check_writable()
@@ -79,10 +183,7 @@ class Proposer:
             try:
                 results.append(future.result(timeout=max(deadline - time.monotonic(), 0.001)))
             except FutureTimeout:
-                raise Unavailable(
-                    f"entry not committed within {timeout:.0f}s; it may still be applied, "
-                    "so retry with the same idempotency key"
-                ) from None
+                raise _not_committed(timeout) from None
         return results
 
     def propose_one(self, entry: Entry, timeout: float = 10.0) -> dict[str, Any]:
@@ -91,6 +192,7 @@ class Proposer:
     def stop(self) -> None:
         self._stopped = True
         self._queue.put(None)
+        self._deadlines.stop()
 
     def _run(self) -> None:
         while True:

@@ -24,7 +24,7 @@ from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.node import TCPNode
 
 from cortex.failstop import stop_node
-from cortex.raft.journal import DurableJournal, fsync_directory
+from cortex.raft.journal import DurableJournal
 from cortex.state.machine import StateMachine, copy_database, snapshot_applied_index
 
 log = logging.getLogger(__name__)
@@ -119,10 +119,10 @@ class SnapshotStore:
                 # pysyncobj drops the compacted journal entries once this
                 # reports success: the snapshot must be durable first.
                 if self._journal.sync_enabled:
-                    _fsync_file(building)
+                    self._journal.disk.fsync_file(building)
                 os.replace(building, target)
                 if self._journal.sync_enabled:
-                    fsync_directory(os.path.dirname(os.path.abspath(target)))
+                    self._journal.disk.fsync_directory(os.path.dirname(os.path.abspath(target)))
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             outcome = SERIALIZER_STATE.SUCCESS
@@ -154,8 +154,8 @@ class SnapshotStore:
         if self._journal.sync_enabled:
             # pysyncobj renames a received snapshot into place without syncing
             # it; it must be durable before the journal is cleared for it.
-            _fsync_file(path)
-            fsync_directory(directory)
+            self._journal.disk.fsync_file(path)
+            self._journal.disk.fsync_directory(directory)
         with (
             zipfile.ZipFile(path) as archive,
             tempfile.TemporaryDirectory(dir=directory) as scratch,
@@ -176,14 +176,6 @@ class SnapshotStore:
         self._journal.drop_before(prev[1], prev[2])
         cluster = {TCPNode(address) for address in meta["cluster"]}
         return last, prev, cluster
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def snapshot_state_index(path: str) -> int:

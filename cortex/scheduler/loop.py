@@ -5,7 +5,6 @@ entry for the round."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
 from cortex.membership.board import ResourceBoard
@@ -15,6 +14,7 @@ from cortex.scheduler.placement import schedule_round
 from cortex.spec import Constraints
 from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader, TaskView
+from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)
 
@@ -80,19 +80,20 @@ class SchedulerLoop(LeaderLoop):
         """The interval, or less when a backing-off task becomes runnable sooner."""
         if not self._is_leader():
             return self._interval_s
-        now_ms = int(time.time() * 1000)
+        now_ms = wall_ms(self._clock)
         due = self._reader.next_scheduled_after(now_ms)
         if due is None:
             return self._interval_s
         return max(0.005, min(self._interval_s, (due - now_ms) / 1000))
 
-    def work(self) -> bool:
+    def work(self) -> Step[bool]:
         return self.run_round()
 
-    def run_round(self) -> bool:
-        """Runs one round; returns True when the round was full, so more
-        tasks may be waiting."""
-        rows = self._reader.runnable_queue(int(time.time() * 1000), MAX_TASKS_PER_ROUND)
+    def run_round(self) -> Step[bool]:
+        """Runs one round: places what it can and waits for the round's one
+        TASK_ASSIGN entry to be applied. Returns True when the round was
+        full, so more tasks may be waiting."""
+        rows = self._reader.runnable_queue(wall_ms(self._clock), MAX_TASKS_PER_ROUND)
         if not rows:
             return False
         constraints: dict[str, Constraints] = {}
@@ -124,6 +125,7 @@ class SchedulerLoop(LeaderLoop):
                 ]
             ),
             self._node_id,
+            ts=wall_ms(self._clock),
         )
-        self._proposer.propose_one(entry, timeout=10.0)
+        yield self._proposer.submit_all([entry])
         return len(rows) == MAX_TASKS_PER_ROUND

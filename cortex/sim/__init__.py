@@ -2,6 +2,6 @@
 state machines (SQLite files) and real Raft code (pysyncobj), with a
 simulated network, clock and disk driven from one seed. See `harness`."""
 
-from cortex.sim.harness import SimConfig, SimResult, run_seed
+from cortex.sim.harness import PLANTED_BUGS, SimConfig, SimResult, run_seed
 
-__all__ = ["SimConfig", "SimResult", "run_seed"]
+__all__ = ["PLANTED_BUGS", "SimConfig", "SimResult", "run_seed"]

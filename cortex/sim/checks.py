@@ -23,10 +23,15 @@ def completions_and_fencing(conn: sqlite3.Connection) -> Iterable[tuple[str, str
     the task's current attempt on its assigned node, never from a node after
     it was removed."""
     removed_at: dict[str, int] = {}
-    for node, seq in conn.execute(
-        "SELECT node, seq FROM task_events WHERE event = 'node_left' ORDER BY seq"
+    for node, seq, event in conn.execute(
+        "SELECT node, seq, event FROM task_events WHERE event IN ('node_left', 'node_joined')"
+        " ORDER BY seq"
     ):
-        removed_at.setdefault(node, seq)
+        if event == "node_left":
+            removed_at.setdefault(node, seq)
+        elif node in removed_at:
+            # Simulated nodes keep their data dirs: none may come back.
+            yield ONE_COMPLETION_PER_TASK, f"node {node} joined again after its removal"
     current: dict[str, tuple[int, str]] = {}
     completions: dict[str, int] = defaultdict(int)
     for seq, task_id, event, node, attempt in conn.execute(
@@ -37,9 +42,12 @@ def completions_and_fencing(conn: sqlite3.Connection) -> Iterable[tuple[str, str
             current[task_id] = (attempt, node)
         elif event in _REPORTS:
             if current.get(task_id) != (attempt, node):
-                yield ONE_COMPLETION_PER_TASK, (
-                    f"task {task_id}: {event} from attempt {attempt} on {node} accepted while the"
-                    f" current attempt was {current.get(task_id)}"
+                yield (
+                    ONE_COMPLETION_PER_TASK,
+                    (
+                        f"task {task_id}: {event} from attempt {attempt} on {node} accepted while the"
+                        f" current attempt was {current.get(task_id)}"
+                    ),
                 )
             if node in removed_at and seq > removed_at[node]:
                 yield ONE_COMPLETION_PER_TASK, f"task {task_id}: {event} from removed node {node}"
@@ -93,21 +101,30 @@ def workflow_rules(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
                     continue
                 done = terminal_at.get(parent[0])
                 if done is None or done > released_at[task_id]:
-                    yield WORKFLOW_RULES, (
-                        f"workflow {workflow_id} task {key} released before its dependency"
-                        f" {dependency} ended"
+                    yield (
+                        WORKFLOW_RULES,
+                        (
+                            f"workflow {workflow_id} task {key} released before its dependency"
+                            f" {dependency} ended"
+                        ),
                     )
         if condition or any(p is None for p in parents):
             continue
         if any(p[3] in TERMINAL and p[3] != "completed" for p in parents if p is not None):
             if task_id in released_at:
-                yield WORKFLOW_RULES, (
-                    f"workflow {workflow_id} task {key} ran though a dependency did not complete"
+                yield (
+                    WORKFLOW_RULES,
+                    (f"workflow {workflow_id} task {key} ran though a dependency did not complete"),
                 )
-            if state not in ("skipped", "cancelled") and workflow_state != "cancelled":
-                yield WORKFLOW_RULES, (
-                    f"workflow {workflow_id} task {key} is {state}, not skipped, though a"
-                    " dependency did not complete"
+            # (A task still pending has not been decided yet: fine until the end.)
+            ended = state in TERMINAL and state not in ("skipped", "cancelled")
+            if ended and workflow_state != "cancelled":
+                yield (
+                    WORKFLOW_RULES,
+                    (
+                        f"workflow {workflow_id} task {key} is {state}, not skipped, though a"
+                        " dependency did not complete"
+                    ),
                 )
 
 
@@ -145,4 +162,3 @@ def terminal_counts(conn: sqlite3.Connection) -> tuple[int, int]:
         "SELECT COUNT(*) FROM workflows WHERE state NOT IN ('completed', 'failed', 'cancelled')"
     ).fetchone()[0]
     return int(tasks), int(workflows)
-

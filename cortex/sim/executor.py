@@ -57,8 +57,13 @@ class SimLauncher:
         future: Future[ExecutionResult] = Future()
         update = execution.spec.labels.get(CONTEXT_LABEL)
         self._attempts.append(
-            _Attempt(future, cancel, self._clock.now_us + duration, exit_code,
-                     json.loads(update) if update else None)  # fmt: skip
+            _Attempt(
+                future,
+                cancel,
+                self._clock.now_us + duration,
+                exit_code,
+                json.loads(update) if update else None,
+            )  # fmt: skip
         )
         self.launched += 1
         return future

@@ -9,12 +9,14 @@ re-executes itself to fix it), since set iteration orders reach the log."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
 import sqlite3
 import tempfile
 import time
+import traceback
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,27 +25,38 @@ from typing import Any, NoReturn
 import pysyncobj.syncobj
 
 from cortex import failstop
+from cortex.raft import transport as raft_transport
+from cortex.scheduler import filters as scheduler_filters
+from cortex.sim import checks
+from cortex.sim import components as sim_components
 from cortex.sim.clock import SimClock
+from cortex.sim.components import NodeComponents
 from cortex.sim.faults import FaultPlan
 from cortex.sim.invariants import (
     LIVENESS,
     NO_ACKNOWLEDGED_WRITE_LOST,
+    NO_UNEXPECTED_EXCEPTION,
     NODE_STARTS,
+    SCHEDULER_RESPECTS_NODES,
     DigestLedger,
     Failure,
 )
 from cortex.sim.network import SimNetwork
 from cortex.sim.node import NodeStopped, SimNode, raft_address
+from cortex.sim.sandbox import InlineSandbox
 from cortex.sim.trace import Trace
 from cortex.sim.workload import Workload
 from cortex.state import entries
+from cortex.state.queries import StateReader
 
 # Each live node runs its loop at least this often (simulated).
-TICK_US = 20_000
+TICK_US = 40_000
 # After the faults stop, how long the cluster has to converge.
 HEAL_LIMIT_US = 30_000_000
+# How often (simulated) the end-of-run conditions are looked at.
+CHECK_EVERY_US = 100_000
 # In liveness mode clients stop this long before the end, so the cluster can settle.
-QUIET_US = 10_000_000
+QUIET_US = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,8 @@ class SimConfig:
     mode: str = "safety"  # or "liveness"
     unsafe_no_sync: bool = False
     keep_trace: bool = False
+    # A scheduler bug planted for the checker to find (tests only).
+    planted_bug: str | None = None
 
 
 @dataclass
@@ -67,6 +82,50 @@ class SimResult:
     acknowledged: int
     stats: dict[str, Any] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
+
+
+def _active_or_draining(task: Any, node: Any, load: Any) -> str | None:
+    if node.status == "draining":
+        return None
+    return scheduler_filters.node_is_active(task, node, load)
+
+
+def _passed_through(sync_obj: Any, node: Any, message: Any) -> Any:
+    return message
+
+
+def _unchanged(message: Any) -> Any:
+    return message
+
+
+def _never(*args: Any) -> bool:
+    return False
+
+
+# Bugs a test plants to show the checker finds them, each a patch made for one
+# run: (module, attribute, what replaces it given the original).
+PLANTED_BUGS: dict[str, tuple[Any, str, Any]] = {
+    # The scheduler takes draining nodes for active ones.
+    "assign-to-draining": (
+        scheduler_filters,
+        "FILTERS",
+        lambda filters: tuple(
+            _active_or_draining if f is scheduler_filters.node_is_active else f for f in filters
+        ),
+    ),
+    # pysyncobj as released: a follower commits from appends that carry no
+    # log position to check.
+    "raft-unchecked-commit": (
+        raft_transport,
+        "without_unchecked_commit",
+        lambda original: _unchanged,
+    ),
+    # pysyncobj as released: late refusals move a leader's next index forward.
+    "raft-late-refusals": (raft_transport, "_backtrack_only", lambda original: _passed_through),
+    # A node forgets it registered with its data dir, so a removal it finds in
+    # its log on restart (it was down) looks like an old one and it joins again.
+    "rejoin-after-removal": (sim_components, "was_registered", lambda original: _never),
+}
 
 
 class _SeededIds:
@@ -88,7 +147,7 @@ class _SimTime:
 
 
 @contextlib.contextmanager
-def _pinned(clock: SimClock, rng: random.Random) -> Iterator[None]:
+def _pinned(clock: SimClock, rng: random.Random, planted_bug: str | None) -> Iterator[None]:
     """Routes every source of time and randomness the code under test reads
     to the simulation, for the duration of a run."""
     saved = (
@@ -108,9 +167,20 @@ def _pinned(clock: SimClock, rng: random.Random) -> Iterator[None]:
 
     failstop.set_stop_handler(stop)
     logging.disable(logging.CRITICAL)
+    # Deriving the cluster key costs PBKDF2 on every start; it never changes.
+    encryptor = pysyncobj.syncobj.getEncryptor
+    pysyncobj.syncobj.getEncryptor = functools.lru_cache(maxsize=None)(encryptor)
+    planted = None
+    if planted_bug is not None:
+        module, name, replace = PLANTED_BUGS[planted_bug]
+        planted = (module, name, getattr(module, name))
+        setattr(module, name, replace(planted[2]))
     try:
         yield
     finally:
+        if planted is not None:
+            setattr(*planted)
+        pysyncobj.syncobj.getEncryptor = encryptor
         (
             pysyncobj.syncobj.monotonicTime,
             pysyncobj.syncobj.random,
@@ -133,6 +203,8 @@ class Simulation:
         self.failures: list[Failure] = []
         ids = [f"n{i}" for i in range(1, config.nodes + 1)]
         peers = [raft_address(i) for i in ids]
+        self.sandbox = InlineSandbox()
+        self._component_rng = random.Random(self.rng.getrandbits(64))
         self.nodes = {
             node_id: SimNode(
                 node_id,
@@ -143,8 +215,10 @@ class Simulation:
                 self.trace,
                 sync=not config.unsafe_no_sync,
                 on_applied=self._applied,
+                labels={"zone": "a" if number % 2 else "b"},
+                build_components=self._components,
             )
-            for node_id in ids
+            for number, node_id in enumerate(ids, 1)
         }
         self.by_address = {node.address: node for node in self.nodes.values()}
         self.workload = Workload(self, random.Random(self.rng.getrandbits(64)))
@@ -168,7 +242,27 @@ class Simulation:
     def _applied(self, node: str, index: int, digest: str) -> None:
         self.ledger.record(node, index, digest, round(self.now_s, 3))
 
+    def _components(self, node: SimNode) -> NodeComponents:
+        components = NodeComponents(
+            node,
+            random.Random(self._component_rng.getrandbits(64)),
+            self.sandbox,
+            lambda address: address.replace(":7300", ":7100"),
+        )
+        assert node.proposer is not None
+        node.proposer.watch = lambda entry: self._check_round(node, components.reader, entry)
+        return components
+
+    def _check_round(self, node: SimNode, reader: StateReader, entry: Any) -> None:
+        """Invariant 4: each scheduling round, on the state it was decided from."""
+        if entry.type != "TASK_ASSIGN":
+            return
+        for problem in checks.scheduling_round(reader, entry.payload.get("assignments", [])):
+            self.fail(SCHEDULER_RESPECTS_NODES, f"{node.id} as leader: {problem}")
+
     def start_node(self, node: SimNode) -> None:
+        if node.retired:
+            return
         try:
             node.start()
         except NodeStopped as err:
@@ -191,8 +285,10 @@ class Simulation:
         healed_at = self.clock.now_us
         if self.config.mode == "liveness":
             acknowledged = len(self.workload.acknowledged)
-            self._run_until(self.duration_us, until=self._converged_and_quiet)
-            self._check_converged(self.duration_us, healed_at)
+            # The backlog left when clients stop gets the same grace as safety
+            # mode's convergence: a node may have been removed, others cordoned.
+            self._run_until(self.duration_us + HEAL_LIMIT_US, until=self._converged_and_quiet)
+            self._check_converged(self.clock.now_us, healed_at)
             if len(self.workload.acknowledged) == acknowledged and self.workload.attempted_after(
                 healed_at
             ):
@@ -200,33 +296,34 @@ class Simulation:
         else:
             self._run_until(self.duration_us + HEAL_LIMIT_US, until=self._converged)
         self._check_acknowledged()
+        self._check_history()
         self.failures[:0] = self.ledger.failures
 
     def _run_until(self, end_us: int, until: Any = None) -> None:
+        """Runs the cluster until `end_us`, or until `until()` holds (looked at
+        every `CHECK_EVERY_US` of simulated time)."""
+        next_check = self.clock.now_us
         while self.clock.now_us < end_us:
-            if until is not None and until():
-                return
-            upcoming = [end_us]
-            due = self.faults.next_at()
-            if due is not None:
-                upcoming.append(due)
-            due = self.workload.next_at()
-            if due is not None:
-                upcoming.append(due)
-            due = self.network.next_at()
-            if due is not None:
-                upcoming.append(due)
-            for node in self.nodes.values():
-                if node.running and not node.paused:
-                    upcoming.append(node.next_tick_us)
+            if until is not None and self.clock.now_us >= next_check:
+                if until():
+                    return
+                next_check = self.clock.now_us + CHECK_EVERY_US
+            live = [n for n in self.nodes.values() if n.running and not n.paused]
+            due = {node.id: node.next_event_at() for node in live}
+            upcoming = [end_us, *due.values()]
+            for source in (self.faults, self.workload, self.network):
+                at = source.next_at()
+                if at is not None:
+                    upcoming.append(at)
             self.clock.now_us = max(self.clock.now_us, min(upcoming))
             self.faults.run_due()
             self.workload.run_due()
             self.network.deliver_due(self._receiving)
-            for node in self.nodes.values():
+            now = self.clock.now_us
+            for node in live:
                 if not node.running or node.paused:
                     continue
-                if node.next_tick_us <= self.clock.now_us or node.wants_step:
+                if due[node.id] <= now or node.wants_step:
                     self._step(node)
 
     def _receiving(self, address: str) -> bool:
@@ -239,6 +336,18 @@ class Simulation:
         except NodeStopped as err:
             node.fail_stop(str(err))
             self.faults.stopped(node)
+        except Exception as err:  # noqa: BLE001 - any escape is the finding
+            where = traceback.extract_tb(err.__traceback__)[-1]
+            self.fail(
+                NO_UNEXPECTED_EXCEPTION,
+                f"{node.id}: {type(err).__name__}: {err} at {where.filename}:{where.lineno}",
+            )
+            node.fail_stop(f"raised {type(err).__name__}")
+            self.faults.stopped(node)
+        if node.removal is not None and node.running:
+            # It applied its own removal: the process stops itself for good.
+            node.retired = True
+            node.fail_stop(f"removed from the cluster ({node.removal})")
         node.next_tick_us = self.clock.now_us + TICK_US
 
     # -- checks -----------------------------------------------------------------
@@ -252,7 +361,7 @@ class Simulation:
 
     def _converged(self) -> bool:
         statuses = self._statuses()
-        if len(statuses) < len(self.nodes):
+        if len(statuses) < sum(not node.retired for node in self.nodes.values()):
             return False
         leaders = [n for n in self.nodes.values() if n.group is not None and n.group.is_leader]
         if len(leaders) != 1 or self.workload.in_flight():
@@ -265,7 +374,40 @@ class Simulation:
         )
 
     def _converged_and_quiet(self) -> bool:
-        return self.workload.next_at() is None and self._converged()
+        return self.workload.next_at() is None and self._converged() and self._all_done()
+
+    def _best(self) -> SimNode | None:
+        running = [n for n in self.nodes.values() if n.machine is not None]
+        return max(running, key=lambda n: n.machine.applied_index if n.machine else -1,
+                   default=None)  # fmt: skip
+
+    def _all_done(self) -> bool:
+        best = self._best()
+        if best is None or best.machine is None:
+            return False
+        return checks.terminal_counts(best.machine._conn) == (0, 0)
+
+    def _check_history(self) -> None:
+        """Invariants 3 and 5 on the node that applied the most, and in
+        liveness mode that every task and workflow ended."""
+        best = self._best()
+        if best is None or best.machine is None:
+            return
+        conn = sqlite3.connect(f"file:{best.machine.path}?mode=ro", uri=True)
+        try:
+            for invariant, detail in checks.completions_and_fencing(conn):
+                self.fail(invariant, detail)
+            for invariant, detail in checks.workflow_rules(conn):
+                self.fail(invariant, detail)
+            unfinished = checks.terminal_counts(conn)
+        finally:
+            conn.close()
+        if self.config.mode == "liveness" and unfinished != (0, 0):
+            self.fail(
+                LIVENESS,
+                f"{unfinished[0]} tasks and {unfinished[1]} workflows unfinished on {best.id}"
+                f" {(self.clock.now_us - self.faults_until_us) / 1e6:g}s after healing",
+            )
 
     def _check_converged(self, deadline_us: int, healed_at_us: int) -> None:
         if not self._converged():
@@ -294,6 +436,12 @@ class Simulation:
         finally:
             conn.close()
         lost = sorted(set(self.workload.acknowledged) - present)
+        conn = sqlite3.connect(f"file:{best.machine.path}?mode=ro", uri=True)
+        try:
+            workflows = {row[0] for row in conn.execute("SELECT id FROM workflows")}
+        finally:
+            conn.close()
+        lost += sorted(set(self.workload.workflows) - workflows)
         if lost:
             self.fail(
                 NO_ACKNOWLEDGED_WRITE_LOST,
@@ -306,7 +454,7 @@ def run_seed(config: SimConfig) -> SimResult:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f"cortex-sim-{config.seed}-") as root:
         sim = Simulation(config, root)
-        with _pinned(sim.clock, sim.rng):
+        with _pinned(sim.clock, sim.rng, config.planted_bug):
             try:
                 sim.run()
             finally:
@@ -321,7 +469,10 @@ def run_seed(config: SimConfig) -> SimResult:
         wall_s=round(time.perf_counter() - started, 3),
         faults=sim.faults.injected,
         acknowledged=len(sim.workload.acknowledged),
-        stats={"messages": sim.network.sent, "dropped": sim.network.dropped,
-               "trace_events": sim.trace.count},  # fmt: skip
+        stats={
+            "messages": sim.network.sent,
+            "dropped": sim.network.dropped,
+            "trace_events": sim.trace.count,
+        },  # fmt: skip
         trace=sim.trace.lines,
     )

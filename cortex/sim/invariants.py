@@ -23,6 +23,9 @@ SCHEDULER_RESPECTS_NODES = "scheduler-respects-nodes"
 WORKFLOW_RULES = "workflow-rules"
 LIVENESS = "liveness"
 NODE_STARTS = "node-starts"
+# Nothing raises out of a node's Raft or components: in a real node such an
+# exception stalls the cluster or kills a loop.
+NO_UNEXPECTED_EXCEPTION = "no-unexpected-exception"
 
 
 class DigestLedger:
@@ -30,13 +33,16 @@ class DigestLedger:
 
     def __init__(self) -> None:
         self._at: dict[int, tuple[str, str]] = {}
+        self._diverged: set[str] = set()
         self.failures: list[Failure] = []
 
     def record(self, node: str, index: int, digest: str, now_s: float) -> None:
         seen = self._at.get(index)
         if seen is None:
             self._at[index] = (digest, node)
-        elif seen[0] != digest:
+        elif seen[0] != digest and node not in self._diverged:
+            # Once apart, a node differs at every later index: the first says it.
+            self._diverged.add(node)
             self.failures.append(
                 Failure(
                     APPLIED_STATE_AGREES,

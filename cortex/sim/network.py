@@ -136,7 +136,6 @@ class SimNetwork:
             heapq.heappush(self._queue, delivery)
 
 
-
 def _kind(message: Any) -> str:
     if isinstance(message, dict):
         return str(message.get("type", "?"))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cortex.raft.group import SNAPSHOT_FILE, RaftGroup, RaftSettings
-from cortex.raft.journal import LOG_FILE, META_FILE, DurableJournal
+from cortex.raft.journal import LOG_FILE, META_FILE, DurableJournal, FakeSyncDisk
 from cortex.sim.clock import SimClock
 from cortex.sim.network import SimNetwork
 from cortex.sim.proposer import SimProposer
@@ -34,9 +34,11 @@ class NodeStopped(Exception):
 
 
 class SimJournal(DurableJournal):
-    """The durable journal with a disk that can fill up."""
+    """The durable journal with a disk that can fill up; what is synced is
+    tracked, not written through (a simulated power cut applies it)."""
 
     quota_bytes: int | None = None
+    disk = FakeSyncDisk()
 
     def _append_record(self, command: bytes, index: int, term: int) -> None:
         if self.quota_bytes is not None and self._end + len(command) + 24 > self.quota_bytes:
@@ -51,6 +53,10 @@ def raft_address(node_id: str) -> str:
     return f"{node_id}.sim:7100"
 
 
+def peer_address(node_id: str) -> str:
+    return f"{node_id}.sim:7300"
+
+
 class SimNode:
     def __init__(
         self,
@@ -62,9 +68,22 @@ class SimNode:
         trace: Trace,
         sync: bool,
         on_applied: Callable[[str, int, str], None],
+        labels: dict[str, str] | None = None,
+        build_components: Callable[[SimNode], Any] | None = None,
     ) -> None:
         self.id = node_id
         self.address = raft_address(node_id)
+        self.peer_address = peer_address(node_id)
+        self.labels = labels or {}
+        self.secret = SECRET
+        self.clock = clock
+        self.network = network
+        self._build_components = build_components
+        self.components: Any = None
+        self.ready = False
+        self.removal: str | None = None
+        # Taken out of the cluster for good: never started again.
+        self.retired = False
         self.data_dir = data_dir
         self.peers = peers
         self._clock = clock
@@ -91,6 +110,8 @@ class SimNode:
         self._clock.current = self.id
         try:
             machine = StateMachine(os.path.join(self.data_dir, DB_FILE))
+            # Durability is modelled (see `crash`), so SQLite need not sync.
+            machine._conn.execute("PRAGMA synchronous=OFF")
             if self.disk_full:
                 _fill_database(machine)
             self.machine = machine
@@ -106,9 +127,11 @@ class SimNode:
                 auto_tick=False,
             )
             journal_class = self._journal_class()
+            self.ready = False
             self.group = RaftGroup(
                 settings,
                 machine,
+                on_ready=self._became_ready,
                 journal_class=journal_class,
                 transport_class=functools.partial(self._make_transport, network=self._network),
             )
@@ -116,9 +139,31 @@ class SimNode:
             self.proposer = SimProposer(self.group, self._clock)
             self.running = True
             self.paused = False
-            self._trace.add("start", self.id, f"boot={self.boots}", f"applied={machine.applied_index}")
+            if self._build_components is not None:
+                self.components = self._build_components(self)
+            self._trace.add(
+                "start", self.id, f"boot={self.boots}", f"applied={machine.applied_index}"
+            )
         finally:
             self._clock.current = None
+
+    def _became_ready(self) -> None:
+        self.ready = True
+
+    def is_ready(self) -> bool:
+        return self.ready
+
+    def removed(self, reason: str) -> None:
+        """The cluster took this node out (it learns from its own log)."""
+        self.removal = reason
+
+    @property
+    def reader(self) -> Any:
+        return self.components.reader if self.components is not None else None
+
+    def next_event_at(self) -> int:
+        later = self.components.next_at() if self.components is not None else None
+        return min(self.next_tick_us, later) if later is not None else self.next_tick_us
 
     def _journal_class(self) -> type[SimJournal]:
         full = self.disk_full
@@ -143,6 +188,8 @@ class SimNode:
         self._clock.current = self.id
         try:
             self.group.doTick(0.0)
+            if self.components is not None:
+                self.components.run_due()
             self.proposer.flush()
             self.proposer.expire()
         finally:
@@ -153,6 +200,7 @@ class SimNode:
         return bool(
             (self.transport is not None and self.transport.has_mail)
             or (self.proposer is not None and self.proposer.has_queued)
+            or (self.components is not None and self.components.wants_step())
         )
 
     def fill_disk(self) -> None:
@@ -165,8 +213,13 @@ class SimNode:
         self._trace.add("disk-full", self.id)
 
     def free_disk(self) -> None:
+        """Room again, for a node still running as much as for one starting."""
         if self.disk_full:
             self.disk_full = False
+            if self.journal is not None:
+                self.journal.quota_bytes = None
+            if self.machine is not None:
+                self.machine._conn.execute(f"PRAGMA max_page_count = {_NO_PAGE_LIMIT}")
             self._trace.add("disk-freed", self.id)
 
     def fail_stop(self, why: str) -> None:
@@ -207,6 +260,9 @@ class SimNode:
         self._trace.add("crash", self.id, f"journal={synced_end}", f"db_lost={lose_database}")
 
     def _halt(self) -> None:
+        if self.components is not None:
+            self.components.close()
+            self.components = None
         if self.proposer is not None:
             self.proposer.stop()
         if self.transport is not None:
@@ -222,6 +278,10 @@ class SimNode:
 
     def wipe(self) -> None:
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+# SQLite's own ceiling on a database's pages.
+_NO_PAGE_LIMIT = 4294967294
 
 
 def _fill_database(machine: StateMachine) -> None:

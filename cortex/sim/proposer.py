@@ -6,6 +6,7 @@ fails its futures with `Unavailable`, as the real proposer does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -13,6 +14,7 @@ from cortex.errors import Unavailable
 from cortex.raft.group import FAIL_REASON_NAMES, RaftGroup
 from cortex.sim.clock import SimClock
 from cortex.state.entries import Entry, encode_batch
+from cortex.steps import gather
 
 TIMEOUT_US = 10_000_000
 
@@ -26,6 +28,11 @@ class SimProposer:
         self._in_flight: dict[int, tuple[int, list[Future[dict[str, Any]]]]] = {}
         self._number = 0
         self.stopped = False
+        # Sees every entry proposed here (the harness checks scheduling rounds).
+        self.watch: Callable[[Entry], None] | None = None
+
+    def submit_all(self, entries: list[Entry]) -> Future[list[dict[str, Any]]]:
+        return gather([self.submit(entry) for entry in entries])
 
     def check_writable(self) -> None:
         if self._group.leader_address is None:
@@ -35,6 +42,8 @@ class SimProposer:
 
     def submit(self, entry: Entry) -> Future[dict[str, Any]]:
         future: Future[dict[str, Any]] = Future()
+        if self.watch is not None:
+            self.watch(entry)
         if self.stopped:
             future.set_exception(Unavailable("node is shutting down"))
         else:

@@ -47,6 +47,22 @@ class StepRunner:
         times = [t.resume_at_us for t in self._tasks if t.resume_at_us is not None]
         return min(times) if times else None
 
+    def any_ready(self) -> bool:
+        """Whether some step could go on now (without resuming any)."""
+        now = self._clock.now_us
+        for task in self._tasks:
+            wait = task.wait
+            if not task.started:
+                return True
+            if isinstance(wait, Future):
+                if wait.done():
+                    return True
+            elif isinstance(wait, WaitSignal) and wait.signal.is_set():
+                return True
+            elif task.resume_at_us is not None and task.resume_at_us <= now:
+                return True
+        return False
+
     def _ready(self, task: _Task) -> bool:
         now = self._clock.now_us
         wait = task.wait

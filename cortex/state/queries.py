@@ -121,6 +121,9 @@ class StateReader(WorkflowQueries):
     def _conn(self) -> sqlite3.Connection:
         return self._reads.get()
 
+    def close(self) -> None:
+        self._reads.close()
+
     def get_task(self, task_id: str) -> TaskView | None:
         row = self._conn().execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return TaskView.from_row(row) if row else None

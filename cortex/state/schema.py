@@ -201,3 +201,10 @@ class ReadConnections:
             conn = connect(self.path, readonly=True)
             self._local.conn = conn
         return conn
+
+    def close(self) -> None:
+        """Closes this thread's connection (a later read opens another)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

@@ -17,12 +17,12 @@ the new leader's is rejected in apply (its task is no longer pending)."""
 from __future__ import annotations
 
 import logging
-import time
 
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.state.workflow_queries import WorkflowView
+from cortex.steps import Step, wall_ms
 from cortex.workflows.condition_input import DEFAULT_MAX_BYTES
 from cortex.workflows.decisions import TaskNode, decide
 from cortex.workflows.evaluations import PendingEvaluations
@@ -53,12 +53,10 @@ class WorkflowEngine(LeaderLoop):
         context: LeaderContext,
         sandbox: ConditionSandbox,
         interval_s: float = 1.0,
-        propose_timeout_s: float = 10.0,
         input_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         super().__init__("workflows", context, interval_s)
         self._evaluations = PendingEvaluations(sandbox, self.wake)
-        self._timeout_s = propose_timeout_s
         self._input_max_bytes = input_max_bytes
         # Ready tasks of each workflow when it was last looked at and could
         # decide nothing more; a full round looks at every workflow.
@@ -75,15 +73,16 @@ class WorkflowEngine(LeaderLoop):
         self._evaluations.clear()
         self._examined = {}
 
-    def work(self) -> bool:
-        moved = self.move_on_stalled()
-        return self.advance() + moved > 0
+    def work(self) -> Step[bool]:
+        moved = yield from self.move_on_stalled()
+        advanced = yield from self.advance()
+        return advanced + moved > 0
 
-    def move_on_stalled(self) -> int:
+    def move_on_stalled(self) -> Step[int]:
         """Cancels submissions abandoned half-way and carries on cancelling
         workflows whose cancel did not reach all their tasks (a cancel entry
         cancels a bounded number). Returns how many entries committed."""
-        now_ms = int(time.time() * 1000)
+        now_ms = wall_ms(self._clock)
         stalled = self._reader.stalled_workflows(now_ms - int(ABANDONED_SUBMISSION_S * 1000))
         if not stalled or not self._is_leader():
             return 0
@@ -96,18 +95,20 @@ class WorkflowEngine(LeaderLoop):
             )
             if state == "submitting":
                 log.warning("workflow %s: %s; cancelling it", workflow_id, reason)
-            entries.append(e.Entry.create(e.WorkflowCancel(workflow_id, reason), self._node_id))
-        results = self._proposer.propose(entries, self._timeout_s)
+            entries.append(
+                e.Entry.create(e.WorkflowCancel(workflow_id, reason), self._node_id, ts=now_ms)
+            )
+        results = yield self._proposer.submit_all(entries)
         return sum(1 for result in results if result.get("ok"))
 
-    def advance(self) -> int:
+    def advance(self) -> Step[int]:
         """One round: decides what can be decided now and proposes it; asks
         for the conditions it lacks; returns how many decisions committed.
 
         A workflow that only waits for its conditions is looked at again when
         one of their outcomes arrives, when its ready tasks change, or at the
         next full round (every interval), not on every round."""
-        started = time.monotonic()
+        started = self._clock.monotonic()
         ready = self._reader.ready_workflow_tasks()
         basis = self._reader.applied_index()
         full = started - self._last_full_round >= self._interval_s
@@ -138,10 +139,10 @@ class WorkflowEngine(LeaderLoop):
             self._evaluations.sweep(keep=waiting)
         log.debug("workflow round: %d ready, %d looked at, %d to propose, %d evaluations pending,"
                   " %.1f ms", len(ready), len(ready) - len(waiting), len(entries),
-                  len(self._evaluations), (time.monotonic() - started) * 1000)  # fmt: skip
+                  len(self._evaluations), (self._clock.monotonic() - started) * 1000)  # fmt: skip
         if not entries or not self._is_leader():
             return 0
-        results = self._proposer.propose(entries, self._timeout_s)
+        results = yield self._proposer.submit_all(entries)
         decided = 0
         for result in results:
             if result.get("ok"):
@@ -167,4 +168,4 @@ class WorkflowEngine(LeaderLoop):
             log.log(logging.DEBUG if d.run else logging.INFO, "workflow %s task %s (%s): %s, %s",
                     workflow.id, d.key, d.task_id, "run" if d.run else "skip", d.reason)  # fmt: skip
         payload = e.WorkflowAdvance(workflow.id, [d.to_entry() for d in decisions], basis)
-        return e.Entry.create(payload, self._node_id)
+        return e.Entry.create(payload, self._node_id, ts=wall_ms(self._clock))

@@ -38,8 +38,12 @@ def test_a_seed_replays_to_the_same_trace() -> None:
 
 @pytest.mark.parametrize(
     ("nodes", "mode", "seeds"),
-    [("3", "safety", "1-6"), ("3", "liveness", "1-4"), ("5", "safety", "1-2"),
-     ("5", "liveness", "1-2")],  # fmt: skip
+    [
+        ("3", "safety", "1-6"),
+        ("3", "liveness", "1-4"),
+        ("5", "safety", "1-2"),
+        ("5", "liveness", "1-2"),
+    ],  # fmt: skip
 )
 def test_a_budget_of_seeds_keeps_every_invariant(nodes: str, mode: str, seeds: str) -> None:
     report = simulate("--seeds", seeds, "--nodes", nodes, "--mode", mode, "--duration", "30")
@@ -47,25 +51,43 @@ def test_a_budget_of_seeds_keeps_every_invariant(nodes: str, mode: str, seeds: s
 
 
 def test_storage_that_does_not_sync_is_caught() -> None:
-    """Seed 3 (20 simulated seconds) forks applied state after a power cut
-    when storage acknowledges without syncing; with syncing it passes."""
-    report = simulate("--seed", "3", "--duration", "20", "--unsafe-no-sync")
+    """Seed 4 (20 simulated seconds) loses or forks acknowledged state after
+    power cuts when storage acknowledges without syncing; with syncing it
+    passes."""
+    report = simulate("--seed", "4", "--duration", "20", "--unsafe-no-sync")
     invariants = {failure["invariant"] for failure in report["failed_seeds"]}
     assert invariants & {"applied-state-agrees", "no-acknowledged-write-lost"}, report
-    assert simulate("--seed", "3", "--duration", "20")["failed_seeds"] == []
+    assert simulate("--seed", "4", "--duration", "20")["failed_seeds"] == []
+
+
+def test_a_scheduler_that_places_work_on_a_draining_node_is_caught() -> None:
+    """The harness's switch makes the scheduler take draining nodes as active:
+    invariant 4 fails on the rounds it proposes (seed 2 drains a node early)."""
+    planted = simulate("--seed", "2", "--duration", "20", "--planted-bug", "assign-to-draining")
+    invariants = {failure["invariant"] for failure in planted["failed_seeds"]}
+    assert invariants == {"scheduler-respects-nodes"}, planted
+    assert simulate("--seed", "2", "--duration", "20")["failed_seeds"] == []
 
 
 @pytest.mark.parametrize(
-    ("seed", "mode"),
+    ("bug", "seed", "invariant"),
     [
         # A follower committed a deposed leader's entries from an append that
-        # carried no log position to check them against (pysyncobj).
-        ("3", "safety"),
-        # Late refusals moved a leader's next index past a mismatch, so a
-        # follower holding a deposed leader's entries was never repaired.
-        ("4", "liveness"),
+        # carried no log position to check them against: applied state forks.
+        ("raft-unchecked-commit", "3", "applied-state-agrees"),
+        # Late refusals moved a leader's next index past a mismatch; the
+        # follower it kept feeding ended with an empty log and raised.
+        ("raft-late-refusals", "10", "no-unexpected-exception"),
+        # A node removed while it was down found its removal in its log on
+        # restart, took it for an old one and joined again.
+        ("rejoin-after-removal", "6", "one-completion-per-task"),
     ],
 )
-def test_the_seeds_that_found_bugs_pass(seed: str, mode: str) -> None:
-    report = simulate("--seed", seed, "--mode", mode)
-    assert report["failed_seeds"] == []
+def test_the_seeds_that_found_bugs_fail_without_the_fixes(
+    bug: str, seed: str, invariant: str
+) -> None:
+    """Each fix, taken away alone, lets the seed that found it fail again;
+    with every fix in place the seed passes."""
+    planted = simulate("--seed", seed, "--planted-bug", bug)
+    assert invariant in {failure["invariant"] for failure in planted["failed_seeds"]}, planted
+    assert simulate("--seed", seed)["failed_seeds"] == []

@@ -41,8 +41,10 @@ class LogProposer:
         future.set_result(self._apply(entry))
         return future
 
-    def propose_one(self, entry: e.Entry, timeout: float = 10.0) -> dict[str, Any]:
-        return self._apply(entry)
+    def submit_all(self, entries: list[e.Entry]) -> Future[list[dict[str, Any]]]:
+        future: Future[list[dict[str, Any]]] = Future()
+        future.set_result([self._apply(entry) for entry in entries])
+        return future
 
 
 class ExplodingExecutor:
@@ -69,7 +71,7 @@ def log(tmp_path: Path) -> Iterator[WorkflowLog]:
 def start_agent(log: WorkflowLog, data_dir: Path, executors: dict[str, Executor]) -> Agent:
     agent = Agent(
         "n1",
-        LogProposer(log),  # type: ignore[arg-type]
+        LogProposer(log),
         log.reader,
         executors,
         str(data_dir),

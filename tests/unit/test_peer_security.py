@@ -18,11 +18,20 @@ NOW_MS = 1_800_000_000_000
 
 
 class Clock:
+    """A clock the test moves: called, as the join challenges read it; a
+    `cortex.steps.Clock` (`now` in milliseconds) for the heartbeat guard."""
+
     def __init__(self, now: float = 0.0) -> None:
         self.now = now
 
     def __call__(self) -> float:
         return self.now
+
+    def time(self) -> float:
+        return self.now / 1000
+
+    def monotonic(self) -> float:
+        return self.now / 1000
 
 
 @pytest.fixture
@@ -32,7 +41,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def guard(clock: Clock) -> HeartbeatGuard:
-    return HeartbeatGuard(window_s=5.5, clock_ms=lambda: int(clock()))
+    return HeartbeatGuard(window_s=5.5, clock=clock)
 
 
 # ------------------------------------------------------------ heartbeats
@@ -66,9 +75,9 @@ def test_reports_outside_the_window_are_refused(guard: HeartbeatGuard, clock: Cl
 
 def test_a_receiver_that_remembers_nothing_still_refuses_an_old_capture(clock: Clock) -> None:
     captured = ("n2", "boot-a", 41, NOW_MS)
-    HeartbeatGuard(5.5, lambda: int(clock())).admit(*captured)
+    HeartbeatGuard(5.5, clock).admit(*captured)
     clock.now += 60_000
-    restarted = HeartbeatGuard(5.5, lambda: int(clock()))
+    restarted = HeartbeatGuard(5.5, clock)
     with pytest.raises(StaleHeartbeat, match="60.0s old"):
         restarted.admit(*captured)
 

@@ -1,0 +1,173 @@
+"""The agent driven by hand: its reconcile loop and every attempt are steps
+it hands to `spawn` (here: kept for the test to run), executors start through
+a launcher (here: one whose results the test gives), reports are proposals
+the test applies or fails, and retries wait as steps on the agent's clock.
+Nothing starts a thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortex.agent import Agent
+from cortex.errors import Unavailable
+from cortex.executors import BUILTIN_EXECUTORS, Execution, ExecutionResult, Executor
+from cortex.state import entries as e
+from cortex.steps import Sleep, Step, WaitSignal, wall_ms
+from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
+from tests.workflow_sim import WorkflowLog
+
+
+class HeldLauncher:
+    def __init__(self) -> None:
+        self.launched: list[tuple[Execution, threading.Event, Future[ExecutionResult]]] = []
+
+    def launch(
+        self, executor: Executor, execution: Execution, cancel: threading.Event
+    ) -> Future[ExecutionResult]:
+        future: Future[ExecutionResult] = Future()
+        self.launched.append((execution, cancel, future))
+        return future
+
+
+class ByHand:
+    def __init__(self, log: WorkflowLog, data_dir: Path) -> None:
+        self.log = log
+        self.clock = FakeClock()
+        self.proposer = HeldProposer(log)
+        self.launcher = HeldLauncher()
+        self.spawned: list[Step[Any]] = []
+        self.agent = Agent(
+            "n1",
+            self.proposer,
+            log.reader,
+            dict(BUILTIN_EXECUTORS),
+            str(data_dir),
+            is_ready=lambda: True,
+            clock=self.clock,
+            spawn=self.spawned.append,
+            launcher=self.launcher,
+        )
+        log.machine.add_listener(self.agent.on_change)
+        self.agent.start()
+        self.main = Stepper(self.spawned.pop(0))
+        assert self.main.waiting == WaitSignal(self.agent._wake, 0.5)
+
+    def reconcile(self) -> list[Stepper]:
+        """One pass of the loop; the steps it spawned, started."""
+        self.main.resume(True)
+        spawned, self.spawned[:] = list(self.spawned), []
+        return [Stepper(step) for step in spawned]
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[WorkflowLog]:
+    log = WorkflowLog(tmp_path / "state.db")
+    yield log
+    log.close()
+
+
+def assign(log: WorkflowLog, task_id: str, node: str = "n1", attempt: int = 1) -> None:
+    placed = log.one(e.TaskAssign([{"task_id": task_id, "node": node, "attempt": attempt}]))
+    assert placed["placed"] == 1, placed
+
+
+def state(log: WorkflowLog, task_id: str) -> tuple[str, int]:
+    task = log.reader.get_task(task_id)
+    assert task is not None
+    return task.state, task.attempt
+
+
+def test_an_attempt_is_a_step_and_its_report_retries_on_the_agents_clock(
+    log: WorkflowLog, tmp_path: Path
+) -> None:
+    before = set(threading.enumerate())
+    hand = ByHand(log, tmp_path / "data")
+    assert log.one(e.TaskSubmit("t-1", {"type": "noop"}))["ok"]
+    assign(log, "t-1")
+    assert hand.main.waiting.signal.is_set()  # the assignment woke the agent
+
+    (attempt,) = hand.reconcile()
+    # Started: TASK_STARTED submitted (not waited for), the executor launched.
+    (started,) = hand.proposer.submitted
+    assert started.decode_payload() == e.TaskStarted("t-1", 1, "n1")
+    assert started.ts == wall_ms(hand.clock)
+    assert state(log, "t-1") == ("running", 1) and hand.agent.running_count == 1
+    execution, _, result = hand.launcher.launched[0]
+    assert (execution.task_id, execution.attempt) == ("t-1", 1)
+    assert attempt.waiting is result
+
+    result.set_result(ExecutionResult(exit_code=0, stdout=b"done"))
+    attempt.settle()
+    delays = []
+    for _ in range(2):  # no leader yet: the report waits and tries again
+        (complete,) = hand.proposer.payloads()
+        assert isinstance(complete, e.TaskComplete)
+        assert (complete.task_id, complete.attempt, complete.node) == ("t-1", 1, "n1")
+        assert complete.result["exit_code"] == 0
+        hand.proposer.fail_next(Unavailable("no Raft leader is known"))
+        attempt.settle()
+        assert isinstance(attempt.waiting, Sleep)
+        delays.append(attempt.waiting.seconds)
+        hand.clock.advance(attempt.waiting.seconds)
+        attempt.resume()
+    assert delays == [0.1, 0.2]
+    assert hand.proposer.held[0][0][0].ts == wall_ms(hand.clock)
+    hand.proposer.apply_next()
+    attempt.settle()
+    assert attempt.done
+    assert state(log, "t-1") == ("completed", 1) and hand.agent.running_count == 0
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_an_attempt_taken_away_is_cancelled_and_not_reported(
+    log: WorkflowLog, tmp_path: Path
+) -> None:
+    hand = ByHand(log, tmp_path / "data")
+    assert log.one(e.TaskSubmit("t-2", {"type": "noop"}))["ok"]
+    assign(log, "t-2")
+    (attempt,) = hand.reconcile()
+    _, cancel, result = hand.launcher.launched[0]
+    assert log.one(e.TaskCancel("t-2"))["ok"]
+    assert cancel.is_set()
+    result.set_result(ExecutionResult(exit_code=-1, cancelled=True))
+    attempt.settle()
+    assert attempt.done and hand.proposer.held == []
+    assert hand.agent.running_count == 0
+
+
+def test_an_attempt_running_before_a_restart_is_reported_lost_by_a_step(
+    log: WorkflowLog, tmp_path: Path
+) -> None:
+    assert log.one(e.TaskSubmit("t-3", {"type": "noop"}))["ok"]
+    assign(log, "t-3")
+    assert log.one(e.TaskStarted("t-3", 1, "n1"))["ok"]
+    hand = ByHand(log, tmp_path / "data")
+    (lost,) = hand.reconcile()
+    (failed,) = hand.proposer.payloads()
+    assert failed == e.TaskFailed("t-3", 1, "n1", "node restarted during the attempt")
+    assert hand.launcher.launched == []
+    hand.proposer.apply_next()
+    lost.settle()
+    assert lost.done and state(log, "t-3")[0] == "queued"  # the retry policy applies
+    assert hand.reconcile() == []  # the first pass only
+
+
+def test_an_executor_launch_that_fails_fails_the_attempt(log: WorkflowLog, tmp_path: Path) -> None:
+    hand = ByHand(log, tmp_path / "data")
+    assert log.one(e.TaskSubmit("t-4", {"type": "noop", "retryPolicy": {"maxRetries": 0}}))["ok"]
+    assign(log, "t-4")
+    (attempt,) = hand.reconcile()
+    hand.launcher.launched[0][2].set_exception(OSError("no threads left"))
+    attempt.settle()
+    (failed,) = hand.proposer.payloads()
+    assert isinstance(failed, e.TaskFailed)
+    assert failed.reason == "the attempt could not run on n1: OSError: no threads left"
+    hand.proposer.apply_next()
+    attempt.settle()
+    assert attempt.done and state(log, "t-4")[0] == "dead_letter"

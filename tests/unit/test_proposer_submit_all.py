@@ -1,0 +1,113 @@
+"""`Proposer.submit_all`, what the node's loops yield: one future for all
+their entries, with every result in order once applied; failed at once when
+the node cannot write, and with Unavailable when the entries are not
+committed in time, as `propose` is. The Raft group here is a stand-in that
+answers (or not) as the test says; the real one is in the cluster tests."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from cortex.errors import Unavailable
+from cortex.raft.proposer import Proposer
+from cortex.state import entries as e
+from tests.cluster import wait_until
+
+Callback = Callable[[Any, int], None]
+
+
+class StandInGroup:
+    def __init__(self, answers: bool = True) -> None:
+        self.leader_address: str | None = "127.0.0.1:1"
+        self.hasQuorum = True
+        self.answers = answers
+        self.batches: list[list[str]] = []
+        self._lock = threading.Lock()
+
+    def apply_batch(self, data: bytes, callback: Callback) -> None:
+        decoded = e.decode_batch(data)
+        ids = [entry.id for entry in decoded if isinstance(entry, e.Entry)]
+        with self._lock:
+            self.batches.append(ids)
+        if self.answers:
+            callback([{"ok": True, "id": entry_id} for entry_id in ids], 0)
+
+
+def entries(count: int) -> list[e.Entry]:
+    return [e.Entry.create(e.TaskCancel(f"t-{n}", "test"), "n1") for n in range(count)]
+
+
+@pytest.fixture
+def group() -> StandInGroup:
+    return StandInGroup()
+
+
+@pytest.fixture
+def proposer(group: StandInGroup) -> Iterator[Proposer]:
+    proposer = Proposer(group, commit_timeout_s=0.3)  # type: ignore[arg-type]
+    yield proposer
+    proposer.stop()
+
+
+def test_every_result_arrives_in_order(proposer: Proposer) -> None:
+    proposed = entries(5)
+    results = proposer.submit_all(proposed).result(10)
+    assert [r["id"] for r in results] == [entry.id for entry in proposed]
+
+
+def test_a_node_that_cannot_write_fails_the_future_at_once(
+    proposer: Proposer, group: StandInGroup
+) -> None:
+    group.leader_address = None
+    failed = proposer.submit_all(entries(2))
+    assert failed.done()
+    with pytest.raises(Unavailable, match="no Raft leader is known"):
+        failed.result(0)
+    group.leader_address, group.hasQuorum = "127.0.0.1:1", False
+    with pytest.raises(Unavailable, match="cannot reach a quorum"):
+        proposer.submit_all(entries(1)).result(0)
+    assert group.batches == []
+
+
+def test_entries_not_committed_in_time_fail_with_unavailable(
+    proposer: Proposer, group: StandInGroup
+) -> None:
+    group.answers = False
+    future = proposer.submit_all(entries(3))
+    error = future.exception(timeout=10)
+    assert isinstance(error, Unavailable)
+    assert "not committed within" in str(error) and "idempotency key" in str(error)
+    # They were proposed all the same: they may still be applied.
+    wait_until(lambda: sum(len(b) for b in group.batches) == 3, 10, what="the proposal")
+
+
+def test_a_rejected_batch_fails_the_future() -> None:
+    class RefusingGroup(StandInGroup):
+        def apply_batch(self, data: bytes, callback: Callback) -> None:
+            callback(None, 1)
+
+    proposer = Proposer(RefusingGroup(), commit_timeout_s=30)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(Unavailable, match="entry not committed"):
+            proposer.submit_all(entries(2)).result(10)
+    finally:
+        proposer.stop()
+
+
+def test_a_stopped_proposer_takes_nothing(proposer: Proposer) -> None:
+    proposer.stop()
+    with pytest.raises(Unavailable, match="shutting down"):
+        proposer.submit_all(entries(1)).result(10)
+
+
+def test_stopping_fails_what_is_still_waiting(group: StandInGroup) -> None:
+    group.answers = False
+    proposer = Proposer(group, commit_timeout_s=60)  # type: ignore[arg-type]
+    future = proposer.submit_all(entries(2))
+    proposer.stop()
+    with pytest.raises(Unavailable, match="shutting down"):
+        future.result(10)

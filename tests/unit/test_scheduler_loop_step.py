@@ -1,0 +1,94 @@
+"""The scheduler's loop driven by hand on a real state machine, a clock the
+test moves and proposals the test applies: one TASK_ASSIGN future per round,
+stamped with the loop's clock, and backed-off tasks placed when that clock
+(not the real one) says they are due."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cortex.membership.board import ResourceBoard
+from cortex.raft.leader_loop import LeaderContext
+from cortex.scheduler.loop import SchedulerLoop
+from cortex.state import entries as e
+from cortex.steps import WaitSignal, wall_ms
+from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
+from tests.workflow_sim import WorkflowLog
+
+BACKOFF_MS = 5_000
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[WorkflowLog]:
+    log = WorkflowLog(tmp_path / "state.db")
+    yield log
+    log.close()
+
+
+def backing_off(log: WorkflowLog, task_id: str) -> int:
+    """A task whose first attempt failed: queued again, due after its backoff."""
+    spec = {"type": "noop", "retryPolicy": {"maxRetries": 2, "backoffMs": BACKOFF_MS}}
+    assert log.one(e.TaskSubmit(task_id, spec))["ok"]
+    assert log.one(e.TaskAssign([{"task_id": task_id, "node": "n2", "attempt": 1}]))["placed"]
+    assert log.one(e.TaskFailed(task_id, 1, "n2", "exit code 1"), node="n2")["state"] == "queued"
+    task = log.reader.get_task(task_id)
+    assert task is not None and task.scheduled_after > 0
+    return task.scheduled_after
+
+
+def assigned(proposer: HeldProposer, number: int = 0) -> list[str]:
+    (payload,) = proposer.payloads(number)
+    assert isinstance(payload, e.TaskAssign)
+    return [item["task_id"] for item in payload.assignments]
+
+
+def test_one_assign_future_per_round_on_the_loops_clock(log: WorkflowLog) -> None:
+    due_ms = backing_off(log, "t-later")
+    assert log.one(e.TaskSubmit("t-now", {"type": "noop"}))["ok"]
+    # 300 ms before the backed-off task is due, by the loop's clock; the
+    # real clock (years later) would call it due long ago.
+    clock = FakeClock(wall_s=(due_ms - 300) / 1000)
+    proposer = HeldProposer(log)
+    loop = SchedulerLoop(
+        LeaderContext("n1", lambda: True, proposer, log.reader, clock),
+        ResourceBoard(clock),
+        reachable=lambda node: True,
+        interval_s=1.0,
+    )
+    stepper = Stepper(loop.main())
+    assert isinstance(stepper.waiting, WaitSignal)
+    assert stepper.waiting.seconds == pytest.approx(0.3)
+
+    stepper.resume(True)  # woken by the submit
+    # The round waits for its proposal without blocking: one entry, one future.
+    assert len(proposer.held) == 1 and stepper.waiting is proposer.held[0][1]
+    assert assigned(proposer) == ["t-now"]
+    assert proposer.held[0][0][0].ts == wall_ms(clock)
+    assert proposer.apply_next()[0]["placed"] == 1
+    stepper.settle()
+    assert isinstance(stepper.waiting, WaitSignal) and proposer.held == []
+
+    clock.advance(0.3)
+    stepper.resume(False)  # the interval passed
+    assert assigned(proposer) == ["t-later"]
+    proposer.apply_next()
+    stepper.settle()
+    task = log.reader.get_task("t-later")
+    assert task is not None and (task.state, task.attempt) == ("assigned", 2)
+
+
+def test_a_round_that_finds_nothing_proposes_nothing(log: WorkflowLog) -> None:
+    due_ms = backing_off(log, "t-later")
+    clock = FakeClock(wall_s=(due_ms - 1) / 1000)
+    proposer = HeldProposer(log)
+    loop = SchedulerLoop(
+        LeaderContext("n1", lambda: True, proposer, log.reader, clock),
+        ResourceBoard(clock),
+        reachable=lambda node: True,
+    )
+    stepper = Stepper(loop.main())
+    stepper.resume(True)
+    assert proposer.held == [] and isinstance(stepper.waiting, WaitSignal)
