@@ -1,7 +1,7 @@
 """What a node keeps in its data dir besides the state database and the Raft
 files, and the checks made on it before the node starts: the secret a lone
 node makes up, the members a `--join` returned, the markers of a node that
-registered and of a removed one, and that the database is not ahead of the
+asked to join and of a removed one, and that the database is not ahead of the
 journal."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 _CLUSTER_FILE = "cluster.json"
 _SECRET_FILE = "secret"
 _REMOVED_FILE = "removed"
-_REGISTERED_FILE = "registered"
+_JOINING_FILE = "joining.json"
 
 
 def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
@@ -134,19 +134,25 @@ def refuse_if_state_ahead(data_dir: Path, applied_index: int) -> None:
         )
 
 
-def was_registered(data_dir: Path) -> bool:
-    """Whether a node already joined the cluster with this data dir: a removal
-    of it found in the log is then its own, not one an empty `--join` undoes."""
-    return (data_dir / _REGISTERED_FILE).exists()
+def joining_since(data_dir: Path) -> int | None:
+    """The Raft index this data dir's node had applied when it first asked to
+    join, or None if it never did: a removal of the node at a later index is
+    its own; an earlier one is an old removal that its joining undoes."""
+    path = data_dir / _JOINING_FILE
+    if not path.exists():
+        return None
+    return int(json.loads(path.read_text())["since_index"])
 
 
-def mark_registered(data_dir: Path) -> None:
-    """Written once, durably, when the cluster first accepts the node's row."""
-    path = data_dir / _REGISTERED_FILE
-    with open(path, "w") as f:
-        f.write("this data dir's node joined its cluster; a removal found in its log is its own\n")
+def mark_joining(data_dir: Path, since_index: int) -> None:
+    """Written durably before the node first proposes to join."""
+    path = data_dir / _JOINING_FILE
+    partial = path.with_suffix(".partial")
+    with open(partial, "w") as f:
+        json.dump({"since_index": since_index}, f)
         f.flush()
         os.fsync(f.fileno())
+    os.replace(partial, path)
     directory = os.open(data_dir, os.O_RDONLY)
     try:
         os.fsync(directory)

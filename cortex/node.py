@@ -20,12 +20,12 @@ from cortex.api.tls import node_tls
 from cortex.config import NodeConfig
 from cortex.data_dir import (
     initial_peers,
-    mark_registered,
+    joining_since,
+    mark_joining,
     mark_removed,
     refuse_if_removed,
     refuse_if_state_ahead,
     resolve_secret,
-    was_registered,
 )
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import TaskEnvironment, build_executors, secret_values
@@ -204,8 +204,8 @@ class Node:
             self._ready.is_set,
             on_removed=self._on_removed,
             clock=clock,
-            registered_before=was_registered(self.data_dir),
-            on_registered=lambda: mark_registered(self.data_dir),
+            joining_since=joining_since(self.data_dir),
+            on_joining=lambda since: mark_joining(self.data_dir, since),
         )
         self.removed = False
         declared = config.resources.model_dump(exclude_none=True)

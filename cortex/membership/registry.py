@@ -37,8 +37,8 @@ class NodeRegistration:
         interval_s: float = 0.5,
         on_removed: Callable[[str], None] | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        registered_before: bool = False,
-        on_registered: Callable[[], None] | None = None,
+        joining_since: int | None = None,
+        on_joining: Callable[[int], None] | None = None,
     ) -> None:
         self._join = join
         self._proposer = proposer
@@ -47,8 +47,8 @@ class NodeRegistration:
         self._interval_s = interval_s
         self._on_removed = on_removed
         self._clock = clock
-        self._registered_before = registered_before
-        self._on_registered = on_registered
+        self._joining_since = joining_since
+        self._on_joining = on_joining
         self._stop = threading.Event()
 
     def start(self) -> None:
@@ -76,11 +76,11 @@ class NodeRegistration:
         )
 
     def main(self) -> Step[None]:
-        # A removed row seen before this node first registered with its data
-        # dir is an old removal, which an empty `--join` undoes. Seen after,
-        # even by a later process on the same data dir (it was down when it
-        # was removed), the removal is this node's own.
-        was_registered = self._registered_before
+        # The applied index when this data dir first asked to join: a removal
+        # after it is this node's own, even when the node was down then and
+        # finds it in its log on restart; one before it is an old removal,
+        # which joining again (from an empty data dir) undoes.
+        since = self._joining_since
         registered = False
         # Whether to end the last run's shutdown drain; None until first looked at.
         resume: bool | None = None
@@ -91,7 +91,7 @@ class NodeRegistration:
             if not self._is_ready():
                 continue
             row = self._own_row()
-            if was_registered and row is not None and row.status == "removed":
+            if row is not None and row.status == "removed" and self._own_removal(since):
                 log.warning("node %s was removed from the cluster: %s",
                             self._join.node_id, row.status_reason)  # fmt: skip
                 if self._on_removed is not None:
@@ -108,16 +108,19 @@ class NodeRegistration:
             resume = False
             registered = self._current(row)
             if registered:
-                self._registered(was_registered)
-                was_registered = True
                 continue
-            if (yield from self._propose(self._join)):
-                self._registered(was_registered)
-                was_registered = True
+            if since is None:
+                since = self._reader.applied_index()
+                if self._on_joining is not None:
+                    self._on_joining(since)
+            yield from self._propose(self._join)
 
-    def _registered(self, before: bool) -> None:
-        if not before and self._on_registered is not None:
-            self._on_registered()
+    def _own_removal(self, since: int | None) -> bool:
+        if since is None:
+            return False
+        removed_at = self._reader.removal_index(self._join.node_id)
+        # Its event purged (older than task retention): taken as its own.
+        return removed_at is None or removed_at > since
 
     def _propose(self, payload: e.Payload) -> Step[bool]:
         """True once the entry is applied and accepted."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cortex.agent import Agent
-from cortex.data_dir import mark_registered, was_registered
+from cortex.data_dir import joining_since, mark_joining
 from cortex.executors import BUILTIN_EXECUTORS
 from cortex.membership.board import ResourceBoard
 from cortex.membership.failure import NodeSupervisor
@@ -105,8 +105,8 @@ class NodeComponents:
                 resources={"max_tasks": MAX_TASKS},
             ),
             proposer, self.reader, node.is_ready, on_removed=node.removed, clock=clock,
-            registered_before=was_registered(Path(node.data_dir)),
-            on_registered=lambda: mark_registered(Path(node.data_dir)),
+            joining_since=joining_since(Path(node.data_dir)),
+            on_joining=lambda since: mark_joining(Path(node.data_dir), since),
         )  # fmt: skip
         self.heartbeats = HeartbeatSender(
             node.id, node.secret, SimSampler(random.Random(rng.getrandbits(64))), self.board,

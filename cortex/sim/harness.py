@@ -98,8 +98,8 @@ def _unchanged(message: Any) -> Any:
     return message
 
 
-def _never(*args: Any) -> bool:
-    return False
+def _no_record(*args: Any) -> None:
+    return None
 
 
 # Bugs a test plants to show the checker finds them, each a patch made for one
@@ -122,9 +122,9 @@ PLANTED_BUGS: dict[str, tuple[Any, str, Any]] = {
     ),
     # pysyncobj as released: late refusals move a leader's next index forward.
     "raft-late-refusals": (raft_transport, "_backtrack_only", lambda original: _passed_through),
-    # A node forgets it registered with its data dir, so a removal it finds in
-    # its log on restart (it was down) looks like an old one and it joins again.
-    "rejoin-after-removal": (sim_components, "was_registered", lambda original: _never),
+    # A node forgets it asked to join with its data dir, so a removal it finds
+    # in its log on restart (it was down) looks like an old one: it joins again.
+    "rejoin-after-removal": (sim_components, "joining_since", lambda original: _no_record),
 }
 
 

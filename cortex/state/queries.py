@@ -271,6 +271,18 @@ class StateReader(WorkflowQueries):
             for r in rows
         ]
 
+    def removal_index(self, node_id: str) -> int | None:
+        """The Raft index of the node's latest removal, while its event is kept."""
+        row = (
+            self._conn()
+            .execute(
+                "SELECT MAX(raft_index) FROM task_events WHERE event = 'node_left' AND node = ?",
+                (node_id,),
+            )
+            .fetchone()
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
     def applied_index(self) -> int:
         row = (
             self._conn()

@@ -56,42 +56,43 @@ def test_registers_then_checks_less_often_and_notices_removal(log: WorkflowLog) 
 
 
 def _registration(
-    log: WorkflowLog, proposer: HeldProposer, removed: list[str], registered: list[bool],
-    *, before: bool,
+    log: WorkflowLog, proposer: HeldProposer, removed: list[str], joining: list[int],
+    *, since: int | None,
 ) -> Stepper:  # fmt: skip
     registration = NodeRegistration(
         JOIN, proposer, log.reader, lambda: True, interval_s=0.5, on_removed=removed.append,
-        clock=FakeClock(), registered_before=before, on_registered=lambda: registered.append(True),
+        clock=FakeClock(), joining_since=since, on_joining=joining.append,
     )  # fmt: skip
     return Stepper(registration.main())
 
 
-def test_a_first_registration_is_marked_once(log: WorkflowLog) -> None:
+def test_a_data_dir_marks_its_first_join_before_proposing_it(log: WorkflowLog) -> None:
     proposer = HeldProposer(log)
     removed: list[str] = []
-    registered: list[bool] = []
-    stepper = _registration(log, proposer, removed, registered, before=False)
+    joining: list[int] = []
+    stepper = _registration(log, proposer, removed, joining, since=None)
     stepper.resume()
+    assert joining == [log.reader.applied_index()] and proposer.payloads() == [JOIN]
     proposer.apply_next()
     stepper.settle()
-    assert registered == [True]
-    for _ in range(3):  # checking the current row again marks nothing more
+    for _ in range(3):  # the row is current: nothing more is marked or proposed
         stepper.resume()
-    assert registered == [True] and removed == []
+    assert len(joining) == 1 and proposer.held == [] and removed == []
 
 
 def test_a_node_removed_while_it_was_down_stays_removed(log: WorkflowLog) -> None:
-    """Its data dir says it registered before, so the removal it finds in the
-    log is its own: it stops instead of joining again."""
+    """Its data dir asked to join before the removal, so the removal it finds
+    in its log on restart is its own: it stops instead of joining again."""
+    since = log.reader.applied_index()
     assert log.one(JOIN)["ok"]
     assert log.one(e.NodeLeave("n4", "removed by the operator"))["ok"]
     proposer = HeldProposer(log)
     removed: list[str] = []
-    registered: list[bool] = []
-    stepper = _registration(log, proposer, removed, registered, before=True)
+    joining: list[int] = []
+    stepper = _registration(log, proposer, removed, joining, since=since)
     stepper.resume()
     assert stepper.done and removed == ["removed by the operator"]
-    assert proposer.held == [] and registered == []
+    assert proposer.held == [] and joining == []
 
 
 def test_an_empty_data_dir_joins_again_after_an_old_removal(log: WorkflowLog) -> None:
@@ -99,11 +100,15 @@ def test_an_empty_data_dir_joins_again_after_an_old_removal(log: WorkflowLog) ->
     assert log.one(e.NodeLeave("n4", "removed by the operator"))["ok"]
     proposer = HeldProposer(log)
     removed: list[str] = []
-    registered: list[bool] = []
-    stepper = _registration(log, proposer, removed, registered, before=False)
+    joining: list[int] = []
+    stepper = _registration(log, proposer, removed, joining, since=None)
     stepper.resume()
-    assert proposer.payloads() == [JOIN]
+    assert proposer.payloads() == [JOIN] and joining == [log.reader.applied_index()]
+    # Restarted before its join committed: the removal is still the old one.
+    again = _registration(log, HeldProposer(log), removed, [], since=joining[0])
+    again.resume()
+    assert not again.done and removed == []
     proposer.apply_next()
     stepper.settle()
-    assert removed == [] and registered == [True]
+    assert removed == []
     assert next(n for n in log.reader.nodes() if n.id == "n4").status == "active"
