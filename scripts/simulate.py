@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed: list[dict[str, object]] = []
     hashes: dict[str, str] = {}
     simulated = 0.0
+    faults = acknowledged = 0
     configs = [
         SimConfig(
             seed=seed,
@@ -116,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for result in _results(configs, args.jobs):
         seed = result.seed
         simulated += result.simulated_s
+        faults += result.faults
+        acknowledged += result.acknowledged
         hashes[str(seed)] = result.trace_hash
         for failure in result.failures:
             failed.append({"seed": seed, **failure.to_json()})
@@ -141,11 +144,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "simulated_seconds": round(simulated, 3),
             "wall_seconds": round(wall, 3),
             "trace_hashes": hashes,
+            "faults_injected": faults,
+            "acknowledged_submissions": acknowledged,
         }))  # fmt: skip
     else:
         print(
             f"{len(hashes)} seeds, {len({f['seed'] for f in failed})} failed;"
-            f" {simulated:.0f} simulated s in {wall:.1f}s ({simulated / wall:.1f}x)"
+            f" {simulated:.0f} simulated s in {wall:.1f}s ({simulated / wall:.1f}x);"
+            f" {faults} faults injected, {acknowledged} submissions acknowledged"
         )
     return 1 if failed else 0
 
