@@ -369,9 +369,14 @@ class Simulation:
         group = leaders[0].group
         assert group is not None
         committed = group.raftCommitIndex
-        return len({(index, digest) for _, index, digest in statuses}) == 1 and all(
-            index >= committed for _, index, _ in statuses
+        # Raft's own applied index: the last committed entries may be Raft's
+        # (a new leader's no-op, a membership change), which SQLite never sees.
+        caught_up = all(
+            node.group.raftLastApplied >= committed
+            for node in self.nodes.values()
+            if node.running and node.group is not None
         )
+        return caught_up and len({(index, digest) for _, index, digest in statuses}) == 1
 
     def _converged_and_quiet(self) -> bool:
         return self.workload.next_at() is None and self._converged() and self._all_done()
