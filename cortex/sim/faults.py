@@ -25,6 +25,9 @@ class FaultPlan:
         self._seq = 0
         self.injected = 0
         self._healing = False
+        # The furthest any node's clock was put ahead: entries carry their
+        # proposer's time, so a retry's back-off counts from it (see harness).
+        self.max_ahead_us = 0
 
     # -- scheduling -------------------------------------------------------------
 
@@ -176,6 +179,7 @@ class FaultPlan:
         node = self._rng.choice(self._ids())
         by = self._rng.choice([-1, 1]) * self._rng.randint(1, 60) * 1_000_000
         self._sim.clock.jump(node, by)
+        self.max_ahead_us = max(self.max_ahead_us, self._sim.clock.offsets_us.get(node, 0))
         self._sim.trace.add("clock", node, by)
 
     def _full_disk(self) -> None:

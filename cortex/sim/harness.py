@@ -286,8 +286,12 @@ class Simulation:
         if self.config.mode == "liveness":
             acknowledged = len(self.workload.acknowledged)
             # The backlog left when clients stop gets the same grace as safety
-            # mode's convergence: a node may have been removed, others cordoned.
-            self._run_until(self.duration_us + HEAL_LIMIT_US, until=self._converged_and_quiet)
+            # mode's convergence (a node may have been removed, others
+            # cordoned), plus how far a clock ran ahead: a report stamped by a
+            # node whose clock was ahead starts its retry's back-off that much
+            # later, after the clocks are right again.
+            end = self.duration_us + HEAL_LIMIT_US + self.faults.max_ahead_us
+            self._run_until(end, until=self._converged_and_quiet)
             self._check_converged(self.clock.now_us, healed_at)
             if len(self.workload.acknowledged) == acknowledged and self.workload.attempted_after(
                 healed_at
