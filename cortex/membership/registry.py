@@ -5,6 +5,7 @@ node has been removed from the cluster. The loop is a step (`cortex.steps`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -113,7 +114,12 @@ class NodeRegistration:
                 since = self._reader.applied_index()
                 if self._on_joining is not None:
                     self._on_joining(since)
-            yield from self._propose(self._join)
+            join = self._join
+            if row is not None and row.status == "removed":
+                # An old removal, which this join names so apply lets it undo it.
+                undone = self._reader.removal_index(join.node_id) or since
+                join = dataclasses.replace(join, rejoin_after=undone)
+            yield from self._propose(join)
 
     def _own_removal(self, since: int | None) -> bool:
         if since is None:

@@ -302,6 +302,10 @@ class NodeJoin(Payload):
     # Where other nodes call this one (its peer listener); empty in entries
     # written before nodes had one.
     peer_address: str = ""
+    # The Raft index of the removal this join undoes (a machine coming back
+    # with an empty data dir), 0 for none: a join proposed before the node
+    # knew of its removal must not bring it back.
+    rejoin_after: int = 0
 
     def check(self) -> None:
         _check_strings(self.TYPE, "labels", self.labels.values())

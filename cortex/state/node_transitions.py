@@ -21,6 +21,8 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
     if not p.node_id or not p.raft_address or not p.grpc_address:
         raise Rejected(INVALID_PAYLOAD, "node join needs node_id, raft_address and grpc_address")
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
+    if row is not None and row["status"] == "removed":
+        _check_rejoin(ctx, p)
     # A node coming back from offline, or joining again after its removal, is
     # active; drain and cordon are operator decisions and survive a restart.
     returning = row is None or row["status"] in ("offline", "removed")
@@ -50,6 +52,23 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
         "node_joined", node=p.node_id, detail={"raft": p.raft_address, "grpc": p.grpc_address}
     )
     return {"status": status}
+
+
+def _check_rejoin(ctx: ApplyContext, p: e.NodeJoin) -> None:
+    """A removed node joins again only with a join that names its removal:
+    one proposed before the node knew of it (committed after it) is refused,
+    and so is a replayed old join."""
+    removed_at = ctx.cur.execute(
+        "SELECT MAX(raft_index) FROM task_events WHERE event = 'node_left' AND node = ?",
+        (p.node_id,),
+    ).fetchone()[0]
+    # Once retention purged the removal's event, any join naming a removal will do.
+    if p.rejoin_after < (1 if removed_at is None else removed_at):
+        raise Rejected(
+            ILLEGAL_TRANSITION,
+            f"node {p.node_id} was removed; only a join made after its removal (from an empty"
+            " data dir) brings it back",
+        )
 
 
 def node_status(ctx: ApplyContext, p: e.NodeStatus) -> dict[str, Any]:

@@ -123,8 +123,11 @@ class BlockingServicer(pb_grpc.CortexServicer):
     def __init__(self) -> None:
         self.release = threading.Event()
         self.state = "running"
+        # Set once a call holds its thread.
+        self.holding = threading.Event()
 
     def _hold(self, context: Any) -> None:
+        self.holding.set()
         while not self.release.wait(0.05) and context.is_active():
             pass
 
@@ -292,9 +295,15 @@ def test_grpcs_own_refusal_when_every_thread_is_taken_is_retried_too() -> None:
     server.start()
     try:
         with grpc.insecure_channel(address) as channel:
-            holder = pb_grpc.CortexStub(channel).GetTask.future(
-                pb.GetTaskRequest(task_id="t"), timeout=30
-            )
+            stub = pb_grpc.CortexStub(channel)
+
+            def holding() -> Any:
+                # Sent again if it lost the race for the thread and was refused.
+                call = stub.GetTask.future(pb.GetTaskRequest(task_id="t"), timeout=30)
+                wait_until(lambda: servicer.holding.is_set() or call.done(), 10)
+                return call if servicer.holding.is_set() else None
+
+            holder = wait_until(holding, 10, what="a call to hold the only thread")
             with CortexClient(address, tls=False, busy_retries=0) as client:
                 busy = wait_until(
                     lambda: _refusal_of(client), 10, what="the only thread to be taken"

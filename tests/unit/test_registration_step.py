@@ -4,6 +4,7 @@ registered, retries a join that did not commit, and notices a removal."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,9 +102,13 @@ def test_an_empty_data_dir_joins_again_after_an_old_removal(log: WorkflowLog) ->
     proposer = HeldProposer(log)
     removed: list[str] = []
     joining: list[int] = []
+    removal = log.reader.removal_index("n4")
+    assert removal is not None
     stepper = _registration(log, proposer, removed, joining, since=None)
     stepper.resume()
-    assert proposer.payloads() == [JOIN] and joining == [log.reader.applied_index()]
+    # The join names the removal it undoes, so apply lets it.
+    assert proposer.payloads() == [dataclasses.replace(JOIN, rejoin_after=removal)]
+    assert joining == [log.reader.applied_index()]
     # Restarted before its join committed: the removal is still the old one.
     again = _registration(log, HeldProposer(log), removed, [], since=joining[0])
     again.resume()
@@ -112,3 +117,22 @@ def test_an_empty_data_dir_joins_again_after_an_old_removal(log: WorkflowLog) ->
     stepper.settle()
     assert removed == []
     assert next(n for n in log.reader.nodes() if n.id == "n4").status == "active"
+
+
+def test_a_join_proposed_before_the_removal_and_committed_after_it_is_refused(
+    log: WorkflowLog,
+) -> None:
+    """The node, offline, asked to be active again while the operator removed
+    it; its join commits after the removal and must not bring it back."""
+    assert log.one(JOIN)["ok"]
+    assert log.one(e.NodeLeave("n4", "removed by the operator"))["ok"]
+    late = log.one(JOIN)
+    assert not late["ok"] and late["reason"].startswith("illegal_transition"), late
+    assert next(n for n in log.reader.nodes(include_removed=True) if n.id == "n4").status == (
+        "removed"
+    )
+    removal = log.reader.removal_index("n4")
+    assert removal is not None
+    naming_an_older_removal = dataclasses.replace(JOIN, rejoin_after=removal - 1)
+    assert not log.one(naming_an_older_removal)["ok"]
+    assert log.one(dataclasses.replace(JOIN, rejoin_after=removal))["ok"]

@@ -4,6 +4,7 @@ letters, cancellation, idempotent submits and snapshots."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -478,9 +479,13 @@ def test_node_status_and_leave(log: Log, reader: StateReader) -> None:
     assert (gone.status, gone.status_reason) == ("removed", "decommissioned")
     assert code_of(log.one(NodeLeave("n1"))) == "illegal_transition"
     assert code_of(log.one(NodeLeave("ghost"))) == "unknown_node"
-    # Operator commands cannot revive a removed node; only a new join can.
+    # Operator commands cannot revive a removed node, nor can a join that does
+    # not name the removal (proposed before it, or replayed); a new join can.
     assert code_of(log.one(NodeStatus("n1", "active"))) == "illegal_transition"
-    assert log.one(join("n1"))["status"] == "active"
+    assert code_of(log.one(join("n1"))) == "illegal_transition"
+    removal = reader.removal_index("n1")
+    assert removal is not None
+    assert log.one(dataclasses.replace(join("n1"), rejoin_after=removal))["status"] == "active"
     assert [n.id for n in reader.nodes()] == ["n1"]
 
 
