@@ -272,8 +272,12 @@ class Workload:
         def answered(result: dict[str, Any] | None) -> None:
             if result is None:
                 self._retry("workflow", key, text)
+            elif result.get("ok") and result["workflow_id"] != workflow_id:
+                # The key is taken by an earlier try (its answer was lost):
+                # carry on with that workflow, as the API does.
+                self._retry("workflow", key, text)
             elif result.get("ok"):
-                self._send_parts(key, text, str(result["workflow_id"]), payloads, number + 1)
+                self._send_parts(key, text, workflow_id, payloads, number + 1)
             else:
                 self._sim.trace.add("refused", key, result.get("reason"))
 

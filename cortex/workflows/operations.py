@@ -129,35 +129,51 @@ class WorkflowOperations:
         retried with the same idempotency key carries on where it stopped."""
         check_idempotency_key(idempotency_key)
         definition = parse_definition(text, fmt, self.sandbox, self._max_spec_bytes)
-        workflow_id, resume_from = str(uuid.uuid4()), 0
+        workflow_id, resume_from, created = str(uuid.uuid4()), 0, True
         if idempotency_key:
             known = self._reader.workflow_by_idempotency_key(idempotency_key)
             if known is not None:
-                view = self._reader.get_workflow(known, with_tasks=False)
-                if view is None or view.state != "submitting":
+                resume = self._resumable(known, idempotency_key, definition)
+                if resume is None:
                     return WorkflowSubmitOutcome(known, False, self._machine.applied_index)
-                if view.total_tasks != len(definition.tasks):
-                    raise FailedPrecondition(
-                        f"idempotency key {idempotency_key} names workflow {known}, which is"
-                        f" being submitted with {view.total_tasks} tasks, not"
-                        f" {len(definition.tasks)}"
-                    )
-                workflow_id, resume_from = known, view.parts
-        payloads = submit_payloads(definition, workflow_id, idempotency_key)
-        created = resume_from == 0
-        for number, payload in enumerate(payloads[resume_from:], resume_from):
-            result = self._propose_part(payload)
-            if not result.get("ok"):
-                doing = "workflow rejected" if number == 0 else (
-                    f"part {number} of workflow {workflow_id} rejected"
-                )  # fmt: skip
-                raise refusal_error(result, doing)
-            if number == 0 and result["workflow_id"] != workflow_id:
-                # Another submission with the same idempotency key came first.
-                return WorkflowSubmitOutcome(
-                    result["workflow_id"], False, self._machine.applied_index
-                )
-        return WorkflowSubmitOutcome(workflow_id, created, self._machine.applied_index)
+                workflow_id, resume_from, created = known, resume, False
+        # Twice at most: the first entry may find the key already taken by a
+        # submission this node had not seen (an earlier try whose answer was
+        # lost, or another client's); its remaining parts are sent then.
+        while True:
+            payloads = submit_payloads(definition, workflow_id, idempotency_key)
+            for number, payload in enumerate(payloads[resume_from:], resume_from):
+                result = self._propose_part(payload)
+                if not result.get("ok"):
+                    doing = "workflow rejected" if number == 0 else (
+                        f"part {number} of workflow {workflow_id} rejected"
+                    )  # fmt: skip
+                    raise refusal_error(result, doing)
+                if number == 0 and result["workflow_id"] != workflow_id:
+                    break
+            else:
+                return WorkflowSubmitOutcome(workflow_id, created, self._machine.applied_index)
+            known = result["workflow_id"]
+            resume = self._resumable(known, idempotency_key or "", definition)
+            if resume is None:
+                return WorkflowSubmitOutcome(known, False, self._machine.applied_index)
+            workflow_id, resume_from, created = known, resume, False
+
+    def _resumable(
+        self, known: str, idempotency_key: str, definition: WorkflowDefinition
+    ) -> int | None:
+        """The part to carry on from when the workflow `known` (named by the
+        key) is still being submitted; None when it is in already."""
+        view = self._reader.get_workflow(known, with_tasks=False)
+        if view is None or view.state != "submitting":
+            return None
+        if view.total_tasks != len(definition.tasks):
+            raise FailedPrecondition(
+                f"idempotency key {idempotency_key} names workflow {known}, which is"
+                f" being submitted with {view.total_tasks} tasks, not"
+                f" {len(definition.tasks)}"
+            )
+        return view.parts
 
     def _propose_part(self, payload: e.Payload) -> dict[str, Any]:
         """Proposes one entry; retries it while the cluster is unavailable,
