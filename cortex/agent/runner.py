@@ -96,7 +96,11 @@ class Agent:
         self._lock = threading.Lock()
         self._wake = Signal()
         self._stop = threading.Event()
-        self._recovered = False
+        # Attempts this process started, and those it found running from an
+        # earlier process and reported lost: kept while the log still has them
+        # assigned here.
+        self._started: set[tuple[str, int]] = set()
+        self._reported_lost: set[tuple[str, int]] = set()
 
     def _spawn_thread(self, step: Step[Any]) -> None:
         name = getattr(step, "__name__", "step").strip("_")
@@ -153,18 +157,23 @@ class Agent:
 
     def _reconcile(self) -> None:
         mine = self._reader.tasks_on_node(self._node_id, ("assigned", "running"))
-        first_pass = not self._recovered
-        self._recovered = True
-        self._stop_lost_attempts({(t.id, t.attempt) for t in mine})
+        held = {(t.id, t.attempt) for t in mine}
+        self._stop_lost_attempts(held)
+        self._started &= held
+        self._reported_lost &= held
         for task in mine:
+            attempt = (task.id, task.attempt)
             with self._lock:
                 running = self._running.get(task.id)
             if running is not None and running.attempt == task.attempt:
                 continue
             if task.state == "assigned":
                 self._start(task)
-            elif first_pass:
-                # Running here before this process started: the attempt died with it.
+            elif attempt not in self._started and attempt not in self._reported_lost:
+                # Running here, but not started by this process: it died with
+                # an earlier one. Looked at on every pass, not only the first:
+                # a node catching up may apply the start after its first pass.
+                self._reported_lost.add(attempt)
                 self._spawn(self._report_lost(task))
 
     def _stop_lost_attempts(self, still_mine: set[tuple[str, int]]) -> None:
@@ -184,6 +193,7 @@ class Agent:
 
     def _start(self, task: TaskView) -> None:
         running = RunningAttempt(task.id, task.attempt, threading.Event())
+        self._started.add((task.id, task.attempt))
         with self._lock:
             previous = self._running.get(task.id)
             if previous is not None:

@@ -155,7 +155,49 @@ def test_an_attempt_running_before_a_restart_is_reported_lost_by_a_step(
     hand.proposer.apply_next()
     lost.settle()
     assert lost.done and state(log, "t-3")[0] == "queued"  # the retry policy applies
-    assert hand.reconcile() == []  # the first pass only
+    assert hand.reconcile() == []  # reported once
+
+
+def test_an_attempt_found_running_after_the_first_pass_is_reported_lost_too(
+    log: WorkflowLog, tmp_path: Path
+) -> None:
+    """A node catching up after a restart (its database lost) can apply an
+    earlier process's start only after its agent's first pass: the attempt is
+    still lost, and reported once while the report is on its way."""
+    hand = ByHand(log, tmp_path / "data")
+    assert hand.reconcile() == []  # the first pass: nothing of this node's yet
+    assert log.one(e.TaskSubmit("t-6", {"type": "noop"}))["ok"]
+    assert log.one(e.TaskAssign([{"task_id": "t-6", "node": "n1", "attempt": 1}]))["placed"] == 1
+    assert log.one(e.TaskStarted("t-6", 1, "n1"))["ok"]
+    (lost,) = hand.reconcile()
+    (failed,) = hand.proposer.payloads()
+    assert failed == e.TaskFailed("t-6", 1, "n1", "node restarted during the attempt")
+    assert hand.reconcile() == [] and hand.launcher.launched == []
+    hand.proposer.apply_next()
+    lost.settle()
+    assert lost.done and state(log, "t-6")[0] == "queued"
+
+
+def test_an_attempt_this_process_started_is_not_taken_for_lost(
+    log: WorkflowLog, tmp_path: Path
+) -> None:
+    """Finished, its report on its way, the attempt is still `running` in the
+    log: passes in between leave it alone, and none reports it lost."""
+    hand = ByHand(log, tmp_path / "data")
+    assert log.one(e.TaskSubmit("t-7", {"type": "noop"}))["ok"]
+    assign(log, "t-7")
+    (attempt,) = hand.reconcile()
+    assert state(log, "t-7") == ("running", 1)  # TASK_STARTED applied
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    attempt.settle()
+    assert state(log, "t-7") == ("running", 1)
+    assert hand.reconcile() == []
+    (complete,) = hand.proposer.payloads()
+    assert isinstance(complete, e.TaskComplete)
+    hand.proposer.apply_next()
+    attempt.settle()
+    assert attempt.done and state(log, "t-7") == ("completed", 1)
+    assert hand.reconcile() == [] and hand.proposer.held == []
 
 
 def test_an_executor_launch_that_fails_fails_the_attempt(log: WorkflowLog, tmp_path: Path) -> None:
