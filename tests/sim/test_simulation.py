@@ -75,15 +75,16 @@ def test_a_scheduler_that_places_work_on_a_draining_node_is_caught() -> None:
         # A follower committed a deposed leader's entries from an append that
         # carried no log position to check them against: applied state forks.
         ("raft-unchecked-commit", "3", "applied-state-agrees"),
-        # Late refusals moved a leader's next index past a mismatch; the
-        # follower it kept feeding ended with an empty log and raised.
-        ("raft-late-refusals", "10", "no-unexpected-exception"),
         # A node removed while it was down found its removal in its log on
         # restart, took it for an old one and joined again (seed 53: its own
         # join had been accepted while it was down, so it never saw its row).
         ("rejoin-after-removal", "53", "one-completion-per-task"),
     ],
 )
+# The other Raft correction (late refusals may only move a leader's next index
+# back) is covered by tests/unit/test_raft_incoming_guard.py: the seed that
+# found it ran an earlier workload, and no seed of 1-200 in either mode
+# reaches it with today's (`--planted-bug raft-late-refusals`).
 def test_the_seeds_that_found_bugs_fail_without_the_fixes(
     bug: str, seed: str, invariant: str
 ) -> None:
