@@ -93,3 +93,22 @@ def test_the_seeds_that_found_bugs_fail_without_the_fixes(
     planted = simulate("--seed", seed, "--planted-bug", bug)
     assert invariant in {failure["invariant"] for failure in planted["failed_seeds"]}, planted
     assert simulate("--seed", seed)["failed_seeds"] == []
+
+
+@pytest.mark.parametrize(
+    "seed",
+    [
+        # A NODE_JOIN the node proposed while offline committed after its
+        # removal and brought it back (apply now wants the removal named).
+        "65",
+        # A workflow sent in parts, retried after a lost answer, was left
+        # half-submitted: the retry's first entry found the key taken.
+        "137",
+        # A node that lost its database applied the start of an attempt its
+        # earlier process ran only after the agent's first pass: the task
+        # stayed running with nobody running it.
+        "140",
+    ],
+)
+def test_the_liveness_seeds_that_found_bugs_pass(seed: str) -> None:
+    assert simulate("--seed", seed, "--mode", "liveness")["failed_seeds"] == []
