@@ -30,10 +30,12 @@ def install() -> None:
 
     write_durably = journal.write_file_durably
 
-    def recorded_write(path: str, data: bytes, sync: bool = True) -> None:
+    def recorded_write(
+        path: str, data: bytes, sync: bool = True, disk: journal.Disk = journal.SYSTEM_DISK
+    ) -> None:
         if sync and path.endswith(journal.META_FILE):
             _record({"kind": "meta", "content": data.decode()})
-        write_durably(path, data, sync)
+        write_durably(path, data, sync, disk)
 
     class LedgerJournal(journal.DurableJournal):
         def sync(self) -> None:
