@@ -17,7 +17,7 @@ from cortex.config import MIN_SECRET_BYTES, NodeConfig
 from cortex.errors import ConfigError
 from cortex.membership.joining import JoinClaim, join_proof
 from cortex.raft.group import SNAPSHOT_FILE
-from cortex.raft.journal import journal_last_index
+from cortex.raft.journal import journal_last_index, write_file_durably
 from cortex.raft.snapshot import snapshot_state_index
 
 log = logging.getLogger(__name__)
@@ -146,18 +146,8 @@ def joining_since(data_dir: Path) -> int | None:
 
 def mark_joining(data_dir: Path, since_index: int) -> None:
     """Written durably before the node first proposes to join."""
-    path = data_dir / _JOINING_FILE
-    partial = path.with_suffix(".partial")
-    with open(partial, "w") as f:
-        json.dump({"since_index": since_index}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
-    directory = os.open(data_dir, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    payload = json.dumps({"since_index": since_index}).encode()
+    write_file_durably(str(data_dir / _JOINING_FILE), payload)
 
 
 def mark_removed(data_dir: Path, text: str) -> None:

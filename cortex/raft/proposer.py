@@ -106,6 +106,53 @@ def _fail(future: Future[Any], error: Unavailable) -> None:
         pass  # its outcome arrived meanwhile
 
 
+def check_writable(group: RaftGroup) -> None:
+    """Raises Unavailable at once when the node cannot reach a quorum or knows
+    no leader, instead of letting the caller wait."""
+    if group.leader_address is None:
+        raise Unavailable(
+            "no Raft leader is known to this node (election in progress or no quorum)"
+        )
+    if not group.hasQuorum:
+        raise Unavailable("this node cannot reach a quorum of the cluster")
+
+
+def settle_batch(futures: list[Future[dict[str, Any]]], results: Any, error: int) -> None:
+    """Hands each entry of a batch its result once the batch is applied on this
+    node, or every one the reason there is none. Shared with the simulator's
+    proposer."""
+    if error != 0:
+        failure = Unavailable(
+            f"entry not committed ({FAIL_REASON_NAMES.get(error, error)}); "
+            "retry with the same idempotency key"
+        )
+        for future in futures:
+            future.set_exception(failure)
+        return
+    if not isinstance(results, list) or len(results) != len(futures):
+        # This node's state came from a snapshot that already held the
+        # batch, or the batch could not be decoded: the outcome of each
+        # entry is unknown here, not a rejection.
+        unknown = Unavailable(
+            "the entry's outcome is not known on this node; retry with the same idempotency key"
+        )
+        for future in futures:
+            future.set_exception(unknown)
+        return
+    for future, result in zip(futures, results, strict=True):
+        future.set_result(result)
+
+
+def fail_overdue(in_flight: dict[int, tuple[Any, list[Future[dict[str, Any]]]]], now: Any) -> None:
+    """Drops the batches whose give-up time has passed and fails their futures."""
+    for number, (give_up, futures) in list(in_flight.items()):
+        if give_up <= now:
+            del in_flight[number]
+            for future in futures:
+                if not future.done():
+                    future.set_exception(Unavailable("no answer from the leader"))
+
+
 class Proposer:
     """Few batches in flight on purpose: while they commit, new commands queue
     up and leave together as the next batch (one Raft entry, one SQLite
@@ -137,14 +184,7 @@ class Proposer:
         self._thread.start()
 
     def check_writable(self) -> None:
-        """Raises Unavailable at once when this node cannot reach a quorum or
-        knows no leader, instead of letting the caller wait."""
-        if self._group.leader_address is None:
-            raise Unavailable(
-                "no Raft leader is known to this node (election in progress or no quorum)"
-            )
-        if not self._group.hasQuorum:
-            raise Unavailable("this node cannot reach a quorum of the cluster")
+        check_writable(self._group)
 
     def submit(self, entry: Entry) -> Future[dict[str, Any]]:
         future: Future[dict[str, Any]] = Future()
@@ -217,13 +257,7 @@ class Proposer:
     def _wait_for_room(self) -> None:
         with self._in_flight_changed:
             while len(self._in_flight) >= self._max_in_flight:
-                now = time.monotonic()
-                for number, (give_up, futures) in list(self._in_flight.items()):
-                    if give_up <= now:
-                        del self._in_flight[number]
-                        for future in futures:
-                            if not future.done():
-                                future.set_exception(Unavailable("no answer from the leader"))
+                fail_overdue(self._in_flight, time.monotonic())
                 self._in_flight_changed.wait(0.1)
 
     def _finish(self, number: int) -> bool:
@@ -240,29 +274,8 @@ class Proposer:
             self._in_flight[number] = (time.monotonic() + self.in_flight_timeout, futures)
 
         def on_applied(results: Any, error: int) -> None:
-            if not self._finish(number):
-                return
-            if error != 0:
-                failure = Unavailable(
-                    f"entry not committed ({FAIL_REASON_NAMES.get(error, error)}); "
-                    "retry with the same idempotency key"
-                )
-                for future in futures:
-                    future.set_exception(failure)
-                return
-            if not isinstance(results, list) or len(results) != len(futures):
-                # This node's state came from a snapshot that already held the
-                # batch, or the batch could not be decoded: the outcome of each
-                # entry is unknown here, not a rejection.
-                unknown = Unavailable(
-                    "the entry's outcome is not known on this node; "
-                    "retry with the same idempotency key"
-                )
-                for future in futures:
-                    future.set_exception(unknown)
-                return
-            for future, result in zip(futures, results, strict=True):
-                future.set_result(result)
+            if self._finish(number):
+                settle_batch(futures, results, error)
 
         try:
             self._group.apply_batch(

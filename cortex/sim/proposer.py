@@ -11,7 +11,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from cortex.errors import Unavailable
-from cortex.raft.group import FAIL_REASON_NAMES, RaftGroup
+from cortex.raft.group import RaftGroup
+from cortex.raft.proposer import check_writable, fail_overdue, settle_batch
 from cortex.sim.clock import SimClock
 from cortex.state.entries import Entry, encode_batch
 from cortex.steps import gather
@@ -35,10 +36,7 @@ class SimProposer:
         return gather([self.submit(entry) for entry in entries])
 
     def check_writable(self) -> None:
-        if self._group.leader_address is None:
-            raise Unavailable("no Raft leader is known to this node")
-        if not self._group.hasQuorum:
-            raise Unavailable("this node cannot reach a quorum of the cluster")
+        check_writable(self._group)
 
     def submit(self, entry: Entry) -> Future[dict[str, Any]]:
         future: Future[dict[str, Any]] = Future()
@@ -65,31 +63,14 @@ class SimProposer:
         self._in_flight[number] = (self._clock.now_us + TIMEOUT_US, futures)
 
         def on_applied(results: Any, error: int) -> None:
-            if self._in_flight.pop(number, None) is None:
-                return
-            if error != 0:
-                name = FAIL_REASON_NAMES.get(error, str(error))
-                for future in futures:
-                    future.set_exception(Unavailable(f"entry not committed ({name})"))
-                return
-            if not isinstance(results, list) or len(results) != len(futures):
-                for future in futures:
-                    future.set_exception(Unavailable("the entry's outcome is not known here"))
-                return
-            for future, result in zip(futures, results, strict=True):
-                future.set_result(result)
+            if self._in_flight.pop(number, None) is not None:
+                settle_batch(futures, results, error)
 
         self._group.apply_batch(encode_batch([entry for entry, _ in batch]), callback=on_applied)
 
     def expire(self) -> None:
         """Fails the batches whose outcome is overdue."""
-        now = self._clock.now_us
-        for number, (give_up, futures) in list(self._in_flight.items()):
-            if give_up <= now:
-                del self._in_flight[number]
-                for future in futures:
-                    if not future.done():
-                        future.set_exception(Unavailable("no answer from the leader"))
+        fail_overdue(self._in_flight, self._clock.now_us)
 
     def stop(self) -> None:
         """The node is gone: nothing it proposed will be answered here."""

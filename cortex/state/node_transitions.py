@@ -4,6 +4,7 @@ its status changing (drain, cordon, offline) and its removal."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 from cortex.state import entries as e
@@ -54,14 +55,20 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
     return {"status": status}
 
 
+def removal_index(db: sqlite3.Connection | sqlite3.Cursor, node_id: str) -> int | None:
+    """The Raft index of the node's latest removal, while its event is kept."""
+    row = db.execute(
+        "SELECT MAX(raft_index) FROM task_events WHERE event = 'node_left' AND node = ?",
+        (node_id,),
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
 def _check_rejoin(ctx: ApplyContext, p: e.NodeJoin) -> None:
     """A removed node joins again only with a join that names its removal:
     one proposed before the node knew of it (committed after it) is refused,
     and so is a replayed old join."""
-    removed_at = ctx.cur.execute(
-        "SELECT MAX(raft_index) FROM task_events WHERE event = 'node_left' AND node = ?",
-        (p.node_id,),
-    ).fetchone()[0]
+    removed_at = removal_index(ctx.cur, p.node_id)
     # Once retention purged the removal's event, any join naming a removal will do.
     if p.rejoin_after < (1 if removed_at is None else removed_at):
         raise Rejected(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.state.digest import stored_digest
+from cortex.state.node_transitions import removal_index
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
 from cortex.state.workflow_queries import WorkflowQueries
@@ -273,15 +274,7 @@ class StateReader(WorkflowQueries):
 
     def removal_index(self, node_id: str) -> int | None:
         """The Raft index of the node's latest removal, while its event is kept."""
-        row = (
-            self._conn()
-            .execute(
-                "SELECT MAX(raft_index) FROM task_events WHERE event = 'node_left' AND node = ?",
-                (node_id,),
-            )
-            .fetchone()
-        )
-        return None if row is None or row[0] is None else int(row[0])
+        return removal_index(self._conn(), node_id)
 
     def applied_index(self) -> int:
         row = (
