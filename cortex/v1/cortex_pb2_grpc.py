@@ -25,10 +25,21 @@ if _version_not_supported:
     )
 
 
-class CortexStub:
-    """The public contract of a Cortex node. Every node serves every call:
-    writes go through the Raft log, reads are answered from the node's own
-    replicated SQLite state.
+class CortexServiceStub:
+    """The public contract of a Cortex node. Every node serves every call: writes
+    go through the Raft log and return once applied on the node that took them;
+    reads are answered from the node's own replicated SQLite state, at the
+    consistency the request asks for (see ReadOptions).
+
+    Every response carries a ResponseHeader: pass its applied_index as
+    ReadOptions.min_index in later reads, on any node, to read your own writes.
+
+    Errors are gRPC status codes with a readable message: INVALID_ARGUMENT (a bad
+    request, naming the field), NOT_FOUND (an unknown id), FAILED_PRECONDITION
+    (not allowed in the current state), ALREADY_EXISTS, UNAVAILABLE (no leader,
+    no quorum, or the node could not catch up with min_index in time: retry),
+    RESOURCE_EXHAUSTED (the node is busy; trailing metadata `retry-after-ms`
+    says when to come back), UNAUTHENTICATED (a missing or wrong API token).
     """
 
     def __init__(self, channel):
@@ -38,161 +49,160 @@ class CortexStub:
             channel: A grpc.Channel.
         """
         self.SubmitTask = channel.unary_unary(
-                '/cortex.v1.Cortex/SubmitTask',
+                '/cortex.v1.CortexService/SubmitTask',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitTaskRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitTaskResponse.FromString,
                 _registered_method=True)
         self.GetTask = channel.unary_unary(
-                '/cortex.v1.Cortex/GetTask',
+                '/cortex.v1.CortexService/GetTask',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.GetTaskRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Task.FromString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.GetTaskResponse.FromString,
                 _registered_method=True)
         self.GetTaskResult = channel.unary_unary(
-                '/cortex.v1.Cortex/GetTaskResult',
+                '/cortex.v1.CortexService/GetTaskResult',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.GetTaskResultRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Task.FromString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.GetTaskResultResponse.FromString,
                 _registered_method=True)
         self.ListTasks = channel.unary_unary(
-                '/cortex.v1.Cortex/ListTasks',
+                '/cortex.v1.CortexService/ListTasks',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.ListTasksRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListTasksResponse.FromString,
                 _registered_method=True)
         self.CancelTask = channel.unary_unary(
-                '/cortex.v1.Cortex/CancelTask',
+                '/cortex.v1.CortexService/CancelTask',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.CancelTaskRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Task.FromString,
-                _registered_method=True)
-        self.ClusterStatus = channel.unary_unary(
-                '/cortex.v1.Cortex/ClusterStatus',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.FromString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.CancelTaskResponse.FromString,
                 _registered_method=True)
         self.ListDeadLetterTasks = channel.unary_unary(
-                '/cortex.v1.Cortex/ListDeadLetterTasks',
+                '/cortex.v1.CortexService/ListDeadLetterTasks',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListTasksResponse.FromString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksResponse.FromString,
                 _registered_method=True)
         self.RetryDeadLetterTask = channel.unary_unary(
-                '/cortex.v1.Cortex/RetryDeadLetterTask',
+                '/cortex.v1.CortexService/RetryDeadLetterTask',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Task.FromString,
-                _registered_method=True)
-        self.DrainNode = channel.unary_unary(
-                '/cortex.v1.Cortex/DrainNode',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
-                _registered_method=True)
-        self.CordonNode = channel.unary_unary(
-                '/cortex.v1.Cortex/CordonNode',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
-                _registered_method=True)
-        self.UncordonNode = channel.unary_unary(
-                '/cortex.v1.Cortex/UncordonNode',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
-                _registered_method=True)
-        self.RemoveNode = channel.unary_unary(
-                '/cortex.v1.Cortex/RemoveNode',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.FromString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskResponse.FromString,
                 _registered_method=True)
         self.SubmitWorkflow = channel.unary_unary(
-                '/cortex.v1.Cortex/SubmitWorkflow',
+                '/cortex.v1.CortexService/SubmitWorkflow',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowResponse.FromString,
                 _registered_method=True)
-        self.GetWorkflowStatus = channel.unary_unary(
-                '/cortex.v1.Cortex/GetWorkflowStatus',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.GetWorkflowStatusRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Workflow.FromString,
+        self.GetWorkflow = channel.unary_unary(
+                '/cortex.v1.CortexService/GetWorkflow',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.GetWorkflowRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.GetWorkflowResponse.FromString,
                 _registered_method=True)
         self.ListWorkflows = channel.unary_unary(
-                '/cortex.v1.Cortex/ListWorkflows',
+                '/cortex.v1.CortexService/ListWorkflows',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.ListWorkflowsRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListWorkflowsResponse.FromString,
                 _registered_method=True)
         self.CancelWorkflow = channel.unary_unary(
-                '/cortex.v1.Cortex/CancelWorkflow',
+                '/cortex.v1.CortexService/CancelWorkflow',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.CancelWorkflowRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Workflow.FromString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.CancelWorkflowResponse.FromString,
                 _registered_method=True)
         self.StreamTaskOutput = channel.unary_stream(
-                '/cortex.v1.Cortex/StreamTaskOutput',
+                '/cortex.v1.CortexService/StreamTaskOutput',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.OutputChunk.FromString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputResponse.FromString,
                 _registered_method=True)
         self.WatchEvents = channel.unary_stream(
-                '/cortex.v1.Cortex/WatchEvents',
+                '/cortex.v1.CortexService/WatchEvents',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.WatchEventsRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.Event.FromString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.WatchEventsResponse.FromString,
                 _registered_method=True)
         self.ListNodes = channel.unary_unary(
-                '/cortex.v1.Cortex/ListNodes',
+                '/cortex.v1.CortexService/ListNodes',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
-        self.JoinChallenge = channel.unary_unary(
-                '/cortex.v1.Cortex/JoinChallenge',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.JoinChallengeRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.JoinChallengeResponse.FromString,
+        self.DrainNode = channel.unary_unary(
+                '/cortex.v1.CortexService/DrainNode',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.DrainNodeResponse.FromString,
                 _registered_method=True)
-        self.JoinCluster = channel.unary_unary(
-                '/cortex.v1.Cortex/JoinCluster',
-                request_serializer=cortex_dot_v1_dot_cortex__pb2.JoinClusterRequest.SerializeToString,
-                response_deserializer=cortex_dot_v1_dot_cortex__pb2.JoinClusterResponse.FromString,
+        self.CordonNode = channel.unary_unary(
+                '/cortex.v1.CortexService/CordonNode',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.CordonNodeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.CordonNodeResponse.FromString,
+                _registered_method=True)
+        self.UncordonNode = channel.unary_unary(
+                '/cortex.v1.CortexService/UncordonNode',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.UncordonNodeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.UncordonNodeResponse.FromString,
+                _registered_method=True)
+        self.RemoveNode = channel.unary_unary(
+                '/cortex.v1.CortexService/RemoveNode',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.FromString,
+                _registered_method=True)
+        self.GetClusterStatus = channel.unary_unary(
+                '/cortex.v1.CortexService/GetClusterStatus',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.GetClusterStatusRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.GetClusterStatusResponse.FromString,
                 _registered_method=True)
 
 
-class CortexServicer:
-    """The public contract of a Cortex node. Every node serves every call:
-    writes go through the Raft log, reads are answered from the node's own
-    replicated SQLite state.
+class CortexServiceServicer:
+    """The public contract of a Cortex node. Every node serves every call: writes
+    go through the Raft log and return once applied on the node that took them;
+    reads are answered from the node's own replicated SQLite state, at the
+    consistency the request asks for (see ReadOptions).
+
+    Every response carries a ResponseHeader: pass its applied_index as
+    ReadOptions.min_index in later reads, on any node, to read your own writes.
+
+    Errors are gRPC status codes with a readable message: INVALID_ARGUMENT (a bad
+    request, naming the field), NOT_FOUND (an unknown id), FAILED_PRECONDITION
+    (not allowed in the current state), ALREADY_EXISTS, UNAVAILABLE (no leader,
+    no quorum, or the node could not catch up with min_index in time: retry),
+    RESOURCE_EXHAUSTED (the node is busy; trailing metadata `retry-after-ms`
+    says when to come back), UNAUTHENTICATED (a missing or wrong API token).
     """
 
     def SubmitTask(self, request, context):
-        """Validate a task spec and propose TASK_SUBMIT. Returns once the entry is
-        applied on the node that took the call. A repeated idempotency_key
-        returns the first task's id.
+        """Validates a task spec and proposes it. Returns once the entry is applied
+        on the node that took the call. A repeated idempotency_key returns the
+        first task, never a second one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetTask(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One task, optionally with its event history.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetTaskResult(self, request, context):
-        """The task's result; with wait=true, blocks until the task is terminal or
-        timeout_ms elapses (then the current task is returned, not an error).
+        """A task once it is terminal: with `wait`, blocks until then or until
+        `timeout` passes (the task is then returned as it is, not an error).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListTasks(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Tasks matching the filters, a page at a time.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CancelTask(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ClusterStatus(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Cancels a task that is not yet terminal, killing its process group if it
+        runs. Cancelling a terminal task is refused with FAILED_PRECONDITION.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListDeadLetterTasks(self, request, context):
-        """Tasks that exhausted their retries, oldest first.
+        """Tasks that exhausted their retries, a page at a time.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -205,46 +215,15 @@ class CortexServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def DrainNode(self, request, context):
-        """No new assignments; assigned tasks move elsewhere at once (no attempt
-        spent); running tasks get until the deadline, then are re-queued.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CordonNode(self, request, context):
-        """Stop / resume new assignments only.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def UncordonNode(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RemoveNode(self, request, context):
-        """Takes a node out of the cluster for good: its unfinished tasks are
-        re-queued without spending a retry, it leaves the Raft group, and its
-        process stops. The leader cannot be removed: stop it first so another
-        node leads. A removed node may join again with an empty data dir.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def SubmitWorkflow(self, request, context):
-        """Validates a workflow definition (JSON or YAML) and proposes
-        WORKFLOW_SUBMIT; nothing is written when validation fails.
+        """Validates a workflow definition (JSON or YAML) and proposes it; nothing is
+        written when validation fails.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetWorkflowStatus(self, request, context):
+    def GetWorkflow(self, request, context):
         """The whole DAG with each task's state, attempt, node and timing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -252,7 +231,8 @@ class CortexServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListWorkflows(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Workflows (without their tasks), a page at a time.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -265,8 +245,8 @@ class CortexServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StreamTaskOutput(self, request, context):
-        """A task attempt's output from any node: backlog from from_offset, then
-        live chunks while follow is set, then an end message.
+        """A task attempt's output from any node: backlog from `from_offset`, then
+        live chunks while `follow` is set, then one message with the end.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -286,27 +266,48 @@ class CortexServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def JoinChallenge(self, request, context):
-        """The first step of joining: a fresh random nonce, valid once and for a
-        short time, on this node only. Node-to-node traffic otherwise travels on
-        each node's peer listener (cortex.v1.internal.Peer, proto/cortex/v1/peer.proto);
-        joining starts here because a new node knows only this address.
+    def DrainNode(self, request, context):
+        """No new assignments; assigned tasks move elsewhere at once (no attempt
+        spent); running tasks get until the deadline, then are re-queued.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def JoinCluster(self, request, context):
-        """Adds a new node to the Raft group. The caller proves it holds the
-        cluster secret with an HMAC over a nonce from JoinChallenge (asked of the
-        same node), its node id and addresses; the answer lists the Raft members.
+    def CordonNode(self, request, context):
+        """Stops new assignments to a node; its tasks go on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UncordonNode(self, request, context):
+        """Resumes new assignments to a cordoned or drained node.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveNode(self, request, context):
+        """Takes a node out of the cluster for good: its unfinished tasks are
+        re-queued without spending a retry, it leaves the Raft group, and its
+        process stops. The leader cannot be removed: stop it first so another
+        node leads. A removed node may join again with an empty data dir.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetClusterStatus(self, request, context):
+        """The Raft view of the node asked: leader, term, indexes, digest, nodes.
+        Always answered from the node's own state, with or without a leader.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
 
-def add_CortexServicer_to_server(servicer, server):
+def add_CortexServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'SubmitTask': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitTask,
@@ -316,12 +317,12 @@ def add_CortexServicer_to_server(servicer, server):
             'GetTask': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTask,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetTaskRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Task.SerializeToString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.GetTaskResponse.SerializeToString,
             ),
             'GetTaskResult': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTaskResult,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetTaskResultRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Task.SerializeToString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.GetTaskResultResponse.SerializeToString,
             ),
             'ListTasks': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTasks,
@@ -331,52 +332,27 @@ def add_CortexServicer_to_server(servicer, server):
             'CancelTask': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelTask,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.CancelTaskRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Task.SerializeToString,
-            ),
-            'ClusterStatus': grpc.unary_unary_rpc_method_handler(
-                    servicer.ClusterStatus,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.SerializeToString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.CancelTaskResponse.SerializeToString,
             ),
             'ListDeadLetterTasks': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDeadLetterTasks,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ListTasksResponse.SerializeToString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksResponse.SerializeToString,
             ),
             'RetryDeadLetterTask': grpc.unary_unary_rpc_method_handler(
                     servicer.RetryDeadLetterTask,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Task.SerializeToString,
-            ),
-            'DrainNode': grpc.unary_unary_rpc_method_handler(
-                    servicer.DrainNode,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.SerializeToString,
-            ),
-            'CordonNode': grpc.unary_unary_rpc_method_handler(
-                    servicer.CordonNode,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.SerializeToString,
-            ),
-            'UncordonNode': grpc.unary_unary_rpc_method_handler(
-                    servicer.UncordonNode,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.NodeRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.NodeInfo.SerializeToString,
-            ),
-            'RemoveNode': grpc.unary_unary_rpc_method_handler(
-                    servicer.RemoveNode,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.SerializeToString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskResponse.SerializeToString,
             ),
             'SubmitWorkflow': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitWorkflow,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowResponse.SerializeToString,
             ),
-            'GetWorkflowStatus': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetWorkflowStatus,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetWorkflowStatusRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Workflow.SerializeToString,
+            'GetWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkflow,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetWorkflowRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.GetWorkflowResponse.SerializeToString,
             ),
             'ListWorkflows': grpc.unary_unary_rpc_method_handler(
                     servicer.ListWorkflows,
@@ -386,45 +362,71 @@ def add_CortexServicer_to_server(servicer, server):
             'CancelWorkflow': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelWorkflow,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.CancelWorkflowRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Workflow.SerializeToString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.CancelWorkflowResponse.SerializeToString,
             ),
             'StreamTaskOutput': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamTaskOutput,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.OutputChunk.SerializeToString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputResponse.SerializeToString,
             ),
             'WatchEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchEvents,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.WatchEventsRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.Event.SerializeToString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.WatchEventsResponse.SerializeToString,
             ),
             'ListNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListNodes,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.SerializeToString,
             ),
-            'JoinChallenge': grpc.unary_unary_rpc_method_handler(
-                    servicer.JoinChallenge,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.JoinChallengeRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.JoinChallengeResponse.SerializeToString,
+            'DrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainNode,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.DrainNodeResponse.SerializeToString,
             ),
-            'JoinCluster': grpc.unary_unary_rpc_method_handler(
-                    servicer.JoinCluster,
-                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.JoinClusterRequest.FromString,
-                    response_serializer=cortex_dot_v1_dot_cortex__pb2.JoinClusterResponse.SerializeToString,
+            'CordonNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.CordonNode,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.CordonNodeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.CordonNodeResponse.SerializeToString,
+            ),
+            'UncordonNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.UncordonNode,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.UncordonNodeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.UncordonNodeResponse.SerializeToString,
+            ),
+            'RemoveNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveNode,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.SerializeToString,
+            ),
+            'GetClusterStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetClusterStatus,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetClusterStatusRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.GetClusterStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'cortex.v1.Cortex', rpc_method_handlers)
+            'cortex.v1.CortexService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('cortex.v1.Cortex', rpc_method_handlers)
+    server.add_registered_method_handlers('cortex.v1.CortexService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class Cortex:
-    """The public contract of a Cortex node. Every node serves every call:
-    writes go through the Raft log, reads are answered from the node's own
-    replicated SQLite state.
+class CortexService:
+    """The public contract of a Cortex node. Every node serves every call: writes
+    go through the Raft log and return once applied on the node that took them;
+    reads are answered from the node's own replicated SQLite state, at the
+    consistency the request asks for (see ReadOptions).
+
+    Every response carries a ResponseHeader: pass its applied_index as
+    ReadOptions.min_index in later reads, on any node, to read your own writes.
+
+    Errors are gRPC status codes with a readable message: INVALID_ARGUMENT (a bad
+    request, naming the field), NOT_FOUND (an unknown id), FAILED_PRECONDITION
+    (not allowed in the current state), ALREADY_EXISTS, UNAVAILABLE (no leader,
+    no quorum, or the node could not catch up with min_index in time: retry),
+    RESOURCE_EXHAUSTED (the node is busy; trailing metadata `retry-after-ms`
+    says when to come back), UNAUTHENTICATED (a missing or wrong API token).
     """
 
     @staticmethod
@@ -441,7 +443,7 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/SubmitTask',
+            '/cortex.v1.CortexService/SubmitTask',
             cortex_dot_v1_dot_cortex__pb2.SubmitTaskRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.SubmitTaskResponse.FromString,
             options,
@@ -468,9 +470,9 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/GetTask',
+            '/cortex.v1.CortexService/GetTask',
             cortex_dot_v1_dot_cortex__pb2.GetTaskRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.Task.FromString,
+            cortex_dot_v1_dot_cortex__pb2.GetTaskResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -495,9 +497,9 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/GetTaskResult',
+            '/cortex.v1.CortexService/GetTaskResult',
             cortex_dot_v1_dot_cortex__pb2.GetTaskResultRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.Task.FromString,
+            cortex_dot_v1_dot_cortex__pb2.GetTaskResultResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -522,7 +524,7 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/ListTasks',
+            '/cortex.v1.CortexService/ListTasks',
             cortex_dot_v1_dot_cortex__pb2.ListTasksRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.ListTasksResponse.FromString,
             options,
@@ -549,36 +551,9 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/CancelTask',
+            '/cortex.v1.CortexService/CancelTask',
             cortex_dot_v1_dot_cortex__pb2.CancelTaskRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.Task.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ClusterStatus(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cortex.v1.Cortex/ClusterStatus',
-            cortex_dot_v1_dot_cortex__pb2.ClusterStatusRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.ClusterStatusResponse.FromString,
+            cortex_dot_v1_dot_cortex__pb2.CancelTaskResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -603,9 +578,9 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/ListDeadLetterTasks',
+            '/cortex.v1.CortexService/ListDeadLetterTasks',
             cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.ListTasksResponse.FromString,
+            cortex_dot_v1_dot_cortex__pb2.ListDeadLetterTasksResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -630,117 +605,9 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/RetryDeadLetterTask',
+            '/cortex.v1.CortexService/RetryDeadLetterTask',
             cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.Task.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def DrainNode(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cortex.v1.Cortex/DrainNode',
-            cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def CordonNode(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cortex.v1.Cortex/CordonNode',
-            cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def UncordonNode(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cortex.v1.Cortex/UncordonNode',
-            cortex_dot_v1_dot_cortex__pb2.NodeRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.NodeInfo.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RemoveNode(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/cortex.v1.Cortex/RemoveNode',
-            cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.FromString,
+            cortex_dot_v1_dot_cortex__pb2.RetryDeadLetterTaskResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -765,7 +632,7 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/SubmitWorkflow',
+            '/cortex.v1.CortexService/SubmitWorkflow',
             cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.SubmitWorkflowResponse.FromString,
             options,
@@ -779,7 +646,7 @@ class Cortex:
             _registered_method=True)
 
     @staticmethod
-    def GetWorkflowStatus(request,
+    def GetWorkflow(request,
             target,
             options=(),
             channel_credentials=None,
@@ -792,9 +659,9 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/GetWorkflowStatus',
-            cortex_dot_v1_dot_cortex__pb2.GetWorkflowStatusRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.Workflow.FromString,
+            '/cortex.v1.CortexService/GetWorkflow',
+            cortex_dot_v1_dot_cortex__pb2.GetWorkflowRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.GetWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -819,7 +686,7 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/ListWorkflows',
+            '/cortex.v1.CortexService/ListWorkflows',
             cortex_dot_v1_dot_cortex__pb2.ListWorkflowsRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.ListWorkflowsResponse.FromString,
             options,
@@ -846,9 +713,9 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/CancelWorkflow',
+            '/cortex.v1.CortexService/CancelWorkflow',
             cortex_dot_v1_dot_cortex__pb2.CancelWorkflowRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.Workflow.FromString,
+            cortex_dot_v1_dot_cortex__pb2.CancelWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -873,9 +740,9 @@ class Cortex:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/cortex.v1.Cortex/StreamTaskOutput',
+            '/cortex.v1.CortexService/StreamTaskOutput',
             cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.OutputChunk.FromString,
+            cortex_dot_v1_dot_cortex__pb2.StreamTaskOutputResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -900,9 +767,9 @@ class Cortex:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/cortex.v1.Cortex/WatchEvents',
+            '/cortex.v1.CortexService/WatchEvents',
             cortex_dot_v1_dot_cortex__pb2.WatchEventsRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.Event.FromString,
+            cortex_dot_v1_dot_cortex__pb2.WatchEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -927,7 +794,7 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/ListNodes',
+            '/cortex.v1.CortexService/ListNodes',
             cortex_dot_v1_dot_cortex__pb2.ListNodesRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.ListNodesResponse.FromString,
             options,
@@ -941,7 +808,7 @@ class Cortex:
             _registered_method=True)
 
     @staticmethod
-    def JoinChallenge(request,
+    def DrainNode(request,
             target,
             options=(),
             channel_credentials=None,
@@ -954,9 +821,9 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/JoinChallenge',
-            cortex_dot_v1_dot_cortex__pb2.JoinChallengeRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.JoinChallengeResponse.FromString,
+            '/cortex.v1.CortexService/DrainNode',
+            cortex_dot_v1_dot_cortex__pb2.DrainNodeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.DrainNodeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -968,7 +835,7 @@ class Cortex:
             _registered_method=True)
 
     @staticmethod
-    def JoinCluster(request,
+    def CordonNode(request,
             target,
             options=(),
             channel_credentials=None,
@@ -981,9 +848,90 @@ class Cortex:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/cortex.v1.Cortex/JoinCluster',
-            cortex_dot_v1_dot_cortex__pb2.JoinClusterRequest.SerializeToString,
-            cortex_dot_v1_dot_cortex__pb2.JoinClusterResponse.FromString,
+            '/cortex.v1.CortexService/CordonNode',
+            cortex_dot_v1_dot_cortex__pb2.CordonNodeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.CordonNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UncordonNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/UncordonNode',
+            cortex_dot_v1_dot_cortex__pb2.UncordonNodeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.UncordonNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/RemoveNode',
+            cortex_dot_v1_dot_cortex__pb2.RemoveNodeRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.RemoveNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetClusterStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/GetClusterStatus',
+            cortex_dot_v1_dot_cortex__pb2.GetClusterStatusRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.GetClusterStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
