@@ -332,6 +332,15 @@ class NodeLeave(Payload):
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class ReadBarrier(Payload):
+    """Changes nothing: its commit shows that the leader that proposed it still
+    led with a quorum, and every entry before it is committed (a linearizable
+    read waits until its node applied this far)."""
+
+    TYPE: ClassVar[str] = "READ_BARRIER"
+
+
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     cls.TYPE: cls
     for cls in (
@@ -351,6 +360,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
         NodeJoin,
         NodeStatus,
         NodeLeave,
+        ReadBarrier,
     )
 }
 

@@ -1,0 +1,319 @@
+"""The blocking client: typed methods over the public gRPC API, spread
+round-robin over one or more nodes, with session consistency across all of
+them and retries that cannot duplicate work."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import grpc
+
+from cortex.api.auth import default_token, token_metadata
+from cortex.api.channels import open_channel, rpc_error
+from cortex.api.tls import ClientTls, client_tls_from_env
+from cortex.client import requests as rq
+from cortex.client.models import (
+    Node,
+    OutputChunk,
+    OutputEnd,
+    Page,
+    Task,
+    Workflow,
+    enum_value,
+    output_item,
+)
+from cortex.client.session import Retry, Rotation, Session, addresses, retry_pause
+from cortex.errors import FailedPrecondition
+from cortex.v1 import cortex_pb2 as pb
+from cortex.v1 import cortex_pb2_grpc as pb_grpc
+
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_RETRIES = 5
+# How long a workflow wait sleeps between two looks, at most.
+_WORKFLOW_POLL_MAX_S = 2.0
+
+
+class Client:
+    """A client of a Cortex cluster.
+
+    `target` is one node's `host:port` or a list of them; calls go round-robin
+    over the list and fail over to the next node when one is unreachable.
+    Reads carry the highest Raft index this client has seen (SESSION
+    consistency by default), so they reflect its own writes on every node.
+    `token` defaults to $CORTEX_API_TOKEN; `tls` to the $CORTEX_TLS_* settings
+    (False: plain text). Safe to share between threads."""
+
+    def __init__(
+        self,
+        target: str | Sequence[str],
+        *,
+        token: str | None = None,
+        tls: ClientTls | Literal[False] | None = None,
+        consistency: str | int = "session",
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+        session_index: int = 0,
+    ) -> None:
+        self.addresses = addresses(target)
+        self.timeout = timeout
+        self.retries = retries
+        self.session = Session(rq.consistency(consistency), session_index)
+        self._metadata = token_metadata(token if token is not None else default_token())
+        self._tls = client_tls_from_env() if tls is None else (tls or None)
+        self._channels = [open_channel(address, self._tls) for address in self.addresses]
+        self._stubs = [pb_grpc.CortexServiceStub(channel) for channel in self._channels]
+        self._rotation = Rotation(len(self.addresses))
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
+
+    # -- tasks ---------------------------------------------------------------
+
+    def submit_task(
+        self,
+        command: Sequence[str] | str,
+        *,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> Task:
+        """Submits a task and returns it as applied. Without `idempotency_key`
+        the client makes one, so its own retries never create a second task.
+        `options`: type, env, cwd, timeout (s), priority, max_retries,
+        backoff (s), backoff_multiplier, retryable, constraints, labels,
+        options (the executor's)."""
+        request = pb.SubmitTaskRequest(
+            spec=rq.task_spec(command, **options),
+            idempotency_key=idempotency_key or rq.new_idempotency_key(),
+        )
+        return Task.from_proto(self._unary("SubmitTask", request).task)
+
+    def get_task(self, task_id: str) -> Task:
+        return Task.from_proto(self._unary("GetTask", pb.GetTaskRequest(task_id=task_id)).task)
+
+    def wait_task(self, task_id: str, timeout: float = 60.0) -> Task:
+        """The task once terminal, or as it is when `timeout` (s) runs out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            request = pb.GetTaskResultRequest(
+                task_id=task_id, wait=remaining > 0, timeout=rq.duration(max(remaining, 0))
+            )
+            task = Task.from_proto(
+                self._unary("GetTaskResult", request, timeout=max(remaining, 0) + 10).task
+            )
+            if task.done or time.monotonic() >= deadline:
+                return task
+
+    def list_tasks(
+        self,
+        *,
+        states: Sequence[str] = (),
+        type: str = "",
+        workflow_id: str = "",
+        node_id: str = "",
+        page_size: int = 100,
+        page_token: str = "",
+        newest_first: bool = True,
+    ) -> Page:
+        request = pb.ListTasksRequest(
+            states=rq.states(pb.TaskState, states),  # type: ignore[arg-type]
+            type=type,
+            workflow_id=workflow_id,
+            node_id=node_id,
+            page_size=page_size,
+            page_token=page_token,
+            order=rq.order(newest_first),
+        )
+        response = self._unary("ListTasks", request)
+        return Page(
+            [Task.from_proto(t) for t in response.tasks],
+            response.next_page_token,
+            response.total_size,
+        )
+
+    def cancel_task(self, task_id: str, reason: str = "") -> Task:
+        """Cancels a task; a retry that finds it cancelled already returns it."""
+        request = pb.CancelTaskRequest(task_id=task_id, reason=reason)
+        try:
+            return Task.from_proto(self._unary("CancelTask", request).task)
+        except FailedPrecondition:
+            task = self.get_task(task_id)
+            if task.state == "cancelled":
+                return task
+            raise
+
+    def list_dead_letter_tasks(self, page_size: int = 100, page_token: str = "") -> Page:
+        request = pb.ListDeadLetterTasksRequest(page_size=page_size, page_token=page_token)
+        response = self._unary("ListDeadLetterTasks", request)
+        return Page(
+            [Task.from_proto(t) for t in response.tasks],
+            response.next_page_token,
+            response.total_size,
+        )
+
+    def retry_dead_letter_task(self, task_id: str) -> Task:
+        request = pb.RetryDeadLetterTaskRequest(task_id=task_id)
+        return Task.from_proto(
+            self._unary("RetryDeadLetterTask", request, retry=Retry.UNSENT_ONLY).task
+        )
+
+    def stream_output(
+        self,
+        task_id: str,
+        *,
+        attempt: int = 0,
+        from_offset: int = 0,
+        follow: bool = True,
+        stream: str | None = None,
+    ) -> Iterator[OutputChunk | OutputEnd]:
+        """An attempt's output (the latest attempt by default): chunks, then
+        its end. A dropped stream resumes at the next byte on the next node."""
+        request = pb.StreamTaskOutputRequest(
+            task_id=task_id,
+            attempt=attempt,
+            from_offset=from_offset,
+            follow=follow,
+            stream=enum_value(pb.OutputStream, stream) if stream else 0,  # type: ignore[arg-type]
+        )
+        failures = 0
+        while True:
+            stub_index = self._rotation.start()
+            call = self._stubs[stub_index].StreamTaskOutput(
+                self.session.stamp(request), metadata=self._metadata
+            )
+            try:
+                for message in call:
+                    failures = 0
+                    item = output_item(message)
+                    if isinstance(item, OutputChunk):
+                        request.attempt = item.attempt
+                        request.from_offset = item.offset + len(item.data)
+                    yield item
+                return
+            except grpc.RpcError as err:
+                pause = retry_pause(err, failures, Retry.SAFE)
+                if pause is None or failures >= self.retries:
+                    raise rpc_error(self.addresses[stub_index], err, self._tls) from None
+                failures += 1
+                time.sleep(pause)
+
+    # -- workflows -----------------------------------------------------------
+
+    def submit_workflow(
+        self,
+        definition: str | Mapping[str, Any] | Path,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Workflow:
+        """Submits a workflow (YAML or JSON text, a dict, or a file) and
+        returns it with its tasks."""
+        text, fmt = rq.workflow_definition(definition)
+        request = pb.SubmitWorkflowRequest(
+            definition=text,
+            format=fmt,
+            idempotency_key=idempotency_key or rq.new_idempotency_key(),
+        )
+        return self.get_workflow(self._unary("SubmitWorkflow", request).workflow_id)
+
+    def get_workflow(self, workflow_id: str) -> Workflow:
+        request = pb.GetWorkflowRequest(workflow_id=workflow_id)
+        return Workflow.from_proto(self._unary("GetWorkflow", request).workflow)
+
+    def wait_workflow(self, workflow_id: str, timeout: float = 300.0) -> Workflow:
+        """The workflow once terminal, or as it is when `timeout` (s) runs out."""
+        deadline = time.monotonic() + timeout
+        pause = 0.1
+        while True:
+            workflow = self.get_workflow(workflow_id)
+            remaining = deadline - time.monotonic()
+            if workflow.done or remaining <= 0:
+                return workflow
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, _WORKFLOW_POLL_MAX_S)
+
+    def list_workflows(
+        self,
+        *,
+        states: Sequence[str] = (),
+        page_size: int = 100,
+        page_token: str = "",
+        newest_first: bool = True,
+    ) -> Page:
+        request = pb.ListWorkflowsRequest(
+            states=rq.states(pb.WorkflowState, states),  # type: ignore[arg-type]
+            page_size=page_size,
+            page_token=page_token,
+            order=rq.order(newest_first),
+        )
+        response = self._unary("ListWorkflows", request)
+        return Page(
+            [Workflow.from_proto(w) for w in response.workflows],
+            response.next_page_token,
+            response.total_size,
+        )
+
+    def cancel_workflow(self, workflow_id: str, reason: str = "") -> Workflow:
+        """Cancels a workflow; a retry that finds it cancelled already returns it."""
+        request = pb.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason)
+        try:
+            return Workflow.from_proto(self._unary("CancelWorkflow", request).workflow)
+        except FailedPrecondition:
+            workflow = self.get_workflow(workflow_id)
+            if workflow.state == "cancelled":
+                return workflow
+            raise
+
+    # -- nodes ---------------------------------------------------------------
+
+    def list_nodes(self, include_removed: bool = False) -> list[Node]:
+        request = pb.ListNodesRequest(include_removed=include_removed)
+        return [Node.from_proto(n) for n in self._unary("ListNodes", request).nodes]
+
+    def cluster_status(self) -> pb.GetClusterStatusResponse:
+        return self._unary("GetClusterStatus", pb.GetClusterStatusRequest())
+
+    # -- transport -----------------------------------------------------------
+
+    def _unary(
+        self,
+        method: str,
+        request: Any,
+        *,
+        retry: Retry = Retry.SAFE,
+        timeout: float | None = None,
+    ) -> Any:
+        """Calls `method` on the next node in turn; a failure that allows it is
+        tried again on the one after, up to `retries` times."""
+        self.session.stamp(request)
+        first = self._rotation.start()
+        for attempt in range(self.retries + 1):
+            index = (first + attempt) % len(self._stubs)
+            try:
+                response = getattr(self._stubs[index], method)(
+                    request, timeout=timeout or self.timeout, metadata=self._metadata
+                )
+            except grpc.RpcError as err:
+                pause = retry_pause(err, attempt, retry)
+                if pause is None or attempt == self.retries:
+                    raise rpc_error(self.addresses[index], err, self._tls) from None
+                time.sleep(pause)
+                continue
+            self.session.observe(response)
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover

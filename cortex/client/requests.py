@@ -1,0 +1,115 @@
+"""Building the API's request messages from plain Python values, shared by
+the blocking and the asyncio client."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.json_format import ParseDict
+
+from cortex.client.models import enum_value
+from cortex.v1 import cortex_pb2 as pb
+
+# Seconds, or a timedelta.
+Seconds = float | int | timedelta
+
+
+def duration(value: Seconds) -> Duration:
+    message = Duration()
+    if isinstance(value, timedelta):
+        message.FromTimedelta(value)
+    else:
+        if value < 0:
+            raise ValueError(f"a duration must not be negative, not {value}")
+        message.FromNanoseconds(int(value * 1_000_000_000))
+    return message
+
+
+def new_idempotency_key() -> str:
+    """A key for a submission the caller gave none: retries of the same call
+    then never create a second task."""
+    return f"client-{uuid.uuid4()}"
+
+
+def task_spec(
+    command: Sequence[str] | str,
+    *,
+    type: str = "shell",
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: Seconds | None = None,
+    priority: int | None = None,
+    max_retries: int | None = None,
+    backoff: Seconds | None = None,
+    backoff_multiplier: float | None = None,
+    retryable: bool | None = None,
+    constraints: Mapping[str, Any] | pb.Constraints | None = None,
+    labels: Mapping[str, str] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> pb.TaskSpec:
+    """A TaskSpec: `command` is an argv list, or a string run through /bin/sh -c.
+    `constraints` takes the proto's field names (`node_labels`, `min_memory_mb` ...)."""
+    spec = pb.TaskSpec(type=type, env=dict(env or {}), cwd=cwd or "", labels=dict(labels or {}))
+    if isinstance(command, str):
+        spec.shell = command
+    else:
+        spec.command.extend(command)
+    if timeout is not None:
+        spec.timeout.CopyFrom(duration(timeout))
+    if priority is not None:
+        spec.priority = priority
+    if isinstance(constraints, pb.Constraints):
+        spec.constraints.CopyFrom(constraints)
+    elif constraints:
+        ParseDict(dict(constraints), spec.constraints)
+    policy = spec.retry_policy
+    if max_retries is not None:
+        policy.max_retries = max_retries
+    if backoff is not None:
+        policy.backoff.CopyFrom(duration(backoff))
+    if backoff_multiplier is not None:
+        policy.backoff_multiplier = backoff_multiplier
+    if retryable is not None:
+        policy.retryable = retryable
+    if not policy.ListFields():
+        spec.ClearField("retry_policy")
+    if options:
+        spec.options.update(dict(options))
+    return spec
+
+
+def workflow_definition(
+    definition: str | Mapping[str, Any] | Path,
+) -> tuple[str, pb.DefinitionFormat]:
+    """The definition's text and format: a mapping is sent as JSON, a Path is
+    read (YAML unless it ends in .json), a string is sent as it is."""
+    if isinstance(definition, Path):
+        text = definition.read_text(encoding="utf-8")
+        is_json = definition.suffix.lower() == ".json"
+        return text, pb.DEFINITION_FORMAT_JSON if is_json else pb.DEFINITION_FORMAT_YAML
+    if isinstance(definition, str):
+        return definition, pb.DEFINITION_FORMAT_UNSPECIFIED
+    return json.dumps(dict(definition)), pb.DEFINITION_FORMAT_JSON
+
+
+def consistency(value: str | int | None) -> pb.ReadConsistency:
+    """"stale" / "session" / "linearizable" (or the enum's value)."""
+    if value is None:
+        return pb.READ_CONSISTENCY_SESSION
+    if isinstance(value, int):
+        return value  # type: ignore[return-value]
+    return enum_value(pb.ReadConsistency, value)  # type: ignore[return-value]
+
+
+def states(enum: Any, names: Sequence[str] | None) -> list[int]:
+    return [enum_value(enum, name) for name in names or ()]
+
+
+def order(newest_first: bool) -> pb.ListOrder:
+    return pb.LIST_ORDER_NEWEST_FIRST if newest_first else pb.LIST_ORDER_OLDEST_FIRST
