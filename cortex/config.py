@@ -90,6 +90,9 @@ class NodeConfig(BaseModel):
     advertise: str | None = Field(None, validate_default=True)
     peers: list[str] = Field(default_factory=list)
     join: str | None = None
+    # A read replica: joins through `join`, replicates the log without a
+    # vote, runs no tasks and listens on no Raft port (`raft` is unused).
+    observer: bool = Field(False, validate_default=True)
     secret: str | None = None
     # When set, every API call must carry it (Authorization: Bearer ...).
     api_token: str | None = Field(None, min_length=8)
@@ -204,6 +207,23 @@ class NodeConfig(BaseModel):
                     f"missing: {key} listens on {host}, so other nodes need the host name "
                     "or IP they reach this node at (--advertise HOST)"
                 )
+        return value
+
+    @field_validator("observer")
+    @classmethod
+    def _observer_joins(cls, value: bool, info: ValidationInfo) -> bool:
+        if not value:
+            return value
+        if info.data.get("peers"):
+            raise ValueError(
+                "an observer cannot be given peers (a static group lists its voters): start it"
+                " with --join HOST:PORT, the gRPC address of a node of the running cluster"
+            )
+        if "join" in info.data and not info.data["join"]:
+            raise ValueError(
+                "needs join: an observer joins a running cluster through --join HOST:PORT"
+                " (the gRPC address of any of its nodes)"
+            )
         return value
 
     @field_validator("secret")

@@ -1,8 +1,8 @@
 """What a node keeps in its data dir besides the state database and the Raft
 files, and the checks made on it before the node starts: the secret a lone
 node makes up, the members a `--join` returned, the markers of a node that
-asked to join and of a removed one, and that the database is not ahead of the
-journal."""
+asked to join and of a removed one, its role (voter or observer, fixed for
+the data dir), and that the database is not ahead of the journal."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from cortex.api.tls import ClientTls
 from cortex.config import MIN_SECRET_BYTES, NodeConfig
 from cortex.errors import ConfigError
-from cortex.membership.joining import JoinClaim, join_proof
+from cortex.membership.joining import JoinClaim
 from cortex.raft.group import SNAPSHOT_FILE
 from cortex.raft.journal import journal_last_index, write_file_durably
 from cortex.raft.snapshot import snapshot_state_index
@@ -26,6 +26,10 @@ _CLUSTER_FILE = "cluster.json"
 _SECRET_FILE = "secret"
 _REMOVED_FILE = "removed"
 _JOINING_FILE = "joining.json"
+_ROLE_FILE = "role"
+_ARTICLE = {"voter": "a voter", "observer": "an observer"}
+# What a data dir holds once its node has taken part in a cluster.
+_STATE_FILES = ("state.db", "raft.log", SNAPSHOT_FILE, _CLUSTER_FILE)
 
 
 def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
@@ -74,38 +78,58 @@ def write_private_file(path: Path, content: str) -> None:
 def _join(address: str, claim: JoinClaim, secret: str, tls: ClientTls | None) -> list[str]:
     """Joins through the node at `address` (its public gRPC address): asks it
     for a challenge, then answers it with a proof of the secret."""
-    from cortex.api.client import CortexClient
-    from cortex.v1 import cortex_pb2 as pb
+    from cortex.api.join_client import JoinClient
 
-    with CortexClient(address, tls=tls or False) as client:
-        nonce = client.join_challenge()
-        return client.join_cluster(
-            pb.JoinClusterRequest(
-                node_id=claim.node_id,
-                raft_address=claim.raft_address,
-                grpc_address=claim.grpc_address,
-                peer_address=claim.peer_address,
-                nonce=nonce,
-                proof=join_proof(secret, nonce, claim),
-            )
-        )
+    with JoinClient(address, secret, tls) as client:
+        return client.join(claim)
 
 
 def initial_peers(
     config: NodeConfig, data_dir: Path, secret: str, tls: ClientTls | None, peer_address: str
 ) -> list[str]:
     """Static peers from config, or the members a `--join` returned (kept in
-    the data dir so a restart needs no second join); never this node itself."""
-    own = {config.raft_address, config.raft}
+    the data dir so a restart needs no second join); never this node itself.
+    An observer joins with no Raft address and gets the voters."""
+    # An observer has no Raft address of its own: `raft` is unused.
+    own = set() if config.observer else {config.raft_address, config.raft}
     saved = data_dir / _CLUSTER_FILE
     if saved.exists():
         return [p for p in json.loads(saved.read_text())["members"] if p not in own]
     if config.join:
-        claim = JoinClaim(config.node_id, config.raft_address, config.grpc_address, peer_address)
+        claim = JoinClaim(
+            config.node_id,
+            "" if config.observer else config.raft_address,
+            config.grpc_address,
+            peer_address,
+            role="observer" if config.observer else "voter",
+        )
         members = _join(config.join, claim, secret, tls)
         saved.write_text(json.dumps({"members": members}))
         return [p for p in members if p not in own]
     return [p for p in config.peers if p not in own]
+
+
+def check_role(data_dir: Path, observer: bool) -> None:
+    """A data dir belongs to a voter or to an observer for good: an observer's
+    journal was never a member's (no votes, no acknowledgements counted), and
+    a voter's must not go on without its vote. Data dirs from before observers
+    existed are voters'. One that holds no state yet takes the role asked for."""
+    wanted = "observer" if observer else "voter"
+    marker = data_dir / _ROLE_FILE
+    holds_state = any((data_dir / name).exists() for name in _STATE_FILES)
+    current = marker.read_text().strip() if marker.exists() else None
+    if current is None and holds_state:
+        current = "voter"
+    if current is not None and current != wanted and holds_state:
+        flag = "with" if current == "observer" else "without"
+        raise ConfigError(
+            f"the data dir {data_dir} belongs to a node that is {_ARTICLE[current]}, so it"
+            f" cannot start as {_ARTICLE[wanted]}: a node keeps its role for its data dir."
+            f" Start it {flag} --observer, or as {_ARTICLE[wanted]} with an empty --data-dir"
+            " and --join"
+        )
+    if current != wanted or not marker.exists():
+        write_file_durably(str(marker), f"{wanted}\n".encode())
 
 
 def refuse_if_removed(data_dir: Path) -> None:

@@ -13,12 +13,15 @@ from pathlib import Path
 
 from cortex.agent import Agent
 from cortex.api.admission import public_admission
+from cortex.api.consistency import ReadGate
+from cortex.api.join_server import JoinServicer
 from cortex.api.peer_client import PeerClient
-from cortex.api.peer_server import PeerListener, PeerServicer
+from cortex.api.peer_server import PeerListener, PeerServicer, read_index_unavailable
 from cortex.api.servicer import CortexServicer
 from cortex.api.tls import node_tls
 from cortex.config import NodeConfig
 from cortex.data_dir import (
+    check_role,
     initial_peers,
     joining_since,
     mark_joining,
@@ -81,7 +84,9 @@ class Node:
         self.data_dir = Path(config.data_dir).resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         refuse_if_removed(self.data_dir)
-        _check_can_listen(config.raft, "raft")
+        check_role(self.data_dir, config.observer)
+        if not config.observer:  # an observer listens on no Raft port
+            _check_can_listen(config.raft, "raft")
         self._server_tls, client_tls = node_tls(config)
         secret = resolve_secret(config, self.data_dir)
         # Bound now: its port (the OS's choice by default) goes into the join.
@@ -107,6 +112,7 @@ class Node:
                 compaction_min_entries=config.compaction_min_entries,
                 compaction_min_time_s=config.compaction_min_time_s,
                 sync=config.raft_sync,
+                observer=config.observer,
             ),
             self.machine,
             on_ready=self._ready.set,
@@ -158,6 +164,8 @@ class Node:
             config.propose_timeout_s,
         )
         self.joins = JoinAdmission(secret, self.group, self.proposer)
+        # Join calls on the public server carry the peer credential of the secret.
+        self._join_secret = secret
         self.heartbeat_receiver = HeartbeatReceiver(
             secret, self.board, config.heartbeat_window_s, clock
         )
@@ -192,12 +200,14 @@ class Node:
         self.registration = NodeRegistration(
             e.NodeJoin(
                 node_id=config.node_id,
-                raft_address=config.raft_address,
+                # An observer has no Raft address and runs nothing.
+                raft_address="" if config.observer else config.raft_address,
                 grpc_address=config.grpc_address,
                 peer_address=self.peer_address,
                 labels=dict(config.labels),
-                executors=list(executors),
+                executors=[] if config.observer else list(executors),
                 resources={"max_tasks": config.max_tasks},
+                role="observer" if config.observer else "voter",
             ),
             self.proposer,
             self.reader,
@@ -280,14 +290,27 @@ class Node:
         self.output.start()
         self.streaming.start()
         self.peer_listener.start(
-            PeerServicer(self.heartbeat_receiver, self.administration, self.cluster, self.streaming)
+            PeerServicer(
+                self.heartbeat_receiver,
+                self.administration,
+                self.cluster,
+                self.streaming,
+                read_index_unavailable,
+            )
+        )
+        reads = ReadGate(
+            self.config.node_id,
+            self.machine,
+            self.group,
+            read_index_unavailable,
+            self.config.propose_timeout_s,
         )
         servicer = CortexServicer(
             self.tasks,
             self.workflows,
             self.administration,
             self.cluster,
-            self.joins,
+            reads,
             self.streaming,
         )
         self._grpc_server = serve(
@@ -301,6 +324,8 @@ class Node:
             ),
             api_token=self.config.api_token,
             tls=self._server_tls,
+            joins=JoinServicer(self.joins, self.cluster),
+            secret=self._join_secret,
         )
         self.registration.start()
         self.heartbeats.start()
@@ -309,7 +334,8 @@ class Node:
         self.workflow_engine.start()
         if self.config.task_retention_s > 0:
             self.retention.start()
-        self.agent.start()
+        if not self.config.observer:  # no task is ever assigned to an observer
+            self.agent.start()
         advertised = (
             f" (others reach it at {self.config.raft_address}, {self.config.grpc_address}"
             f" and {self.peer_address})"
@@ -317,8 +343,10 @@ class Node:
             else ""
         )
         log.info(
-            "node %s started: raft %s, grpc %s, peer %s%s%s, data %s",
-            self.config.node_id, self.config.raft, self.config.grpc,
+            "node %s started: %s, grpc %s, peer %s%s%s, data %s",
+            self.config.node_id,
+            "observer (no raft port)" if self.config.observer else f"raft {self.config.raft}",
+            self.config.grpc,
             self.config.peer_listen.rpartition(":")[0] + f":{self.peer_listener.port}",
             " (TLS)" if self._server_tls else "", advertised, self.data_dir,
         )  # fmt: skip

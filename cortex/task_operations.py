@@ -13,13 +13,14 @@ from cortex.errors import FailedPrecondition, NotFound
 from cortex.membership.board import ResourceBoard
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
-from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
+from cortex.requests import check_id, check_idempotency_key, check_states
 from cortex.scheduler import explain
 from cortex.scheduler.loop import build_candidates, pending
 from cortex.spec import parse_task_spec
 from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
+from cortex.state.paging import PageKey
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
 
 TASK_STATES = (
@@ -32,6 +33,17 @@ TASK_STATES = (
 class SubmitOutcome:
     task_id: str
     created: bool
+    # The Raft index the task's submission committed at (the first one's,
+    # when the idempotency key matched an earlier submission).
+    raft_index: int
+    task: TaskView
+
+
+@dataclass(frozen=True)
+class TaskWrite:
+    """A task as a write left it, and the Raft index the write committed at."""
+
+    task: TaskView
     raft_index: int
 
 
@@ -62,7 +74,7 @@ class TaskOperations:
         if idempotency_key:
             known = self._reader.task_by_idempotency_key(idempotency_key)
             if known is not None:
-                return SubmitOutcome(known, False, self._machine.applied_index)
+                return self._submitted(known, False)
         entry = e.Entry.create(
             e.TaskSubmit(
                 str(uuid.uuid4()), parsed.model_dump(mode="json"), idempotency_key or None
@@ -72,9 +84,17 @@ class TaskOperations:
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
             raise refusal_error(result, "task rejected")
-        return SubmitOutcome(
-            result["task_id"], bool(result["created"]), self._machine.applied_index
-        )
+        return self._submitted(result["task_id"], bool(result["created"]))
+
+    def _submitted(self, task_id: str, created: bool) -> SubmitOutcome:
+        task = self.get(task_id)
+        return SubmitOutcome(task.id, created, task.submit_index, task)
+
+    def _committed(self, entry: e.Entry, task_id: str) -> TaskWrite:
+        """The task after `entry` was applied, with the index it was applied
+        at (this node's applied index should its events be gone)."""
+        index = self._reader.entry_index(entry.id, task_id)
+        return TaskWrite(self.get(task_id), index or self._machine.applied_index)
 
     def get(self, task_id: str) -> TaskView:
         check_id(task_id, "task_id")
@@ -112,14 +132,16 @@ class TaskOperations:
         task_type: str | None = None,
         workflow_id: str | None = None,
         node: str | None = None,
-        page_size: int = 100,
-        page_token: str = "",
+        limit: int = 100,
+        after: PageKey | None = None,
+        newest_first: bool = True,
     ) -> TaskPage:
         check_states(states, TASK_STATES, "task")
-        limit, offset = parse_page(page_size, page_token)
-        return self._reader.list_tasks(states, task_type, workflow_id, node, limit, offset)
+        return self._reader.list_tasks(
+            states, task_type, workflow_id, node, limit, after, newest_first
+        )
 
-    def cancel(self, task_id: str, reason: str = "") -> TaskView:
+    def cancel(self, task_id: str, reason: str = "") -> TaskWrite:
         task = self.get(task_id)
         if task.state in TERMINAL_STATES:
             raise FailedPrecondition(f"task {task_id} is already {task.state}")
@@ -127,15 +149,17 @@ class TaskOperations:
             e.TaskCancel(task_id, reason or "cancelled by request"), self.node_id
         )
         result = self._proposer.propose_one(entry, self._timeout)
-        current = self.get(task_id)
-        if not result.get("ok") and current.state != "cancelled":
+        written = self._committed(entry, task_id)
+        if not result.get("ok") and written.task.state != "cancelled":
             raise refusal_error(result, f"task {task_id} could not be cancelled")
-        return current
+        return written
 
-    def list_dead_letter(self, page_size: int = 100, page_token: str = "") -> TaskPage:
-        return self.list_tasks(["dead_letter"], page_size=page_size, page_token=page_token)
+    def list_dead_letter(
+        self, limit: int = 100, after: PageKey | None = None, newest_first: bool = True
+    ) -> TaskPage:
+        return self.list_tasks(["dead_letter"], limit=limit, after=after, newest_first=newest_first)
 
-    def retry_dead_letter(self, task_id: str) -> TaskView:
+    def retry_dead_letter(self, task_id: str) -> TaskWrite:
         task = self.get(task_id)
         if task.state != "dead_letter":
             raise FailedPrecondition(f"task {task_id} is {task.state}, not dead_letter")
@@ -145,4 +169,4 @@ class TaskOperations:
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
             raise refusal_error(result, f"task {task_id} could not be retried")
-        return self.get(task_id)
+        return self._committed(entry, task_id)

@@ -192,8 +192,8 @@ def _refuse(context: grpc.ServicerContext, busy: ResourceExhausted) -> None:
 
 class AdmissionInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     """Applies an Admission to the methods of the services named by
-    `prefixes` (e.g. "/cortex.v1.Cortex/"); others (health, reflection)
-    pass untouched. Admission happens in the call's own thread, once the
+    `prefixes` (e.g. "/cortex.v1.CortexService/"); others (health,
+    reflection, joins) pass untouched. Admission happens in the call's own thread, once the
     request is read: a call gRPC never hands a thread cannot leak a slot."""
 
     def __init__(self, admission: Admission, prefixes: tuple[str, ...]) -> None:

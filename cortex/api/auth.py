@@ -1,15 +1,15 @@
-"""Authentication for the gRPC listeners. The public API takes a bearer token;
-joining (which proves the cluster secret by its own challenge-response) and
-the standard health and reflection services stay open. The peer listener
-takes only calls carrying the peer credential, derived from the cluster
-secret."""
+"""Authentication for the gRPC listeners. The public API (CortexService)
+takes a bearer token; the standard health and reflection services stay
+open. Node-to-node calls carry the peer credential, derived from the
+cluster secret: every call on the peer listener, and joining
+(JoinService), which the public port serves too."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -18,8 +18,7 @@ from cortex.errors import ConfigError
 
 TOKEN_ENV = "CORTEX_API_TOKEN"
 TOKEN_FILE_ENV = "CORTEX_API_TOKEN_FILE"
-_SERVICE = "/cortex.v1.Cortex/"
-_SELF_AUTHENTICATED = frozenset({"JoinChallenge", "JoinCluster"})
+_SERVICE = "/cortex.v1.CortexService/"
 PEER_AUTH_HEADER = "cortex-peer-auth"
 
 
@@ -94,8 +93,7 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         self._expected = token.encode()
 
     def _allowed(self, details: grpc.HandlerCallDetails) -> bool:
-        method = details.method or ""
-        if not method.startswith(_SERVICE) or method[len(_SERVICE) :] in _SELF_AUTHENTICATED:
+        if not (details.method or "").startswith(_SERVICE):
             return True
         for key, value in details.invocation_metadata or ():
             if key == "authorization":
@@ -119,13 +117,18 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
 
 class PeerAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
-    """The peer listener's gate: every call, of every service, needs the
-    peer credential (compared in constant time)."""
+    """The gate of node-to-node calls: every call needs the peer credential
+    (compared in constant time) — on the peer listener every call of every
+    service; given `prefixes` (e.g. "/cortex.internal.v1.JoinService/"),
+    only the calls of those services, others passing untouched."""
 
-    def __init__(self, secret: str) -> None:
+    def __init__(self, secret: str, prefixes: Sequence[str] | None = None) -> None:
         self._expected = peer_token(secret).encode()
+        self._prefixes = None if prefixes is None else tuple(prefixes)
 
     def _allowed(self, details: grpc.HandlerCallDetails) -> bool:
+        if self._prefixes is not None and not (details.method or "").startswith(self._prefixes):
+            return True
         for key, value in details.invocation_metadata or ():
             if key == PEER_AUTH_HEADER:
                 given = value.encode() if isinstance(value, str) else value
@@ -142,6 +145,6 @@ class PeerAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
             return handler
         message = (
             f"{details.method} is a node-to-node call: it needs the peer credential of this "
-            "cluster (clients use the node's public gRPC address)"
+            "cluster, derived from its secret (clients call cortex.v1.CortexService)"
         )
         return refusing_handler(handler, grpc.StatusCode.UNAUTHENTICATED, message)

@@ -1,18 +1,29 @@
-"""A small Python client for a Cortex node. gRPC errors come back as the
-matching Cortex exception, with the server's message. A call a busy node
-refuses (RESOURCE_EXHAUSTED with a retry hint) is retried after the hint,
-doubling with each refusal; a wait for a task's result that finds the
-node's waits all taken polls instead."""
+"""A small Python client for one Cortex node: one method per RPC of
+cortex.v1.CortexService, taking the request's fields as keyword arguments
+and returning the response message (streams yield theirs). gRPC errors come
+back as the matching Cortex exception, with the server's message. A call a
+busy node refuses (RESOURCE_EXHAUSTED with a retry hint) is retried after
+the hint, doubling with each refusal; a wait for a task's result that finds
+the node's waits all taken polls instead.
+
+Reads are session-consistent by default: the client keeps the highest Raft
+index it has seen in responses (header `applied_index`, a write's
+`commit_index`) and every read asks for at least that index, so it reads
+its own writes on any node."""
 
 from __future__ import annotations
 
 import random
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
+from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias, cast
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
 
 from cortex.api.auth import default_token, token_metadata
 from cortex.api.channels import open_channel, retry_after_s, rpc_error
@@ -24,8 +35,18 @@ from cortex.v1 import cortex_pb2_grpc as pb_grpc
 # Retries of a call refused by a busy node, and the longest pause between two.
 BUSY_RETRIES = 5
 MAX_BUSY_PAUSE_S = 5.0
+DEFAULT_WAIT_MS = 30_000
 _BACKLOG_END_HEADER = "cortex-backlog-end"
-_TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
+TERMINAL_STATES = frozenset(
+    {
+        pb.TASK_STATE_COMPLETED,
+        pb.TASK_STATE_FAILED,
+        pb.TASK_STATE_CANCELLED,
+        pb.TASK_STATE_SKIPPED,
+        pb.TASK_STATE_DEAD_LETTER,
+    }
+)
+Span: TypeAlias = Duration | timedelta
 
 
 def busy_pause(hint_s: float, retry: int) -> float:
@@ -33,6 +54,12 @@ def busy_pause(hint_s: float, retry: int) -> float:
     the node's hint, doubled per retry, capped, with jitter so refused
     clients do not all come back at once."""
     return min(hint_s * 2**retry, MAX_BUSY_PAUSE_S) * random.uniform(0.5, 1.0)
+
+
+def _millis(ms: int) -> Duration:
+    span = Duration()
+    span.FromMilliseconds(ms)
+    return span
 
 
 class CortexClient:
@@ -43,18 +70,25 @@ class CortexClient:
         token: str | None = None,
         tls: ClientTls | Literal[False] | None = None,
         busy_retries: int = BUSY_RETRIES,
+        consistency: int = pb.READ_CONSISTENCY_SESSION,
+        session_index: int = 0,
     ) -> None:
         """`token` defaults to $CORTEX_API_TOKEN; nodes without a token ignore it.
         `tls` defaults to the settings in $CORTEX_TLS_CA and friends (plain
         text without them); False means plain text regardless. A call the
-        node refuses as busy is tried up to `busy_retries` more times."""
+        node refuses as busy is tried up to `busy_retries` more times.
+        Reads ask for `consistency`, at least at `session_index` (e.g. the
+        index another client reached), which grows with every response."""
         self.address = address
         self.timeout_s = timeout_s
         self.busy_retries = busy_retries
+        self.consistency = consistency
+        self._session_index = session_index
+        self._session_lock = threading.Lock()
         self._metadata = token_metadata(token if token is not None else default_token())
         self._tls = client_tls_from_env() if tls is None else (tls or None)
         self._channel = open_channel(address, self._tls)
-        self._stub = pb_grpc.CortexStub(self._channel)
+        self._stub = pb_grpc.CortexServiceStub(self._channel)
 
     def __enter__(self) -> CortexClient:
         return self
@@ -70,6 +104,37 @@ class CortexClient:
     def close(self) -> None:
         self._channel.close()
 
+    # -- session consistency ------------------------------------------------------
+
+    @property
+    def session_index(self) -> int:
+        """The highest Raft index this client has seen: every read asks for it."""
+        with self._session_lock:
+            return self._session_index
+
+    def advance_session(self, index: int) -> None:
+        """Raises the session index to `index` (never lowers it), e.g. to read
+        what another client wrote."""
+        with self._session_lock:
+            self._session_index = max(self._session_index, index)
+
+    def _observe(self, response: Message) -> None:
+        fields = response.DESCRIPTOR.fields_by_name
+        index = 0
+        if "header" in fields and response.HasField("header"):
+            index = cast(Any, response).header.applied_index
+        if "commit_index" in fields:
+            index = max(index, cast(Any, response).commit_index)
+        if index:
+            self.advance_session(index)
+
+    def read_options(self) -> pb.ReadOptions:
+        """What the next read asks for."""
+        consistency = cast(pb.ReadConsistency, self.consistency)
+        return pb.ReadOptions(consistency=consistency, min_index=self.session_index)
+
+    # -- calls ---------------------------------------------------------------------
+
     def _call(
         self,
         method: str,
@@ -80,7 +145,7 @@ class CortexClient:
         retries = self.busy_retries if busy_retries is None else busy_retries
         for retry in range(retries + 1):
             try:
-                return getattr(self._stub, method)(
+                response = getattr(self._stub, method)(
                     request, timeout=timeout_s or self.timeout_s, metadata=self._metadata
                 )
             except grpc.RpcError as err:
@@ -88,6 +153,9 @@ class CortexClient:
                 if hint is None or retry == retries:
                     raise self._error(err) from None
                 time.sleep(busy_pause(hint, retry))
+                continue
+            self._observe(response)
+            return response
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _error(self, err: grpc.RpcError) -> CortexError:
@@ -95,92 +163,138 @@ class CortexClient:
         says why, naming TLS when a handshake is the likely cause."""
         return rpc_error(self.address, err, self._tls)
 
+    # -- tasks ---------------------------------------------------------------------
+
     def submit_task(self, spec: pb.TaskSpec, idempotency_key: str = "") -> pb.SubmitTaskResponse:
         return self._call(
             "SubmitTask", pb.SubmitTaskRequest(spec=spec, idempotency_key=idempotency_key)
         )
 
-    def get_task(self, task_id: str, include_events: bool = False) -> pb.Task:
-        return self._call(
-            "GetTask", pb.GetTaskRequest(task_id=task_id, include_events=include_events)
+    def get_task(self, task_id: str, include_events: bool = False) -> pb.GetTaskResponse:
+        request = pb.GetTaskRequest(
+            task_id=task_id, include_events=include_events, read_options=self.read_options()
         )
+        return self._call("GetTask", request)
 
-    def get_task_result(self, task_id: str, wait: bool = False, timeout_ms: int = 0) -> pb.Task:
+    def _result(self, task_id: str, **fields: Any) -> pb.GetTaskResultRequest:
+        return pb.GetTaskResultRequest(task_id=task_id, read_options=self.read_options(), **fields)
+
+    def get_task_result(
+        self, task_id: str, wait: bool = False, timeout_ms: int = 0
+    ) -> pb.GetTaskResultResponse:
         """With `wait`, the task once terminal or when `timeout_ms` (default
         30 s) ends. A node whose waits are all taken is polled instead."""
         if not wait:
-            return self._call("GetTaskResult", pb.GetTaskResultRequest(task_id=task_id))
-        deadline = time.monotonic() + (timeout_ms or 30_000) / 1000
+            return self._call("GetTaskResult", self._result(task_id))
+        deadline = time.monotonic() + (timeout_ms or DEFAULT_WAIT_MS) / 1000
         polls = 0
         while True:
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
-                return self._call("GetTaskResult", pb.GetTaskResultRequest(task_id=task_id))
-            request = pb.GetTaskResultRequest(
-                task_id=task_id, wait=True, timeout_ms=max(int(remaining_s * 1000), 1)
+                return self._call("GetTaskResult", self._result(task_id))
+            request = self._result(
+                task_id, wait=True, timeout=_millis(max(int(remaining_s * 1000), 1))
             )
             try:
                 return self._call(
                     "GetTaskResult", request, timeout_s=remaining_s + 5, busy_retries=0
                 )
             except ResourceExhausted as busy:
-                task = self._call("GetTaskResult", pb.GetTaskResultRequest(task_id=task_id))
-                if task.state in _TERMINAL_STATES:
-                    return task
+                polled: pb.GetTaskResultResponse = self._call(
+                    "GetTaskResult", self._result(task_id)
+                )
+                if polled.task.state in TERMINAL_STATES:
+                    return polled
                 pause = busy_pause(max(busy.retry_after_s, 0.5), min(polls, 3))
                 time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
                 polls += 1
 
-    def list_tasks(self, **filters: Any) -> pb.ListTasksResponse:
-        return self._call("ListTasks", pb.ListTasksRequest(**filters))
+    def list_tasks(
+        self,
+        states: Iterable[int] = (),
+        type: str = "",
+        workflow_id: str = "",
+        node_id: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        order: int = pb.LIST_ORDER_UNSPECIFIED,
+    ) -> pb.ListTasksResponse:
+        """`states`: TaskState values (none: all); `order`: a ListOrder."""
+        request = pb.ListTasksRequest(
+            states=cast(Iterable[pb.TaskState], states),
+            type=type,
+            workflow_id=workflow_id,
+            node_id=node_id,
+            page_size=page_size,
+            page_token=page_token,
+            order=cast(pb.ListOrder, order),
+            read_options=self.read_options(),
+        )
+        return self._call("ListTasks", request)
 
-    def cancel_task(self, task_id: str, reason: str = "") -> pb.Task:
+    def cancel_task(self, task_id: str, reason: str = "") -> pb.CancelTaskResponse:
         return self._call("CancelTask", pb.CancelTaskRequest(task_id=task_id, reason=reason))
 
-    def cluster_status(self) -> pb.ClusterStatusResponse:
-        return self._call("ClusterStatus", pb.ClusterStatusRequest())
-
     def list_dead_letter_tasks(
-        self, page_size: int = 100, page_token: str = ""
-    ) -> pb.ListTasksResponse:
-        request = pb.ListDeadLetterTasksRequest(page_size=page_size, page_token=page_token)
+        self,
+        page_size: int = 0,
+        page_token: str = "",
+        order: int = pb.LIST_ORDER_UNSPECIFIED,
+    ) -> pb.ListDeadLetterTasksResponse:
+        request = pb.ListDeadLetterTasksRequest(
+            page_size=page_size,
+            page_token=page_token,
+            order=cast(pb.ListOrder, order),
+            read_options=self.read_options(),
+        )
         return self._call("ListDeadLetterTasks", request)
 
-    def retry_dead_letter_task(self, task_id: str) -> pb.Task:
+    def retry_dead_letter_task(self, task_id: str) -> pb.RetryDeadLetterTaskResponse:
         return self._call("RetryDeadLetterTask", pb.RetryDeadLetterTaskRequest(task_id=task_id))
 
-    def drain_node(self, node_id: str, deadline_ms: int = 0) -> pb.NodeInfo:
-        return self._call(
-            "DrainNode", pb.DrainNodeRequest(node_id=node_id, deadline_ms=deadline_ms)
-        )
-
-    def cordon_node(self, node_id: str) -> pb.NodeInfo:
-        return self._call("CordonNode", pb.NodeRequest(node_id=node_id))
-
-    def uncordon_node(self, node_id: str) -> pb.NodeInfo:
-        return self._call("UncordonNode", pb.NodeRequest(node_id=node_id))
-
-    def remove_node(self, node_id: str, reason: str = "") -> pb.RemoveNodeResponse:
-        return self._call("RemoveNode", pb.RemoveNodeRequest(node_id=node_id, reason=reason))
+    # -- workflows -----------------------------------------------------------------
 
     def submit_workflow(
-        self, definition: str, format: str = "", idempotency_key: str = ""
+        self,
+        definition: str,
+        format: int = pb.DEFINITION_FORMAT_UNSPECIFIED,
+        idempotency_key: str = "",
     ) -> pb.SubmitWorkflowResponse:
+        """`format`: a DefinitionFormat (unset: detected from the text)."""
         request = pb.SubmitWorkflowRequest(
-            definition=definition, format=format, idempotency_key=idempotency_key
+            definition=definition,
+            format=cast(pb.DefinitionFormat, format),
+            idempotency_key=idempotency_key,
         )
         return self._call("SubmitWorkflow", request)
 
-    def get_workflow_status(self, workflow_id: str) -> pb.Workflow:
-        return self._call("GetWorkflowStatus", pb.GetWorkflowStatusRequest(workflow_id=workflow_id))
+    def get_workflow(self, workflow_id: str) -> pb.GetWorkflowResponse:
+        request = pb.GetWorkflowRequest(workflow_id=workflow_id, read_options=self.read_options())
+        return self._call("GetWorkflow", request)
 
-    def list_workflows(self, **filters: Any) -> pb.ListWorkflowsResponse:
-        return self._call("ListWorkflows", pb.ListWorkflowsRequest(**filters))
+    def list_workflows(
+        self,
+        states: Iterable[int] = (),
+        page_size: int = 0,
+        page_token: str = "",
+        order: int = pb.LIST_ORDER_UNSPECIFIED,
+    ) -> pb.ListWorkflowsResponse:
+        """`states`: WorkflowState values (none: all); `order`: a ListOrder."""
+        request = pb.ListWorkflowsRequest(
+            states=cast(Iterable[pb.WorkflowState], states),
+            page_size=page_size,
+            page_token=page_token,
+            order=cast(pb.ListOrder, order),
+            read_options=self.read_options(),
+        )
+        return self._call("ListWorkflows", request)
 
-    def cancel_workflow(self, workflow_id: str, reason: str = "") -> pb.Workflow:
+    def cancel_workflow(self, workflow_id: str, reason: str = "") -> pb.CancelWorkflowResponse:
         return self._call(
             "CancelWorkflow", pb.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason)
         )
+
+    # -- streams -------------------------------------------------------------------
 
     def stream_task_output(
         self,
@@ -188,33 +302,70 @@ class CortexClient:
         attempt: int = 0,
         from_offset: int = 0,
         follow: bool = False,
-        stream: str = "",
+        stream: int = pb.OUTPUT_STREAM_UNSPECIFIED,
         timeout_s: float | None = None,
-    ) -> Iterator[pb.OutputChunk]:
-        """Yields chunks, then the end message. Errors arrive as Cortex exceptions."""
+    ) -> Generator[pb.StreamTaskOutputResponse, None, None]:
+        """Yields output messages, then the end message. `stream`: an
+        OutputStream (unset: both). Errors arrive as Cortex exceptions."""
         request = pb.StreamTaskOutputRequest(
-            task_id=task_id, attempt=attempt, from_offset=from_offset, follow=follow, stream=stream
+            task_id=task_id,
+            attempt=attempt,
+            from_offset=from_offset,
+            follow=follow,
+            stream=cast(pb.OutputStream, stream),
+            read_options=self.read_options(),
         )
         yield from self._stream("StreamTaskOutput", request, timeout_s)
 
+    def _watch_request(
+        self,
+        task_id: str,
+        workflow_id: str,
+        types: Iterable[int],
+        after_seq: int,
+        from_start: bool,
+        follow: bool,
+    ) -> pb.WatchEventsRequest:
+        return pb.WatchEventsRequest(
+            task_id=task_id,
+            workflow_id=workflow_id,
+            types=cast(Iterable[pb.EventType], types),
+            after_seq=after_seq,
+            from_start=from_start,
+            follow=follow,
+            read_options=self.read_options(),
+        )
+
     def watch_events(
-        self, timeout_s: float | None = None, follow: bool = True, **filters: Any
-    ) -> Iterator[pb.Event]:
-        request = pb.WatchEventsRequest(follow=follow, **filters)
+        self,
+        task_id: str = "",
+        workflow_id: str = "",
+        types: Iterable[int] = (),
+        after_seq: int = 0,
+        from_start: bool = False,
+        follow: bool = True,
+        timeout_s: float | None = None,
+    ) -> Generator[pb.WatchEventsResponse, None, None]:
+        """`types`: EventType values (none: all)."""
+        request = self._watch_request(task_id, workflow_id, types, after_seq, from_start, follow)
         yield from self._stream("WatchEvents", request, timeout_s)
 
     def watch_events_backlog(
-        self, timeout_s: float | None = None, follow: bool = True, **filters: Any
-    ) -> tuple[int, Iterator[pb.Event]]:
+        self,
+        task_id: str = "",
+        workflow_id: str = "",
+        types: Iterable[int] = (),
+        after_seq: int = 0,
+        from_start: bool = False,
+        follow: bool = True,
+        timeout_s: float | None = None,
+    ) -> tuple[int, Generator[pb.WatchEventsResponse, None, None]]:
         """`watch_events` once the watch has begun, with the seq of the last
         event already applied that it sends (0 when none), from the
         `cortex-backlog-end` header."""
+        request = self._watch_request(task_id, workflow_id, types, after_seq, from_start, follow)
         for retry in range(self.busy_retries + 1):
-            call = self._stub.WatchEvents(
-                pb.WatchEventsRequest(follow=follow, **filters),
-                timeout=timeout_s,
-                metadata=self._metadata,
-            )
+            call = self._stub.WatchEvents(request, timeout=timeout_s, metadata=self._metadata)
             headers = dict(call.initial_metadata() or ())
             if _BACKLOG_END_HEADER in headers:
                 break
@@ -226,13 +377,15 @@ class CortexClient:
             time.sleep(busy_pause(hint, retry))
         return int(headers.get(_BACKLOG_END_HEADER, 0) or 0), self._mapped(call)
 
-    def _mapped(self, call: Iterator[Any]) -> Iterator[Any]:
+    def _mapped(self, call: Iterator[Any]) -> Generator[Any, None, None]:
         try:
             yield from call
         except grpc.RpcError as err:
             raise self._error(err) from None
 
-    def _stream(self, method: str, request: Any, timeout_s: float | None) -> Iterator[Any]:
+    def _stream(
+        self, method: str, request: Any, timeout_s: float | None
+    ) -> Generator[Any, None, None]:
         """A server stream; one refused as busy before its first message is
         opened again after the hint."""
         for retry in range(self.busy_retries + 1):
@@ -250,12 +403,31 @@ class CortexClient:
                     raise self._error(err) from None
                 time.sleep(busy_pause(hint, retry))
 
+    # -- nodes and the cluster -----------------------------------------------------
+
     def list_nodes(self, include_removed: bool = False) -> pb.ListNodesResponse:
-        return self._call("ListNodes", pb.ListNodesRequest(include_removed=include_removed))
+        request = pb.ListNodesRequest(
+            include_removed=include_removed, read_options=self.read_options()
+        )
+        return self._call("ListNodes", request)
 
-    def join_challenge(self) -> str:
-        """A nonce for `join_cluster`, valid once and briefly, on this node only."""
-        return str(self._call("JoinChallenge", pb.JoinChallengeRequest()).nonce)
+    def drain_node(
+        self, node_id: str, deadline_ms: int = 0, *, deadline: Span | None = None
+    ) -> pb.DrainNodeResponse:
+        """`deadline` (or `deadline_ms`): how long running tasks may take
+        (unset or 0: the node's default)."""
+        if deadline is None and deadline_ms:
+            deadline = _millis(deadline_ms)
+        return self._call("DrainNode", pb.DrainNodeRequest(node_id=node_id, deadline=deadline))
 
-    def join_cluster(self, request: pb.JoinClusterRequest) -> list[str]:
-        return list(self._call("JoinCluster", request).raft_members)
+    def cordon_node(self, node_id: str) -> pb.CordonNodeResponse:
+        return self._call("CordonNode", pb.CordonNodeRequest(node_id=node_id))
+
+    def uncordon_node(self, node_id: str) -> pb.UncordonNodeResponse:
+        return self._call("UncordonNode", pb.UncordonNodeRequest(node_id=node_id))
+
+    def remove_node(self, node_id: str, reason: str = "") -> pb.RemoveNodeResponse:
+        return self._call("RemoveNode", pb.RemoveNodeRequest(node_id=node_id, reason=reason))
+
+    def get_cluster_status(self) -> pb.GetClusterStatusResponse:
+        return self._call("GetClusterStatus", pb.GetClusterStatusRequest())

@@ -1,14 +1,22 @@
-"""Translation between protobuf messages and Cortex's own types."""
+"""Translation between protobuf messages and Cortex's own types: task specs,
+tasks and events, and the well-known types every message uses (times as
+Timestamps, spans as Durations, free-form objects as Structs, enums from and
+to the lower-case names kept in SQLite)."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 from typing import Any
 
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from cortex.errors import InvalidArgument
-from cortex.membership.cluster_status import ClusterView, NodeStatusView
-from cortex.scheduler.model import GpuInfo, NodeResources
-from cortex.state.queries import EventView, TaskPage, TaskView
+from cortex.proto_enums import UNSPECIFIED, Enum, enum_name, enum_names, enum_value
+from cortex.state import TERMINAL_STATES
+from cortex.state.queries import EventView, TaskView
 from cortex.v1 import cortex_pb2 as pb
 
 _CONSTRAINT_FIELDS = {
@@ -25,10 +33,95 @@ _CONSTRAINT_FIELDS = {
 }
 _RETRY_FIELDS = {
     "max_retries": "maxRetries",
-    "backoff_ms": "backoffMs",
     "backoff_multiplier": "backoffMultiplier",
     "retryable": "retryable",
 }
+
+
+# -- well-known types -------------------------------------------------------------
+
+
+def timestamp(ms: int | None) -> Timestamp | None:
+    """Milliseconds since the epoch as a Timestamp; None (unset) for 0 or None."""
+    if not ms:
+        return None
+    stamp = Timestamp()
+    stamp.FromMilliseconds(ms)
+    return stamp
+
+
+def duration(ms: int | float | None) -> Duration | None:
+    """Milliseconds as a Duration; None (unset) for None."""
+    if ms is None:
+        return None
+    span = Duration()
+    span.FromNanoseconds(int(ms * 1_000_000))
+    return span
+
+
+def duration_ms(span: Duration) -> int:
+    return int(span.ToMilliseconds())
+
+
+def struct(value: dict[str, Any] | None) -> Struct | None:
+    """A JSON object as a Struct; None (unset) for None."""
+    if value is None:
+        return None
+    message = Struct()
+    message.update(value)
+    return message
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Struct keeps every number as a double: 5.0 comes back as 5."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
+
+
+def struct_dict(message: Struct) -> dict[str, Any]:
+    """A Struct as a JSON object, numbers with no fraction as ints."""
+    return dict(_whole_numbers(MessageToDict(message)))
+
+
+def names_filter(enum: type[Enum], values: Iterable[int], field: str) -> list[str]:
+    """The lower-case names of a repeated enum filter; an UNSPECIFIED or
+    unknown value is refused, naming the field."""
+    names = []
+    for value in values:
+        name = enum_name(enum, value)
+        if not name:
+            known = ", ".join(enum_names(enum))
+            raise InvalidArgument(
+                f"{field}: {value} ({_label(enum, value)}) is not a value to filter by"
+                f" (known: {known})"
+            )
+        names.append(name)
+    return list(dict.fromkeys(names))
+
+
+def _label(enum: Any, value: int) -> str:
+    return str(enum.Name(value)) if value in enum.values() else "unknown"
+
+
+def known_value(enum: type[Enum], value: int, field: str) -> int:
+    """`value` when the enum has it, else InvalidArgument naming the field."""
+    wrapper: Any = enum
+    if value not in wrapper.values():
+        raise InvalidArgument(f"{field}: unknown value {value}")
+    return value
+
+
+def newest_first(order: int, field: str = "order") -> bool:
+    """Whether a ListOrder asks for newest first (the default)."""
+    return known_value(pb.ListOrder, order, field) != pb.LIST_ORDER_OLDEST_FIRST
+
+
+# -- task specs -------------------------------------------------------------------
 
 
 def spec_from_proto(message: pb.TaskSpec) -> dict[str, Any]:
@@ -46,8 +139,8 @@ def spec_from_proto(message: pb.TaskSpec) -> dict[str, Any]:
         spec["env"] = dict(message.env)
     if message.cwd:
         spec["cwd"] = message.cwd
-    if message.HasField("timeout_ms"):
-        spec["timeoutMs"] = message.timeout_ms
+    if message.HasField("timeout"):
+        spec["timeoutMs"] = duration_ms(message.timeout)
     if message.HasField("priority"):
         spec["priority"] = message.priority
     if message.labels:
@@ -56,25 +149,25 @@ def spec_from_proto(message: pb.TaskSpec) -> dict[str, Any]:
         constraints: dict[str, Any] = {}
         for name, alias in _CONSTRAINT_FIELDS.items():
             value = getattr(message.constraints, name)
-            if name == "requires_capabilities" or name.endswith("nodes") or name == "node_labels":
-                value = dict(value) if name == "requires_capabilities" else list(value)
+            if name == "requires_capabilities":
+                value = dict(value)
+            elif name.endswith("nodes") or name == "node_labels":
+                value = list(value)
             if value:
                 constraints[alias] = value
         spec["constraints"] = constraints
     if message.HasField("retry_policy"):
-        spec["retryPolicy"] = {
-            alias: getattr(message.retry_policy, name)
+        policy = message.retry_policy
+        retry = {
+            alias: getattr(policy, name)
             for name, alias in _RETRY_FIELDS.items()
-            if message.retry_policy.HasField(name)
+            if policy.HasField(name)
         }
-    if message.options_json:
-        try:
-            options = json.loads(message.options_json)
-        except ValueError as err:
-            raise InvalidArgument(f"spec.options_json is not valid JSON: {err}") from None
-        if not isinstance(options, dict):
-            raise InvalidArgument("spec.options_json must be a JSON object")
-        spec["options"] = options
+        if policy.HasField("backoff"):
+            retry["backoffMs"] = duration_ms(policy.backoff)
+        spec["retryPolicy"] = retry
+    if message.HasField("options"):
+        spec["options"] = struct_dict(message.options)
     return spec
 
 
@@ -87,8 +180,9 @@ def spec_to_proto(spec: dict[str, Any]) -> pb.TaskSpec:
         message.command.extend(command)
     message.env.update(spec.get("env") or {})
     message.cwd = spec.get("cwd") or ""
-    if spec.get("timeout_ms") is not None:
-        message.timeout_ms = spec["timeout_ms"]
+    timeout = duration(spec.get("timeout_ms"))
+    if timeout is not None:
+        message.timeout.CopyFrom(timeout)
     message.priority = spec.get("priority", 5)
     message.labels.update(spec.get("labels") or {})
     constraints = spec.get("constraints") or {}
@@ -103,173 +197,113 @@ def spec_to_proto(spec: dict[str, Any]) -> pb.TaskSpec:
             field.update(value)
         else:
             setattr(message.constraints, name, value)
-    for name, value in (spec.get("retry_policy") or {}).items():
-        if name in _RETRY_FIELDS:
-            setattr(message.retry_policy, name, value)
+    policy = spec.get("retry_policy") or {}
+    for name in _RETRY_FIELDS:
+        if name in policy:
+            setattr(message.retry_policy, name, policy[name])
+    backoff = duration(policy.get("backoff_ms"))
+    if backoff is not None:
+        message.retry_policy.backoff.CopyFrom(backoff)
     if spec.get("options"):
-        message.options_json = json.dumps(spec["options"], sort_keys=True)
+        message.options.update(spec["options"])
     return message
 
 
-def event_to_proto(event: EventView) -> pb.TaskEvent:
-    return pb.TaskEvent(
-        seq=event.seq,
-        event=event.event,
-        from_state=event.from_state or "",
-        to_state=event.to_state or "",
-        node=event.node or "",
-        attempt=event.attempt or 0,
-        detail_json=json.dumps(event.detail, sort_keys=True) if event.detail else "",
-        ts_ms=event.ts,
-        raft_index=event.raft_index,
+# -- tasks and events -------------------------------------------------------------
+
+
+def result_to_proto(result: dict[str, Any]) -> pb.TaskResult:
+    return pb.TaskResult(
+        exit_code=int(result.get("exit_code") or 0),
+        stdout=str(result.get("stdout") or "").encode(),
+        stderr=str(result.get("stderr") or "").encode(),
+        stdout_truncated=bool(result.get("stdout_truncated")),
+        stderr_truncated=bool(result.get("stderr_truncated")),
+        error=str(result.get("error") or ""),
+        timed_out=bool(result.get("timed_out")),
     )
 
 
-def task_to_proto(
-    task: TaskView, events: list[EventView] | None = None, reasons: list[str] | None = None
-) -> pb.Task:
+def task_to_proto(task: TaskView, reasons: list[str] | None = None) -> pb.Task:
     message = pb.Task(
         id=task.id,
-        state=task.state,
+        state=enum_value(pb.TaskState, task.state),
         type=task.type,
         attempt=task.attempt,
-        node=task.node or "",
+        node_id=task.node or "",
         priority=task.priority,
         spec=spec_to_proto(task.spec),
         idempotency_key=task.idempotency_key or "",
         workflow_id=task.workflow_id or "",
         workflow_key=task.workflow_key or "",
         error=task.error or "",
-        created_at_ms=task.created_at,
-        updated_at_ms=task.updated_at,
-        scheduled_after_ms=task.scheduled_after,
+        create_time=timestamp(task.created_at),
+        update_time=timestamp(task.updated_at),
         pending_reasons=reasons or [],
-        events=[event_to_proto(ev) for ev in events or []],
+        submit_index=task.submit_index,
     )
+    if task.state == "queued" and task.scheduled_after:
+        message.schedule_time.CopyFrom(timestamp(task.scheduled_after))
+    # An assigned task's current attempt has not started: the time kept is
+    # the previous attempt's.
+    started = timestamp(task.started_at) if task.state != "assigned" else None
+    if started is not None:
+        message.start_time.CopyFrom(started)
+    finished = timestamp(task.completed_at) if task.state in TERMINAL_STATES else None
+    if finished is not None:
+        message.finish_time.CopyFrom(finished)
     if task.result is not None:
-        result = task.result
-        message.has_result = True
-        message.result.CopyFrom(
-            pb.TaskResult(
-                exit_code=int(result.get("exit_code") or 0),
-                stdout=str(result.get("stdout") or "").encode(),
-                stderr=str(result.get("stderr") or "").encode(),
-                stdout_truncated=bool(result.get("stdout_truncated")),
-                stderr_truncated=bool(result.get("stderr_truncated")),
-                error=str(result.get("error") or ""),
-                timed_out=bool(result.get("timed_out")),
-            )
-        )
+        message.result.CopyFrom(result_to_proto(task.result))
     return message
 
 
-def cluster_to_proto(view: ClusterView) -> pb.ClusterStatusResponse:
-    return pb.ClusterStatusResponse(
-        node_id=view.node_id,
-        leader=view.leader or "",
-        leader_node_id=view.leader_node_id or "",
-        term=view.term,
-        last_applied=view.last_applied,
-        commit_index=view.commit_index,
-        state_digest=view.state_digest,
-        has_quorum=view.has_quorum,
-        raft_state=view.raft_state,
-        nodes=[node_to_proto(n) for n in view.nodes],
-        task_counts=view.task_counts,
-        log_size=view.log_size,
-        applied_index=view.applied_index,
-        raft_sync=view.raft_sync,
-        journal_syncs=view.journal_syncs,
-        journal_synced_entries=view.journal_synced_entries,
-    )
-
-
-def resources_to_proto(res: NodeResources) -> pb.NodeResources:
-    message = pb.NodeResources(
-        cpu_cores=res.cpu_cores,
-        cpu_usage_percent=res.cpu_usage_percent,
-        load_1m=res.load_1m,
-        memory_total_mb=res.memory_total_mb,
-        memory_available_mb=res.memory_available_mb,
-        disk_total_gb=res.disk_total_gb,
-        disk_available_gb=res.disk_available_gb,
-        disk_io_util_percent=res.disk_io_util_percent,
-        network_bandwidth_mbps=res.network_bandwidth_mbps,
-        network_throughput_mbps=res.network_throughput_mbps,
-        gaming_detected=res.gaming_detected,
-        declared=sorted(res.declared),
-    )
-    if res.gpu is not None:
-        message.gpu.CopyFrom(
-            pb.GpuInfo(
-                name=res.gpu.name,
-                memory_total_mb=res.gpu.memory_total_mb,
-                memory_used_mb=res.gpu.memory_used_mb,
-                usage_percent=res.gpu.usage_percent,
-            )
+def _change(event: EventView) -> tuple[str, Any] | None:
+    """The oneof `change` of an event that changed a state: which field, and
+    its message."""
+    if not event.from_state and not event.to_state:
+        return None
+    if event.event.startswith("node_"):
+        return "node_change", pb.NodeStatusChange(
+            from_status=enum_value(pb.NodeStatus, event.from_state),
+            to_status=enum_value(pb.NodeStatus, event.to_state),
         )
+    if event.event.startswith("workflow_"):
+        return "workflow_change", pb.WorkflowStateChange(
+            from_state=enum_value(pb.WorkflowState, event.from_state),
+            to_state=enum_value(pb.WorkflowState, event.to_state),
+        )
+    if event.task_id:
+        return "task_change", pb.TaskStateChange(
+            from_state=enum_value(pb.TaskState, event.from_state),
+            to_state=enum_value(pb.TaskState, event.to_state),
+        )
+    return None
+
+
+def event_to_proto(event: EventView) -> pb.Event:
+    message = pb.Event(
+        seq=event.seq,
+        type=enum_value(pb.EventType, event.event),
+        task_id=event.task_id or "",
+        workflow_id=event.workflow_id or "",
+        node_id=event.node or "",
+        attempt=event.attempt or 0,
+        detail=struct(event.detail),
+        time=timestamp(event.ts),
+        raft_index=event.raft_index,
+        entry_type=event.entry_type or "",
+    )
+    change = _change(event)
+    if change is not None:
+        getattr(message, change[0]).CopyFrom(change[1])
     return message
 
 
-def resources_from_proto(message: pb.NodeResources) -> NodeResources:
-    gpu = None
-    if message.HasField("gpu"):
-        gpu = GpuInfo(
-            message.gpu.name,
-            message.gpu.memory_total_mb,
-            message.gpu.memory_used_mb,
-            message.gpu.usage_percent,
-        )
-    return NodeResources(
-        cpu_cores=message.cpu_cores,
-        cpu_usage_percent=message.cpu_usage_percent,
-        load_1m=message.load_1m,
-        memory_total_mb=message.memory_total_mb,
-        memory_available_mb=message.memory_available_mb,
-        disk_total_gb=message.disk_total_gb,
-        disk_available_gb=message.disk_available_gb,
-        disk_io_util_percent=message.disk_io_util_percent,
-        network_bandwidth_mbps=message.network_bandwidth_mbps,
-        network_throughput_mbps=message.network_throughput_mbps,
-        gpu=gpu,
-        gaming_detected=message.gaming_detected,
-        declared=frozenset(message.declared),
-    )
-
-
-def node_to_proto(view: NodeStatusView) -> pb.NodeInfo:
-    node = view.node
-    message = pb.NodeInfo(
-        node_id=node.id,
-        raft_address=node.raft_address,
-        grpc_address=node.grpc_address,
-        peer_address=node.peer_address,
-        status=node.status,
-        connected=view.connected,
-        is_leader=view.is_leader,
-        running_tasks=view.active_tasks,
-        labels=node.labels,
-        executors=node.executors,
-        max_tasks=int(node.resources.get("max_tasks", 0) or 0),
-        status_reason=node.status_reason,
-        drain_deadline_ms=node.drain_deadline or 0,
-    )
-    if view.report is not None:
-        message.has_resources = True
-        message.resources.CopyFrom(resources_to_proto(view.report.resources))
-        message.report_age_ms = int(view.report_age_s * 1000)
-        message.capabilities.update(view.report.capabilities)
-    return message
-
-
-def page_token(next_offset: int | None) -> str:
-    """The opaque token for the next page; empty on the last page."""
-    return "" if next_offset is None else str(next_offset)
-
-
-def task_page_to_proto(page: TaskPage) -> pb.ListTasksResponse:
-    return pb.ListTasksResponse(
-        tasks=[task_to_proto(t) for t in page.tasks],
-        next_page_token=page_token(page.next_offset),
-        total=page.total,
-    )
+def state_counts(counts: dict[str, int]) -> list[pb.TaskStateCount]:
+    """Task counts per state, in the enum's order (states it lacks left out)."""
+    known = [(enum_value(pb.TaskState, state), count) for state, count in counts.items()]
+    return [
+        pb.TaskStateCount(state=state, count=count)
+        for state, count in sorted(known)
+        if state != UNSPECIFIED
+    ]

@@ -6,7 +6,7 @@ relay's `RelayCalls`; failed calls raise Cortex errors."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -17,10 +17,10 @@ from cortex.api.channels import connect_error, open_channel, rpc_error
 from cortex.api.peer_convert import heartbeat_to_proto, removal_from_proto
 from cortex.api.tls import ClientTls
 from cortex.errors import CortexError
+from cortex.internal.v1 import peer_pb2 as peer_pb
+from cortex.internal.v1 import peer_pb2_grpc as peer_grpc
 from cortex.membership.peer_calls import Heartbeat, Removal
 from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import peer_pb2 as peer_pb
-from cortex.v1 import peer_pb2_grpc as peer_grpc
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 _CHANNEL_OPTIONS = [
@@ -33,6 +33,23 @@ _CHANNEL_OPTIONS = [
 ]
 
 
+class RelayedStream:
+    """A RelayTaskOutput call seen as the stream it relays: iterating it
+    yields the StreamTaskOutputResponse messages the source sends."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def initial_metadata(self) -> Any:
+        return self._call.initial_metadata()
+
+    def cancel(self) -> bool:
+        return bool(self._call.cancel())
+
+    def __iter__(self) -> Iterator[pb.StreamTaskOutputResponse]:
+        return (message.chunk for message in self._call)
+
+
 class PeerClient:
     def __init__(self, node_id: str, secret: str, tls: ClientTls | None = None) -> None:
         self.node_id = node_id
@@ -42,7 +59,7 @@ class PeerClient:
         self._channels: dict[str, grpc.Channel] = {}
         self._closed = False
 
-    def _stub(self, address: str) -> peer_grpc.PeerStub:
+    def _stub(self, address: str) -> peer_grpc.PeerServiceStub:
         with self._lock:
             if self._closed:
                 raise CortexError("this node is shutting down")
@@ -50,7 +67,7 @@ class PeerClient:
             if channel is None:
                 channel = open_channel(address, self.tls, _CHANNEL_OPTIONS)
                 self._channels[address] = channel
-        return peer_grpc.PeerStub(channel)
+        return peer_grpc.PeerServiceStub(channel)
 
     def error(self, address: str, err: grpc.RpcError) -> CortexError:
         return rpc_error(address, err, self.tls)
@@ -93,29 +110,45 @@ class PeerClient:
         address: str,
         request: pb.StreamTaskOutputRequest,
         metadata: Sequence[tuple[str, str]] = (),
-    ) -> Any:
-        """The gRPC call (iterate it for chunks; cancel it to stop)."""
-        return self._stub(address).StreamTaskOutput(request, metadata=(*self._metadata, *metadata))
+    ) -> RelayedStream:
+        """The call (iterate it for the source's messages; cancel it to stop)."""
+        call = self._stub(address).RelayTaskOutput(
+            peer_pb.RelayTaskOutputRequest(request=request),
+            metadata=(*self._metadata, *metadata),
+        )
+        return RelayedStream(call)
 
     def applied_index(self, address: str, timeout_s: float) -> int:
         try:
-            reply = self._stub(address).AppliedIndex(
-                peer_pb.AppliedIndexRequest(), timeout=timeout_s, metadata=self._metadata
+            reply = self._stub(address).GetAppliedIndex(
+                peer_pb.GetAppliedIndexRequest(), timeout=timeout_s, metadata=self._metadata
             )
         except grpc.RpcError as err:
             raise self.error(address, err) from None
         return int(reply.applied_index)
 
+    def read_index(self, address: str, timeout_s: float) -> int:
+        """The leader's read index, asked of the leader at `address`."""
+        try:
+            reply = self._stub(address).ReadIndex(
+                peer_pb.ReadIndexRequest(), timeout=timeout_s, metadata=self._metadata
+            )
+        except grpc.RpcError as err:
+            raise self.error(address, err) from None
+        return int(reply.read_index)
+
     def remove_node(self, address: str, node_id: str, reason: str, timeout_s: float) -> Removal:
         try:
-            reply = self._stub(address).RemoveNode(
-                pb.RemoveNodeRequest(node_id=node_id, reason=reason),
+            reply = self._stub(address).PassRemoval(
+                peer_pb.PassRemovalRequest(
+                    request=pb.RemoveNodeRequest(node_id=node_id, reason=reason)
+                ),
                 timeout=timeout_s,
                 metadata=self._metadata,
             )
         except grpc.RpcError as err:
             raise self.error(address, err) from None
-        return removal_from_proto(reply)
+        return removal_from_proto(reply.response)
 
     def close(self) -> None:
         with self._lock:

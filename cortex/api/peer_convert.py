@@ -1,12 +1,12 @@
-"""Translation between the peer protocol's messages (cortex.v1.internal.Peer)
-and membership's own types."""
+"""Translation between the peer protocol's messages
+(cortex.internal.v1.PeerService) and membership's own types."""
 
 from __future__ import annotations
 
-from cortex.api.convert import resources_from_proto, resources_to_proto
+from cortex.api.node_convert import resources_from_proto, resources_to_proto
+from cortex.internal.v1 import peer_pb2 as peer_pb
 from cortex.membership.peer_calls import Heartbeat, Removal
 from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import peer_pb2 as peer_pb
 
 
 def heartbeat_to_proto(heartbeat: Heartbeat) -> peer_pb.HeartbeatRequest:
@@ -36,6 +36,7 @@ def heartbeat_from_proto(message: peer_pb.HeartbeatRequest) -> Heartbeat:
 
 
 def removal_to_proto(removal: Removal) -> pb.RemoveNodeResponse:
+    """The removal without commit index and header (the servicer adds them)."""
     return pb.RemoveNodeResponse(
         node_id=removal.node_id,
         raft_address=removal.raft_address,

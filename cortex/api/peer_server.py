@@ -1,12 +1,12 @@
-"""The peer listener: node-to-node calls (cortex.v1.internal.Peer) on their
-own gRPC server with their own threads, so no client load on the public
-listener can delay a heartbeat or a relay. Same TLS settings as the public
-server; every call needs the peer credential (cortex.api.auth)."""
+"""The peer listener: node-to-node calls (cortex.internal.v1.PeerService) on
+their own gRPC server with their own threads, so no client load on the
+public listener can delay a heartbeat or a relay. Same TLS settings as the
+public server; every call needs the peer credential (cortex.api.auth)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -18,22 +18,23 @@ from cortex.api.peer_convert import heartbeat_from_proto, removal_to_proto
 from cortex.api.servicer import maps_errors, maps_stream_errors
 from cortex.api.tls import ServerTls
 from cortex.errors import ConfigError, FailedPrecondition, InvalidArgument
+from cortex.internal.v1 import peer_pb2 as peer_pb
+from cortex.internal.v1 import peer_pb2_grpc as peer_grpc
 from cortex.membership.administration import NodeAdministration
 from cortex.membership.cluster_status import ClusterStatus
 from cortex.membership.heartbeat import HeartbeatReceiver
 from cortex.output import StreamingService
 from cortex.output.relay import RELAY_HEADER
-from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import peer_pb2 as peer_pb
-from cortex.v1 import peer_pb2_grpc as peer_grpc
 
 log = logging.getLogger(__name__)
 
-PEER_SERVICE_PREFIX = "/cortex.v1.internal.Peer/"
+PEER_SERVICE_PREFIX = "/cortex.internal.v1.PeerService/"
 # Threads beyond the relayed-stream limit, for heartbeats and other short
 # calls: heartbeats from every node each interval take milliseconds each.
 SHORT_CALL_THREADS = 16
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# How long a ReadIndex call without a deadline may take.
+READ_INDEX_TIMEOUT_S = 5.0
 
 
 def _caller(context: grpc.ServicerContext) -> str:
@@ -43,18 +44,27 @@ def _caller(context: grpc.ServicerContext) -> str:
     return "another node"
 
 
-class PeerServicer(peer_grpc.PeerServicer):
+def read_index_unavailable(timeout_s: float) -> int:
+    """The read index of a node that cannot give one."""
+    raise FailedPrecondition("read index not available")
+
+
+class PeerServicer(peer_grpc.PeerServiceServicer):
     def __init__(
         self,
         heartbeats: HeartbeatReceiver,
         nodes: NodeAdministration,
         cluster: ClusterStatus,
         streaming: StreamingService | None,
+        read_index: Callable[[float], int] = read_index_unavailable,
     ) -> None:
+        """`read_index(timeout_s)`: an index at or past everything committed
+        before the call, when this node leads (cortex.api.consistency)."""
         self._heartbeats = heartbeats
         self._nodes = nodes
         self._cluster = cluster
         self._streaming = streaming
+        self._read_index = read_index
 
     @maps_errors
     def Heartbeat(
@@ -66,24 +76,38 @@ class PeerServicer(peer_grpc.PeerServicer):
         return peer_pb.HeartbeatResponse()
 
     @maps_stream_errors
-    def StreamTaskOutput(
-        self, request: pb.StreamTaskOutputRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.OutputChunk]:
+    def RelayTaskOutput(
+        self, request: peer_pb.RelayTaskOutputRequest, context: grpc.ServicerContext
+    ) -> Iterator[peer_pb.RelayTaskOutputResponse]:
         if self._streaming is None:
             raise FailedPrecondition("this server does not stream output")
-        return self._streaming.task_output(request, context, relayed_for=_caller(context))
+        chunks = self._streaming.task_output(request.request, context, relayed_for=_caller(context))
+        for chunk in chunks:
+            yield peer_pb.RelayTaskOutputResponse(chunk=chunk)
 
     @maps_errors
-    def AppliedIndex(
-        self, request: peer_pb.AppliedIndexRequest, context: grpc.ServicerContext
-    ) -> peer_pb.AppliedIndexResponse:
-        return peer_pb.AppliedIndexResponse(applied_index=self._cluster.applied_index())
+    def GetAppliedIndex(
+        self, request: peer_pb.GetAppliedIndexRequest, context: grpc.ServicerContext
+    ) -> peer_pb.GetAppliedIndexResponse:
+        return peer_pb.GetAppliedIndexResponse(applied_index=self._cluster.applied_index())
 
     @maps_errors
-    def RemoveNode(
-        self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
-    ) -> pb.RemoveNodeResponse:
-        return removal_to_proto(self._nodes.remove(request.node_id, request.reason))
+    def ReadIndex(
+        self, request: peer_pb.ReadIndexRequest, context: grpc.ServicerContext
+    ) -> peer_pb.ReadIndexResponse:
+        remaining = context.time_remaining()
+        timeout_s = READ_INDEX_TIMEOUT_S if remaining is None else max(remaining - 0.1, 0.0)
+        return peer_pb.ReadIndexResponse(read_index=self._read_index(timeout_s))
+
+    @maps_errors
+    def PassRemoval(
+        self, request: peer_pb.PassRemovalRequest, context: grpc.ServicerContext
+    ) -> peer_pb.PassRemovalResponse:
+        removal = self._nodes.remove(request.request.node_id, request.request.reason)
+        response = removal_to_proto(removal)
+        # Applied here before the call returns: at or past the removal's index.
+        response.commit_index = self._cluster.applied_index()
+        return peer_pb.PassRemovalResponse(response=response)
 
 
 class PeerListener:
@@ -124,8 +148,8 @@ class PeerListener:
         if self.port == 0:
             raise ConfigError(f"config key peer: cannot listen on {address} (in use?)")
 
-    def start(self, servicer: peer_grpc.PeerServicer) -> None:
-        peer_grpc.add_PeerServicer_to_server(servicer, self._server)
+    def start(self, servicer: peer_grpc.PeerServiceServicer) -> None:
+        peer_grpc.add_PeerServiceServicer_to_server(servicer, self._server)
         self._server.start()
 
     def stop(self, grace_s: float | None = None) -> Any:

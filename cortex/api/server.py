@@ -1,5 +1,7 @@
-"""Starts a node's public gRPC server: the Cortex service, health and
-reflection, with admission control (cortex.api.admission) on Cortex calls."""
+"""Starts a node's public gRPC server: cortex.v1.CortexService, joining
+(cortex.internal.v1.JoinService, with the peer credential), health and
+reflection, with admission control (cortex.api.admission) on CortexService
+calls."""
 
 from __future__ import annotations
 
@@ -9,17 +11,20 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
+from cortex.api import reflection
 from cortex.api.admission import Admission, AdmissionInterceptor
-from cortex.api.auth import TokenAuthInterceptor
+from cortex.api.auth import PeerAuthInterceptor, TokenAuthInterceptor
+from cortex.api.join_server import JOIN_SERVICE_PREFIX
 from cortex.api.tls import ServerTls
 from cortex.errors import ConfigError
+from cortex.internal.v1 import peer_pb2_grpc
 from cortex.v1 import cortex_pb2, cortex_pb2_grpc
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-CORTEX_SERVICE_PREFIX = "/cortex.v1.Cortex/"
-# Threads beyond the admission limit: health checks, reflection, and
+CORTEX_SERVICE = "cortex.v1.CortexService"
+CORTEX_SERVICE_PREFIX = f"/{CORTEX_SERVICE}/"
+# Threads beyond the admission limit: health checks, reflection, joins, and
 # refusing calls beyond the limit at once.
 SPARE_THREADS = 8
 
@@ -60,15 +65,18 @@ class HealthService(health.HealthServicer):  # type: ignore[misc]
 
 
 def serve(
-    servicer: cortex_pb2_grpc.CortexServicer,
+    servicer: cortex_pb2_grpc.CortexServiceServicer,
     address: str,
     admission: Admission,
     api_token: str | None = None,
     tls: ServerTls | None = None,
+    joins: peer_pb2_grpc.JoinServiceServicer | None = None,
+    secret: str | None = None,
 ) -> grpc.Server:
     """Serves over TLS with `tls`, in plain text without it. The server has a
     thread for every call `admission` lets in and a few spare; a call that
-    finds no thread is refused at once by gRPC, never queued."""
+    finds no thread is refused at once by gRPC, never queued. `joins`, when
+    given, is served to callers holding the peer credential of `secret`."""
     threads = admission.capacity + SPARE_THREADS
     interceptors: list[grpc.ServerInterceptor] = [
         AdmissionInterceptor(admission, (CORTEX_SERVICE_PREFIX,))
@@ -76,6 +84,10 @@ def serve(
     if api_token:
         # Outermost: a call without the token is refused before it counts.
         interceptors.insert(0, TokenAuthInterceptor(api_token))
+    if joins is not None:
+        if not secret:
+            raise ValueError("serving joins needs the cluster secret")
+        interceptors.insert(0, PeerAuthInterceptor(secret, (JOIN_SERVICE_PREFIX,)))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
         interceptors=interceptors,
@@ -86,19 +98,14 @@ def serve(
         ],
         maximum_concurrent_rpcs=threads,
     )
-    cortex_pb2_grpc.add_CortexServicer_to_server(servicer, server)
+    cortex_pb2_grpc.add_CortexServiceServicer_to_server(servicer, server)
+    if joins is not None:
+        peer_pb2_grpc.add_JoinServiceServicer_to_server(joins, server)
     health_servicer = HealthService()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    health_servicer.set("cortex.v1.Cortex", health_pb2.HealthCheckResponse.SERVING)
-    reflection.enable_server_reflection(
-        (
-            cortex_pb2.DESCRIPTOR.services_by_name["Cortex"].full_name,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
-    )
+    health_servicer.set(CORTEX_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+    enable_reflection(server)
     try:
         if tls is None:
             port = server.add_insecure_port(address)
@@ -110,3 +117,18 @@ def serve(
         raise ConfigError(f"config key grpc: cannot listen on {address} (in use?)")
     server.start()
     return server
+
+
+# -- reflection -----------------------------------------------------------------
+
+
+def enable_reflection(server: grpc.Server) -> None:
+    """Reflection (v1 and v1alpha) of the public service and health, with
+    the proto's comments; never JoinService, though it is served here."""
+    reflection.add_reflection_to_server(
+        server,
+        (
+            cortex_pb2.DESCRIPTOR.services_by_name["CortexService"].full_name,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        ),
+    )

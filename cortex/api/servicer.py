@@ -1,6 +1,9 @@
-"""gRPC servicer: unpacks requests, calls the node's operations (tasks,
-workflows, node administration, cluster status, joins), packs replies, and
-maps Cortex errors to status codes in one place."""
+"""gRPC servicer of cortex.v1.CortexService: unpacks requests, calls the
+node's operations (tasks, workflows, node administration, cluster status),
+packs replies, and maps Cortex errors to status codes in one place. Every
+read waits for the consistency its ReadOptions ask for (`ReadGate`) and
+every response carries a ResponseHeader; every write says the Raft index it
+committed at."""
 
 from __future__ import annotations
 
@@ -12,14 +15,18 @@ from typing import Any, TypeVar
 import grpc
 
 from cortex.api.channels import RETRY_AFTER_HEADER
+from cortex.api.consistency import ReadGate
 from cortex.api.convert import (
-    cluster_to_proto,
-    node_to_proto,
-    page_token,
+    duration_ms,
+    event_to_proto,
+    known_value,
+    names_filter,
+    newest_first,
     spec_from_proto,
-    task_page_to_proto,
     task_to_proto,
 )
+from cortex.api.node_convert import cluster_to_proto, node_to_proto
+from cortex.api.page_tokens import PageTokens, page_size
 from cortex.api.peer_convert import removal_to_proto
 from cortex.api.workflow_convert import workflow_to_proto
 from cortex.errors import (
@@ -32,9 +39,10 @@ from cortex.errors import (
     Unavailable,
 )
 from cortex.membership.administration import NodeAdministration
-from cortex.membership.cluster_status import ClusterStatus
-from cortex.membership.joining import JoinAdmission, JoinClaim
-from cortex.output import StreamingService
+from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
+from cortex.output import EventFilter, EventWatch, StreamingService
+from cortex.proto_enums import enum_name
+from cortex.state.queries import TaskView
 from cortex.task_operations import TaskOperations
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
@@ -52,6 +60,7 @@ STATUS_FOR_ERROR: dict[type[CortexError], grpc.StatusCode] = {
 }
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
+DEFAULT_WAIT_MS = 30_000
 MAX_WAIT_MS = 600_000
 
 
@@ -77,7 +86,7 @@ def _abort(err: Exception, method: str, context: grpc.ServicerContext) -> None:
 
 def maps_errors(method: Handler) -> Handler:
     @functools.wraps(method)
-    def wrapper(self: CortexServicer, request: Any, context: grpc.ServicerContext) -> Any:
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return method(self, request, context)
         except Exception as err:
@@ -90,7 +99,7 @@ def maps_stream_errors(method: Handler) -> Handler:
     """`maps_errors` for server streams: errors surface while iterating."""
 
     @functools.wraps(method)
-    def wrapper(self: CortexServicer, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         try:
             yield from method(self, request, context)
         except Exception as err:
@@ -99,22 +108,36 @@ def maps_stream_errors(method: Handler) -> Handler:
     return wrapper  # type: ignore[return-value]
 
 
-class CortexServicer(pb_grpc.CortexServicer):
+def _wait_ms(request: pb.GetTaskResultRequest) -> int:
+    if not request.HasField("timeout"):
+        return DEFAULT_WAIT_MS
+    wait_ms = duration_ms(request.timeout)
+    if wait_ms < 0 or wait_ms > MAX_WAIT_MS:
+        raise InvalidArgument(f"timeout must be between 0 and {MAX_WAIT_MS // 1000} s")
+    return wait_ms or DEFAULT_WAIT_MS
+
+
+class CortexServicer(pb_grpc.CortexServiceServicer):
     def __init__(
         self,
         tasks: TaskOperations,
         workflows: WorkflowOperations,
         nodes: NodeAdministration,
         cluster: ClusterStatus,
-        joins: JoinAdmission,
+        reads: ReadGate,
         streaming: StreamingService | None = None,
     ) -> None:
         self._tasks = tasks
         self._workflows = workflows
         self._nodes = nodes
         self._cluster = cluster
-        self._joins = joins
+        self._reads = reads
         self._streaming = streaming
+
+    def _task(self, task: TaskView) -> pb.Task:
+        return task_to_proto(task, self._tasks.pending_reasons(task))
+
+    # -- tasks --------------------------------------------------------------------
 
     @maps_errors
     def SubmitTask(
@@ -124,160 +147,258 @@ class CortexServicer(pb_grpc.CortexServicer):
             raise InvalidArgument("spec is missing")
         outcome = self._tasks.submit(spec_from_proto(request.spec), request.idempotency_key or None)
         return pb.SubmitTaskResponse(
-            task_id=outcome.task_id, created=outcome.created, raft_index=outcome.raft_index
+            task=self._task(outcome.task),
+            created=outcome.created,
+            commit_index=outcome.raft_index,
+            header=self._reads.header(),
         )
 
     @maps_errors
-    def GetTask(self, request: pb.GetTaskRequest, context: grpc.ServicerContext) -> pb.Task:
+    def GetTask(
+        self, request: pb.GetTaskRequest, context: grpc.ServicerContext
+    ) -> pb.GetTaskResponse:
+        served = self._reads.before_read(request.read_options, context)
         task = self._tasks.get(request.task_id)
-        events = self._tasks.events(task.id) if request.include_events else None
-        return task_to_proto(task, events, self._tasks.pending_reasons(task))
+        events = self._tasks.events(task.id) if request.include_events else []
+        return pb.GetTaskResponse(
+            task=self._task(task),
+            events=[event_to_proto(event) for event in events],
+            header=self._reads.header(served),
+        )
 
     @maps_errors
     def GetTaskResult(
         self, request: pb.GetTaskResultRequest, context: grpc.ServicerContext
-    ) -> pb.Task:
-        if request.timeout_ms < 0 or request.timeout_ms > MAX_WAIT_MS:
-            raise InvalidArgument(f"timeout_ms must be between 0 and {MAX_WAIT_MS}")
+    ) -> pb.GetTaskResultResponse:
+        wait_ms = _wait_ms(request)
+        served = self._reads.before_read(request.read_options, context)
         if request.wait:
-            timeout_s = (request.timeout_ms or 30_000) / 1000
+            timeout_s = wait_ms / 1000
             remaining = context.time_remaining()
             if remaining is not None:
                 timeout_s = min(timeout_s, max(remaining - 0.2, 0))
             task = self._tasks.wait(request.task_id, timeout_s)
         else:
             task = self._tasks.get(request.task_id)
-        return task_to_proto(task, None, self._tasks.pending_reasons(task))
+        return pb.GetTaskResultResponse(task=self._task(task), header=self._reads.header(served))
 
     @maps_errors
     def ListTasks(
         self, request: pb.ListTasksRequest, context: grpc.ServicerContext
     ) -> pb.ListTasksResponse:
+        states = names_filter(pb.TaskState, request.states, "states")
+        newest = newest_first(request.order)
+        filters = {
+            "states": sorted(states),
+            "type": request.type,
+            "workflow_id": request.workflow_id,
+            "node_id": request.node_id,
+        }
+        tokens = PageTokens("tasks", filters, newest)
+        after = tokens.read(request.page_token)
+        limit = page_size(request.page_size)
+        served = self._reads.before_read(request.read_options, context)
         page = self._tasks.list_tasks(
-            list(request.states),
+            states or None,
             request.type or None,
             request.workflow_id or None,
-            request.node or None,
-            request.page_size,
-            request.page_token,
+            request.node_id or None,
+            limit,
+            after,
+            newest,
         )
-        return task_page_to_proto(page)
+        return pb.ListTasksResponse(
+            tasks=[task_to_proto(task) for task in page.tasks],
+            next_page_token=tokens.issue(page.next_key),
+            total_size=page.total,
+            header=self._reads.header(served),
+        )
 
     @maps_errors
-    def CancelTask(self, request: pb.CancelTaskRequest, context: grpc.ServicerContext) -> pb.Task:
-        return task_to_proto(self._tasks.cancel(request.task_id, request.reason))
-
-    @maps_errors
-    def ClusterStatus(
-        self, request: pb.ClusterStatusRequest, context: grpc.ServicerContext
-    ) -> pb.ClusterStatusResponse:
-        return cluster_to_proto(self._cluster.status())
+    def CancelTask(
+        self, request: pb.CancelTaskRequest, context: grpc.ServicerContext
+    ) -> pb.CancelTaskResponse:
+        written = self._tasks.cancel(request.task_id, request.reason)
+        return pb.CancelTaskResponse(
+            task=self._task(written.task),
+            commit_index=written.raft_index,
+            header=self._reads.header(),
+        )
 
     @maps_errors
     def ListDeadLetterTasks(
         self, request: pb.ListDeadLetterTasksRequest, context: grpc.ServicerContext
-    ) -> pb.ListTasksResponse:
-        page = self._tasks.list_dead_letter(request.page_size, request.page_token)
-        return task_page_to_proto(page)
+    ) -> pb.ListDeadLetterTasksResponse:
+        newest = newest_first(request.order)
+        tokens = PageTokens("dead_letter_tasks", {}, newest)
+        after = tokens.read(request.page_token)
+        limit = page_size(request.page_size)
+        served = self._reads.before_read(request.read_options, context)
+        page = self._tasks.list_dead_letter(limit, after, newest)
+        return pb.ListDeadLetterTasksResponse(
+            tasks=[task_to_proto(task) for task in page.tasks],
+            next_page_token=tokens.issue(page.next_key),
+            total_size=page.total,
+            header=self._reads.header(served),
+        )
 
     @maps_errors
     def RetryDeadLetterTask(
         self, request: pb.RetryDeadLetterTaskRequest, context: grpc.ServicerContext
-    ) -> pb.Task:
-        return task_to_proto(self._tasks.retry_dead_letter(request.task_id))
+    ) -> pb.RetryDeadLetterTaskResponse:
+        written = self._tasks.retry_dead_letter(request.task_id)
+        return pb.RetryDeadLetterTaskResponse(
+            task=self._task(written.task),
+            commit_index=written.raft_index,
+            header=self._reads.header(),
+        )
+
+    # -- workflows ----------------------------------------------------------------
 
     @maps_errors
     def SubmitWorkflow(
         self, request: pb.SubmitWorkflowRequest, context: grpc.ServicerContext
     ) -> pb.SubmitWorkflowResponse:
+        known_value(pb.DefinitionFormat, request.format, "format")
         outcome = self._workflows.submit(
-            request.definition, request.format, request.idempotency_key or None
+            request.definition,
+            enum_name(pb.DefinitionFormat, request.format),
+            request.idempotency_key or None,
         )
-        return pb.SubmitWorkflowResponse(workflow_id=outcome.workflow_id, created=outcome.created)
+        return pb.SubmitWorkflowResponse(
+            workflow_id=outcome.workflow_id,
+            created=outcome.created,
+            commit_index=outcome.raft_index,
+            header=self._reads.header(),
+        )
 
     @maps_errors
-    def GetWorkflowStatus(
-        self, request: pb.GetWorkflowStatusRequest, context: grpc.ServicerContext
-    ) -> pb.Workflow:
-        return workflow_to_proto(self._workflows.get(request.workflow_id))
+    def GetWorkflow(
+        self, request: pb.GetWorkflowRequest, context: grpc.ServicerContext
+    ) -> pb.GetWorkflowResponse:
+        served = self._reads.before_read(request.read_options, context)
+        workflow = self._workflows.get(request.workflow_id)
+        return pb.GetWorkflowResponse(
+            workflow=workflow_to_proto(workflow), header=self._reads.header(served)
+        )
 
     @maps_errors
     def ListWorkflows(
         self, request: pb.ListWorkflowsRequest, context: grpc.ServicerContext
     ) -> pb.ListWorkflowsResponse:
-        page = self._workflows.list_workflows(
-            list(request.states), request.page_size, request.page_token
-        )
+        states = names_filter(pb.WorkflowState, request.states, "states")
+        newest = newest_first(request.order)
+        tokens = PageTokens("workflows", {"states": sorted(states)}, newest)
+        after = tokens.read(request.page_token)
+        limit = page_size(request.page_size)
+        served = self._reads.before_read(request.read_options, context)
+        page = self._workflows.list_workflows(states or None, limit, after, newest)
         return pb.ListWorkflowsResponse(
             workflows=[workflow_to_proto(w) for w in page.workflows],
-            next_page_token=page_token(page.next_offset),
-            total=page.total,
+            next_page_token=tokens.issue(page.next_key),
+            total_size=page.total,
+            header=self._reads.header(served),
         )
 
     @maps_errors
     def CancelWorkflow(
         self, request: pb.CancelWorkflowRequest, context: grpc.ServicerContext
-    ) -> pb.Workflow:
-        return workflow_to_proto(self._workflows.cancel(request.workflow_id, request.reason))
+    ) -> pb.CancelWorkflowResponse:
+        written = self._workflows.cancel(request.workflow_id, request.reason)
+        return pb.CancelWorkflowResponse(
+            workflow=workflow_to_proto(written.workflow),
+            commit_index=written.raft_index,
+            header=self._reads.header(),
+        )
 
-    @maps_errors
-    def DrainNode(self, request: pb.DrainNodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
-        return node_to_proto(self._nodes.drain(request.node_id, request.deadline_ms))
+    # -- streams ------------------------------------------------------------------
 
-    @maps_errors
-    def CordonNode(self, request: pb.NodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
-        return node_to_proto(self._nodes.cordon(request.node_id))
+    def _streams(self, what: str) -> StreamingService:
+        if self._streaming is None:
+            raise FailedPrecondition(f"this server does not stream {what}")
+        return self._streaming
 
-    @maps_errors
-    def UncordonNode(self, request: pb.NodeRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
-        return node_to_proto(self._nodes.uncordon(request.node_id))
+    @maps_stream_errors
+    def StreamTaskOutput(
+        self, request: pb.StreamTaskOutputRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
+        streaming = self._streams("output")
+        self._reads.before_read(request.read_options, context)
+        yield from streaming.task_output(request, context)
 
-    @maps_errors
-    def RemoveNode(
-        self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
-    ) -> pb.RemoveNodeResponse:
-        return removal_to_proto(self._nodes.remove(request.node_id, request.reason))
+    @maps_stream_errors
+    def WatchEvents(
+        self, request: pb.WatchEventsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.WatchEventsResponse]:
+        streaming = self._streams("events")
+        types = names_filter(pb.EventType, request.types, "types")
+        watch = EventWatch(
+            EventFilter(request.task_id or None, request.workflow_id or None, tuple(types)),
+            after_seq=request.after_seq,
+            from_start=request.from_start,
+            follow=request.follow,
+        )
+        self._reads.before_read(request.read_options, context)
+        for event in streaming.watch_events(watch, context):
+            yield pb.WatchEventsResponse(event=event_to_proto(event))
+
+    # -- nodes and the cluster ----------------------------------------------------
 
     @maps_errors
     def ListNodes(
         self, request: pb.ListNodesRequest, context: grpc.ServicerContext
     ) -> pb.ListNodesResponse:
+        served = self._reads.before_read(request.read_options, context)
         nodes = self._cluster.list_nodes(request.include_removed)
-        return pb.ListNodesResponse(nodes=[node_to_proto(n) for n in nodes])
-
-    @maps_errors
-    def JoinChallenge(
-        self, request: pb.JoinChallengeRequest, context: grpc.ServicerContext
-    ) -> pb.JoinChallengeResponse:
-        nonce, ttl_s = self._joins.challenge()
-        return pb.JoinChallengeResponse(nonce=nonce, ttl_ms=int(ttl_s * 1000))
-
-    @maps_errors
-    def JoinCluster(
-        self, request: pb.JoinClusterRequest, context: grpc.ServicerContext
-    ) -> pb.JoinClusterResponse:
-        if not request.node_id or not request.raft_address:
-            raise InvalidArgument("node_id and raft_address are required to join")
-        claim = JoinClaim(
-            request.node_id, request.raft_address, request.grpc_address, request.peer_address
-        )
-        members = self._joins.admit(claim, request.nonce, request.proof)
-        return pb.JoinClusterResponse(
-            raft_members=members, leader=self._cluster.leader_address or ""
+        return pb.ListNodesResponse(
+            nodes=[node_to_proto(n) for n in nodes], header=self._reads.header(served)
         )
 
-    @maps_stream_errors
-    def StreamTaskOutput(
-        self, request: pb.StreamTaskOutputRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.OutputChunk]:
-        if self._streaming is None:
-            raise FailedPrecondition("this server does not stream output")
-        return self._streaming.task_output(request, context)
+    def _node_written(self, view: NodeStatusView) -> tuple[pb.Node, int, pb.ResponseHeader]:
+        """A node as a write left it, the index the write committed at (this
+        node's applied index right after it applied it, so at or past it),
+        and the header."""
+        header = self._reads.header()
+        return node_to_proto(view), header.applied_index, header
 
-    @maps_stream_errors
-    def WatchEvents(
-        self, request: pb.WatchEventsRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.Event]:
-        if self._streaming is None:
-            raise FailedPrecondition("this server does not stream events")
-        return self._streaming.watch_events(request, context)
+    @maps_errors
+    def DrainNode(
+        self, request: pb.DrainNodeRequest, context: grpc.ServicerContext
+    ) -> pb.DrainNodeResponse:
+        deadline_ms = duration_ms(request.deadline) if request.HasField("deadline") else 0
+        if deadline_ms < 0:
+            raise InvalidArgument("deadline must not be negative")
+        node, index, header = self._node_written(self._nodes.drain(request.node_id, deadline_ms))
+        return pb.DrainNodeResponse(node=node, commit_index=index, header=header)
+
+    @maps_errors
+    def CordonNode(
+        self, request: pb.CordonNodeRequest, context: grpc.ServicerContext
+    ) -> pb.CordonNodeResponse:
+        node, index, header = self._node_written(self._nodes.cordon(request.node_id))
+        return pb.CordonNodeResponse(node=node, commit_index=index, header=header)
+
+    @maps_errors
+    def UncordonNode(
+        self, request: pb.UncordonNodeRequest, context: grpc.ServicerContext
+    ) -> pb.UncordonNodeResponse:
+        node, index, header = self._node_written(self._nodes.uncordon(request.node_id))
+        return pb.UncordonNodeResponse(node=node, commit_index=index, header=header)
+
+    @maps_errors
+    def RemoveNode(
+        self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
+    ) -> pb.RemoveNodeResponse:
+        response = removal_to_proto(self._nodes.remove(request.node_id, request.reason))
+        header = self._reads.header()
+        response.commit_index = header.applied_index
+        response.header.CopyFrom(header)
+        return response
+
+    @maps_errors
+    def GetClusterStatus(
+        self, request: pb.GetClusterStatusRequest, context: grpc.ServicerContext
+    ) -> pb.GetClusterStatusResponse:
+        response = cluster_to_proto(self._cluster.status())
+        response.header.CopyFrom(self._reads.header(pb.READ_CONSISTENCY_STALE))
+        return response

@@ -1,39 +1,118 @@
 """JSON-ready views of API replies, shared by the CLI's --json output and
-the MCP tools."""
+the MCP tools. Their shape outlives the contract's: enums become lower-case
+names ("queued", "dead_letter"; `cortex.proto_enums`), times ISO strings,
+durations milliseconds."""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
+from collections.abc import Iterable
+from datetime import UTC
 from typing import Any
 
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+from google.protobuf.struct_pb2 import Struct
+
+from cortex.errors import InvalidArgument
+from cortex.proto_enums import enum_name, enum_names
+from cortex.proto_enums import enum_value as proto_enum_value
 from cortex.v1 import cortex_pb2 as pb
 
 
-def iso_time(ms: int) -> str | None:
-    if not ms:
+def enum_value(enum: Any, name: str, what: str) -> int:
+    """The value of a lower-case name: "dead_letter" -> TASK_STATE_DEAD_LETTER;
+    an InvalidArgument naming `what` and the choices for any other name."""
+    choices = enum_names(enum)
+    if name.lower() not in choices:
+        raise InvalidArgument(
+            f"{what}: unknown value {name!r}; expected one of {', '.join(choices)}"
+        )
+    return int(proto_enum_value(enum, name.lower()))
+
+
+def _optional_name(enum: Any, value: int) -> str | None:
+    return enum_name(enum, value) or None
+
+
+def iso_time(message: Message, field: str) -> str | None:
+    """A Timestamp field as an ISO string in UTC with milliseconds; None when unset."""
+    if not message.HasField(field):
         return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+    moment = getattr(message, field).ToDatetime(tzinfo=UTC)
+    return str(moment.isoformat(timespec="milliseconds"))
 
 
-def task_json(task: pb.Task) -> dict[str, Any]:
+def time_ms(message: Message, field: str) -> int | None:
+    """A Timestamp field in milliseconds since the epoch; None when unset."""
+    return int(getattr(message, field).ToMilliseconds()) if message.HasField(field) else None
+
+
+def _whole_numbers(value: Any) -> Any:
+    """A Struct's numbers are doubles: those with no fraction were whole numbers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
+
+
+def struct_json(struct: Struct) -> dict[str, Any]:
+    return dict(_whole_numbers(MessageToDict(struct)))
+
+
+def state_counts(counts: Iterable[pb.TaskStateCount]) -> dict[str, int]:
+    """Tasks per state name, by name."""
+    return dict(sorted((enum_name(pb.TaskState, c.state), int(c.count)) for c in counts))
+
+
+def event_change(event: pb.Event) -> tuple[str | None, str | None]:
+    """The (from, to) names of the state or status an event changed."""
+    kind = event.WhichOneof("change")
+    if kind == "task_change":
+        task = event.task_change
+        return (
+            _optional_name(pb.TaskState, task.from_state),
+            _optional_name(pb.TaskState, task.to_state),
+        )
+    if kind == "workflow_change":
+        workflow = event.workflow_change
+        return (
+            _optional_name(pb.WorkflowState, workflow.from_state),
+            _optional_name(pb.WorkflowState, workflow.to_state),
+        )
+    if kind == "node_change":
+        node = event.node_change
+        return (
+            _optional_name(pb.NodeStatus, node.from_status),
+            _optional_name(pb.NodeStatus, node.to_status),
+        )
+    return None, None
+
+
+def event_detail(event: pb.Event) -> dict[str, Any] | None:
+    return struct_json(event.detail) if event.HasField("detail") and event.detail.fields else None
+
+
+def task_json(task: pb.Task, events: Iterable[pb.Event] = ()) -> dict[str, Any]:
     spec = task.spec
     command: Any = spec.shell or list(spec.command)
     data: dict[str, Any] = {
         "id": task.id,
-        "state": task.state,
+        "state": enum_name(pb.TaskState, task.state),
         "type": task.type,
         "attempt": task.attempt,
-        "node": task.node or None,
+        "node": task.node_id or None,
         "priority": task.priority,
         "command": command,
         "idempotency_key": task.idempotency_key or None,
         "error": task.error or None,
-        "created_at": iso_time(task.created_at_ms),
-        "updated_at": iso_time(task.updated_at_ms),
+        "created_at": iso_time(task, "create_time"),
+        "updated_at": iso_time(task, "update_time"),
         "result": None,
     }
-    if task.has_result:
+    if task.HasField("result"):
         data["result"] = {
             "exit_code": task.result.exit_code,
             "stdout": task.result.stdout.decode("utf-8", errors="replace"),
@@ -45,32 +124,35 @@ def task_json(task: pb.Task) -> dict[str, Any]:
         }
     if task.pending_reasons:
         data["pending_reasons"] = list(task.pending_reasons)
-    if task.events:
-        data["events"] = [
-            {
-                "seq": ev.seq,
-                "event": ev.event,
-                "from": ev.from_state or None,
-                "to": ev.to_state or None,
-                "node": ev.node or None,
-                "attempt": ev.attempt,
-                "detail": json.loads(ev.detail_json) if ev.detail_json else None,
-                "at": iso_time(ev.ts_ms),
-            }
-            for ev in task.events
-        ]
+    history = [_task_event_json(event) for event in events]
+    if history:
+        data["events"] = history
     return data
 
 
-def status_json(status: pb.ClusterStatusResponse) -> dict[str, Any]:
+def _task_event_json(event: pb.Event) -> dict[str, Any]:
+    before, after = event_change(event)
+    return {
+        "seq": event.seq,
+        "event": enum_name(pb.EventType, event.type),
+        "from": before,
+        "to": after,
+        "node": event.node_id or None,
+        "attempt": event.attempt,
+        "detail": event_detail(event),
+        "at": iso_time(event, "time"),
+    }
+
+
+def status_json(status: pb.GetClusterStatusResponse) -> dict[str, Any]:
     return {
         "node_id": status.node_id,
-        "leader": status.leader_node_id or status.leader or None,
-        "leader_address": status.leader or None,
+        "leader": status.leader_id or status.leader_raft_address or None,
+        "leader_address": status.leader_raft_address or None,
         "term": status.term,
-        "raft_state": status.raft_state,
+        "raft_state": enum_name(pb.RaftRole, status.raft_role) or "unknown",
         "has_quorum": status.has_quorum,
-        "last_applied": status.last_applied,
+        "last_applied": status.applied_index,
         "applied_index": status.applied_index,
         "commit_index": status.commit_index,
         "log_size": status.log_size,
@@ -80,15 +162,15 @@ def status_json(status: pb.ClusterStatusResponse) -> dict[str, Any]:
             "synced_entries": status.journal_synced_entries,
         },
         "state_digest": status.state_digest,
-        "task_counts": dict(status.task_counts),
+        "task_counts": state_counts(status.task_counts),
         "nodes": [
             {
-                "node_id": n.node_id,
+                "node_id": n.id,
                 "raft_address": n.raft_address,
                 "grpc_address": n.grpc_address,
-                "status": n.status,
+                "status": enum_name(pb.NodeStatus, n.status),
                 "connected": n.connected,
-                "leader": n.is_leader,
+                "leader": n.leader,
                 "active_tasks": n.running_tasks,
                 "labels": dict(n.labels),
                 "executors": list(n.executors),
@@ -98,11 +180,11 @@ def status_json(status: pb.ClusterStatusResponse) -> dict[str, Any]:
     }
 
 
-def node_json(node: pb.NodeInfo) -> dict[str, Any]:
+def node_json(node: pb.Node) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "node_id": node.node_id,
-        "status": node.status,
-        "leader": node.is_leader,
+        "node_id": node.id,
+        "status": enum_name(pb.NodeStatus, node.status),
+        "leader": node.leader,
         "connected": node.connected,
         "raft_address": node.raft_address,
         "grpc_address": node.grpc_address,
@@ -113,10 +195,10 @@ def node_json(node: pb.NodeInfo) -> dict[str, Any]:
         "capabilities": dict(node.capabilities),
         "executors": list(node.executors),
         "status_reason": node.status_reason or None,
-        "drain_deadline_ms": node.drain_deadline_ms or None,
+        "drain_deadline_ms": time_ms(node, "drain_deadline"),
         "resources": None,
     }
-    if node.has_resources:
+    if node.HasField("resources"):
         r = node.resources
         data["resources"] = {
             "cpu_cores": r.cpu_cores,
@@ -140,7 +222,7 @@ def node_json(node: pb.NodeInfo) -> dict[str, Any]:
             ),
             "gaming_detected": r.gaming_detected,
             "declared": list(r.declared),
-            "report_age_ms": node.report_age_ms,
+            "report_age_ms": int(node.report_age.ToMilliseconds()),
         }
     return data
 
@@ -149,26 +231,26 @@ def workflow_json(workflow: pb.Workflow) -> dict[str, Any]:
     return {
         "id": workflow.id,
         "name": workflow.name,
-        "state": workflow.state,
+        "state": enum_name(pb.WorkflowState, workflow.state),
         "error": workflow.error or None,
-        "context": json.loads(workflow.context_json) if workflow.context_json else {},
-        "created_at": iso_time(workflow.created_at_ms),
-        "completed_at": iso_time(workflow.completed_at_ms),
-        "task_counts": dict(sorted(workflow.task_counts.items())),
+        "context": struct_json(workflow.context),
+        "created_at": iso_time(workflow, "create_time"),
+        "completed_at": iso_time(workflow, "finish_time"),
+        "task_counts": state_counts(workflow.task_counts),
         "tasks": [
             {
                 "key": t.key,
                 "task_id": t.task_id,
                 "type": t.type,
-                "state": t.state,
+                "state": enum_name(pb.TaskState, t.state),
                 "attempt": t.attempt,
-                "node": t.node or None,
+                "node": t.node_id or None,
                 "depends_on": list(t.depends_on),
                 "condition": t.condition or None,
                 "skip_reason": t.skip_reason or None,
-                "started_at": iso_time(t.started_at_ms),
-                "finished_at": iso_time(t.finished_at_ms),
-                "exit_code": t.exit_code if t.has_result else None,
+                "started_at": iso_time(t, "start_time"),
+                "finished_at": iso_time(t, "finish_time"),
+                "exit_code": t.exit_code if t.HasField("exit_code") else None,
             }
             for t in workflow.tasks
         ],

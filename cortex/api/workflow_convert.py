@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
+from cortex.api.convert import state_counts, struct, timestamp
+from cortex.proto_enums import enum_value
 from cortex.state.workflow_queries import WorkflowTaskView, WorkflowView
 from cortex.v1 import cortex_pb2 as pb
 
@@ -13,17 +13,17 @@ def workflow_task_to_proto(task: WorkflowTaskView) -> pb.WorkflowTask:
         key=task.key,
         task_id=task.task_id,
         type=task.type,
-        state=task.state,
+        state=enum_value(pb.TaskState, task.state),
         attempt=task.attempt,
-        node=task.node or "",
+        node_id=task.node or "",
         depends_on=task.depends_on,
         condition=task.condition or "",
         skip_reason=task.skip_reason or "",
-        started_at_ms=task.started_at or 0,
-        finished_at_ms=task.finished_at or 0,
+        start_time=timestamp(task.started_at),
+        finish_time=timestamp(task.finished_at),
     )
+    # A skipped task, or one that never ran, has no result: no exit code.
     if task.result is not None:
-        message.has_result = True
         message.exit_code = int(task.result.get("exit_code") or 0)
     return message
 
@@ -33,11 +33,12 @@ def workflow_to_proto(workflow: WorkflowView) -> pb.Workflow:
     return pb.Workflow(
         id=workflow.id,
         name=workflow.name,
-        state=workflow.state,
-        context_json=json.dumps(workflow.context, sort_keys=True),
+        state=enum_value(pb.WorkflowState, workflow.state),
+        context=struct(workflow.context),
         tasks=[workflow_task_to_proto(t) for t in workflow.tasks],
-        created_at_ms=workflow.created_at,
-        completed_at_ms=workflow.completed_at or 0,
+        create_time=timestamp(workflow.created_at),
+        finish_time=timestamp(workflow.completed_at),
         error=workflow.error or "",
-        task_counts=workflow.task_counts,
+        task_counts=state_counts(workflow.task_counts),
+        submit_index=workflow.submit_index,
     )

@@ -123,8 +123,8 @@ def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
         node = pending[0]
         try:
             with CortexClient(node.grpc, timeout_s=2, tls=False) as client:
-                status = client.cluster_status()
-            if status.leader and len(status.nodes) >= len(nodes):
+                status = client.get_cluster_status()
+            if status.leader_id and len(status.nodes) >= len(nodes):
                 pending.pop(0)
                 continue
         except CortexError:
@@ -221,7 +221,7 @@ def run_demo(args: argparse.Namespace) -> int:
             "[green]cluster is up[/]; submitting example tasks round-robin to every node"
         )
         clients = [CortexClient(n.grpc, tls=False) for n in nodes]
-        submitted = []
+        submitted: list[tuple[str, str, CortexClient, str]] = []
         for i, (name, command) in enumerate(DEMO_TASKS):
             spec = pb.TaskSpec()
             if isinstance(command, str):
@@ -229,23 +229,26 @@ def run_demo(args: argparse.Namespace) -> int:
             else:
                 spec.command.extend(command)
             spec.retry_policy.max_retries = 0
-            reply = clients[i % len(clients)].submit_task(spec, idempotency_key=f"demo-{name}")
-            submitted.append((name, reply.task_id, nodes[i % len(nodes)].node_id))
+            client = clients[i % len(clients)]
+            reply = client.submit_task(spec, idempotency_key=f"demo-{name}")
+            submitted.append((name, reply.task.id, client, nodes[i % len(nodes)].node_id))
         table = render.Table("task", "submitted to", "ran on", "state", "exit", "output", box=None)
-        for name, task_id, via in submitted:
-            task = clients[0].get_task_result(task_id, wait=True, timeout_ms=60_000)
+        for name, task_id, client, via in submitted:
+            # Asked of the node that took it: that client's session has seen the submission.
+            task = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
             output = (task.result.stdout or task.result.stderr).decode(errors="replace").strip()
-            table.add_row(name, via, task.node, render.styled_state(task.state),
-                          str(task.result.exit_code) if task.has_result else "", output)  # fmt: skip
+            table.add_row(name, via, task.node_id, render.styled_state(render.state_name(task.state)),
+                          str(task.result.exit_code) if task.HasField("result") else "",
+                          output)  # fmt: skip
         render.console.print(table)
-        status = clients[0].cluster_status()
+        status = clients[0].get_cluster_status()
         render.console.print(
-            f"leader {status.leader_node_id}, term {status.term}; every node's state digest:"
+            f"leader {status.leader_id}, term {status.term}; every node's state digest:"
         )
         for client, node in zip(clients, nodes, strict=True):
-            s = client.cluster_status()
+            s = client.get_cluster_status()
             render.console.print(
-                f"  {node.node_id}: applied {s.last_applied}  digest {s.state_digest[:16]}"
+                f"  {node.node_id}: applied {s.applied_index}  digest {s.state_digest[:16]}"
             )
         for client in clients:
             client.close()

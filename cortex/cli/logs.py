@@ -8,14 +8,25 @@ import json
 import os
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import BinaryIO
 
 from cortex.api.client import CortexClient
+from cortex.api.views import enum_value, event_change, event_detail, time_ms
+from cortex.cli.connect import connect, poll_in_session
 from cortex.errors import CortexError, InvalidArgument
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
-TERMINAL = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
+TERMINAL = frozenset(
+    {
+        pb.TASK_STATE_COMPLETED,
+        pb.TASK_STATE_FAILED,
+        pb.TASK_STATE_CANCELLED,
+        pb.TASK_STATE_SKIPPED,
+        pb.TASK_STATE_DEAD_LETTER,
+    }
+)
 _NEXT_ATTEMPT_POLL_S = 0.25
 
 
@@ -26,7 +37,7 @@ def _notice(text: str) -> None:
 
 def exit_status(end: pb.OutputEnd) -> int:
     """0 for a completed attempt, else its exit code (1 when it has none)."""
-    if end.state == "completed":
+    if end.state == pb.TASK_STATE_COMPLETED:
         return 0
     return end.exit_code if 0 < end.exit_code < 256 else 1
 
@@ -37,16 +48,19 @@ class _Printer:
 
     def __init__(self, as_json: bool) -> None:
         self._json = as_json
-        self._out: dict[str, BinaryIO] = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer}
+        self._out: dict[int, BinaryIO] = {
+            pb.OUTPUT_STREAM_STDOUT: sys.stdout.buffer,
+            pb.OUTPUT_STREAM_STDERR: sys.stderr.buffer,
+        }
 
-    def data(self, chunk: pb.OutputChunk) -> None:
+    def data(self, chunk: pb.StreamTaskOutputResponse) -> None:
         data = chunk.data
         if self._json:
             record = {
                 "attempt": chunk.attempt,
-                "stream": data.stream,
+                "stream": enum_name(pb.OutputStream, data.stream),
                 "offset": data.offset,
-                "ts_ms": data.ts_ms,
+                "ts_ms": time_ms(data, "time") or 0,
                 "data": data.data.decode("utf-8", errors="replace"),
             }
             print(json.dumps(record), flush=True)
@@ -60,7 +74,7 @@ class _Printer:
             record = {
                 "end": {
                     "attempt": end.attempt,
-                    "state": end.state,
+                    "state": enum_name(pb.TaskState, end.state),
                     "exit_code": end.exit_code,
                     "error": end.error or None,
                     "total_bytes": end.total_bytes,
@@ -73,9 +87,17 @@ class _Printer:
 def _stream_attempt(
     client: CortexClient, args: argparse.Namespace, attempt: int, printer: _Printer
 ) -> pb.OutputEnd:
-    stream = "stdout" if args.stdout else "stderr" if args.stderr else ""
+    stream = (
+        pb.OUTPUT_STREAM_STDOUT
+        if args.stdout
+        else pb.OUTPUT_STREAM_STDERR
+        if args.stderr
+        else pb.OUTPUT_STREAM_UNSPECIFIED
+    )
     position = args.from_offset if attempt == args.attempt else 0
-    for chunk in client.stream_task_output(args.task_id, attempt, position, args.follow, stream):
+    for chunk in client.stream_task_output(
+        args.task_id, attempt, position, args.follow, stream=stream
+    ):
         if chunk.HasField("end"):
             printer.end(chunk.end)
             return chunk.end
@@ -92,7 +114,7 @@ def _stream_attempt(
 def _wait_next_attempt(client: CortexClient, task_id: str, after: int) -> pb.Task:
     """The task once it has an attempt after `after` or has ended."""
     while True:
-        task = client.get_task(task_id)
+        task = client.get_task(task_id).task
         if task.attempt > after or task.state in TERMINAL:
             return task
         time.sleep(_NEXT_ATTEMPT_POLL_S)
@@ -105,8 +127,9 @@ def run_logs(args: argparse.Namespace) -> int:
         raise InvalidArgument("--from-offset must not be negative")
     printer = _Printer(args.json)
     try:
-        with CortexClient(args.node) as client:
+        with connect(args, "linearizable") as client:
             end = _stream_attempt(client, args, args.attempt, printer)
+            poll_in_session(client, args)
             # Following the task (not one attempt): go on with its retries.
             while args.follow and not args.attempt and end.state not in TERMINAL:
                 how = "was interrupted" if end.interrupted else "ended"
@@ -116,9 +139,9 @@ def run_logs(args: argparse.Namespace) -> int:
                 )
                 task = _wait_next_attempt(client, args.task_id, end.attempt)
                 if task.attempt <= end.attempt:
-                    _notice(f"task {task.id} is {task.state}")
-                    return 0 if task.state == "completed" else 1
-                _notice(f"attempt {end.attempt + 1} runs on node {task.node or '?'}")
+                    _notice(f"task {task.id} is {enum_name(pb.TaskState, task.state)}")
+                    return 0 if task.state == pb.TASK_STATE_COMPLETED else 1
+                _notice(f"attempt {end.attempt + 1} runs on node {task.node_id or '?'}")
                 end = _stream_attempt(client, args, end.attempt + 1, printer)
     except BrokenPipeError:
         # The reader went away (`cortex logs -f T | head`): stop quietly.
@@ -132,35 +155,38 @@ def run_logs(args: argparse.Namespace) -> int:
 
 
 def _event_line(event: pb.Event) -> str:
-    when = datetime.fromtimestamp(event.ts_ms / 1000, UTC).isoformat(timespec="milliseconds")
-    parts = [f"{event.seq:>6}", when, f"{event.event:<14}"]
+    when = event.time.ToDatetime(tzinfo=UTC).isoformat(timespec="milliseconds")
+    parts = [f"{event.seq:>6}", when, f"{enum_name(pb.EventType, event.type):<14}"]
     if event.task_id:
         parts.append(f"task={event.task_id}")
     if event.workflow_id:
         parts.append(f"workflow={event.workflow_id}")
-    if event.from_state or event.to_state:
-        parts.append(f"{event.from_state or '-'}->{event.to_state or '-'}")
-    if event.node:
-        parts.append(f"node={event.node}")
+    before, after = event_change(event)
+    if before or after:
+        parts.append(f"{before or '-'}->{after or '-'}")
+    if event.node_id:
+        parts.append(f"node={event.node_id}")
     if event.attempt:
         parts.append(f"attempt={event.attempt}")
-    if event.detail_json:
-        parts.append(event.detail_json)
+    detail = event_detail(event)
+    if detail is not None:
+        parts.append(json.dumps(detail))
     return " ".join(parts)
 
 
 def _event_json(event: pb.Event) -> dict[str, object]:
+    before, after = event_change(event)
     return {
         "seq": event.seq,
-        "event": event.event,
+        "event": enum_name(pb.EventType, event.type),
         "task_id": event.task_id or None,
         "workflow_id": event.workflow_id or None,
-        "from_state": event.from_state or None,
-        "to_state": event.to_state or None,
-        "node": event.node or None,
+        "from_state": before,
+        "to_state": after,
+        "node": event.node_id or None,
         "attempt": event.attempt or None,
-        "detail": json.loads(event.detail_json) if event.detail_json else None,
-        "ts_ms": event.ts_ms,
+        "detail": event_detail(event),
+        "ts_ms": time_ms(event, "time") or 0,
         "raft_index": event.raft_index,
         "entry_type": event.entry_type or None,
     }
@@ -172,13 +198,14 @@ def run_events(args: argparse.Namespace) -> int:
     filters = {
         "task_id": args.task or "",
         "workflow_id": args.workflow or "",
-        "events": args.event,
+        "types": [enum_value(pb.EventType, name, "--event") for name in args.event],
         "after_seq": args.after_seq,
         "from_start": not args.after_seq,
     }
     try:
-        with CortexClient(args.node) as client:
-            for event in client.watch_events(follow=args.follow, **filters):
+        with connect(args, "linearizable") as client:
+            for reply in client.watch_events(follow=args.follow, **filters):
+                event = reply.event
                 if args.json:
                     print(json.dumps(_event_json(event)), flush=True)
                 else:

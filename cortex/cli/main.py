@@ -13,6 +13,7 @@ from types import FrameType
 
 from cortex.api.auth import TOKEN_ENV, TOKEN_FILE_ENV
 from cortex.api.tls import TLS_CA_ENV
+from cortex.cli.connect import CONSISTENCY_NAMES
 from cortex.cli.mcp import add_mcp_arguments
 from cortex.config import DEFAULT_GRPC_ADDRESS, read_secret_file
 from cortex.errors import CortexError
@@ -42,6 +43,12 @@ def _add_node_start(commands: argparse._SubParsersAction) -> None:  # type: igno
     start.add_argument("--peers", help="comma-separated Raft addresses of a static group")
     start.add_argument(
         "--join", metavar="GRPC_ADDR", help="join the cluster served at this gRPC address"
+    )
+    start.add_argument(
+        "--observer",
+        action="store_true",
+        default=None,
+        help="join (--join) as a read replica: replicate without a vote, run no tasks",
     )
     secret = start.add_mutually_exclusive_group()
     secret.add_argument(
@@ -195,12 +202,14 @@ def _add_task(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
     get.add_argument("task_id")
     get.add_argument("--json", action="store_true")
     get.add_argument("--events", action="store_true", help="include the task's event log")
-    listing = task_commands.add_parser("list", help="list tasks")
+    listing = task_commands.add_parser("list", help="list tasks, newest first")
     listing.add_argument("--json", action="store_true")
     listing.add_argument("--state", action="append", default=[])
     listing.add_argument("--on-node", dest="on_node", default="")
     listing.add_argument("--limit", type=int, default=100)
-    listing.add_argument("--page-token", default="")
+    listing.add_argument(
+        "--page-token", default="", help="the next_page_token a previous page printed"
+    )
     cancel = task_commands.add_parser("cancel", help="cancel a task")
     cancel.add_argument("task_id")
     cancel.add_argument("--reason", default="")
@@ -229,7 +238,9 @@ def _add_workflow(commands: argparse._SubParsersAction) -> None:  # type: ignore
     listing = sub.add_parser("list", help="workflows, newest first")
     listing.add_argument("--state", action="append", default=[])
     listing.add_argument("--limit", type=int, default=100)
-    listing.add_argument("--page-token", default="")
+    listing.add_argument(
+        "--page-token", default="", help="the next_page_token a previous page printed"
+    )
     listing.add_argument("--json", action="store_true")
     cancel = sub.add_parser("cancel", help="cancel a workflow and its unfinished tasks")
     cancel.add_argument("workflow_id")
@@ -261,6 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PEM",
         help="connect over TLS, trusting this CA ('system': the system roots; default "
         "$CORTEX_TLS_CA); a node started with this flag verifies other nodes with it",
+    )
+    parser.add_argument(
+        "--consistency",
+        choices=CONSISTENCY_NAMES,
+        help="how fresh reads must be (default: linearizable for tasks, workflows, dead "
+        "letters, logs and events; stale for status, node list and top, which work without "
+        "a leader; session for mcp)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_node_start(commands)

@@ -70,15 +70,19 @@ def add_mcp_arguments(mcp: argparse.ArgumentParser) -> None:
 
 
 def serve_mcp(args: argparse.Namespace) -> int:
+    from cortex.cli.connect import read_consistency
     from cortex.mcp import build_server
 
     # stdout belongs to the protocol on stdio; logs go to stderr.
     logging.basicConfig(level=logging.WARNING)
+    # One client serves every tool call, so session consistency already
+    # lets each call see what earlier ones wrote.
+    consistency = read_consistency(args, "session")
     if not args.http:
         given = [flag for dest, flag in _HTTP_ONLY.items() if getattr(args, dest)]
         if given:
             raise ConfigError(f"{', '.join(given)}: only used with --http HOST:PORT")
-        build_server(args.node).run("stdio")
+        build_server(args.node, consistency=consistency).run("stdio")
         return 0
     from cortex.mcp import http_listener, serve_http
 
@@ -97,5 +101,5 @@ def serve_mcp(args: argparse.Namespace) -> int:
         f"{listener.token_source}",
         file=sys.stderr,
     )
-    serve_http(build_server(args.node, http=listener), listener)
+    serve_http(build_server(args.node, http=listener, consistency=consistency), listener)
     return 0

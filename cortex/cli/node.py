@@ -52,6 +52,7 @@ def run_node(args: argparse.Namespace) -> int:
         "advertise": args.advertise,
         "peers": [p.strip() for p in args.peers.split(",") if p.strip()] if args.peers else None,
         "join": args.join,
+        "observer": args.observer,
         "secret": args.secret,
         "secret_file": args.secret_file,
         "api_token": args.api_token,
@@ -88,7 +89,9 @@ def run_node(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, shutdown)
     node.start()
     print(
-        f"cortex node {config.node_id} running: raft {config.raft}, grpc {config.grpc},"
+        f"cortex node {config.node_id} running: "
+        f"{'observer (no raft port)' if config.observer else f'raft {config.raft}'},"
+        f" grpc {config.grpc},"
         f" peer {node.peer_address}{' (TLS)' if config.tls_cert else ''}, data {node.data_dir}",
         flush=True,
     )

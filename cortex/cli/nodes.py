@@ -17,9 +17,11 @@ from rich.table import Table
 from rich.text import Text
 
 from cortex.api.client import CortexClient
-from cortex.api.views import node_json
+from cortex.api.views import node_json, state_counts
 from cortex.cli import render
+from cortex.cli.connect import connect
 from cortex.errors import CortexError
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
 
@@ -33,16 +35,14 @@ def _bar(percent: float, width: int = 12) -> Text:
     return bar
 
 
-def nodes_table(nodes: list[pb.NodeInfo]) -> Table:
+def nodes_table(nodes: list[pb.Node]) -> Table:
     table = Table("node", "status", "cpu", "memory", "disk", "tasks", "labels", box=None)
     for node in nodes:
-        name = node.node_id + (" *" if node.is_leader else "")
-        status = (
-            node.status
-            if node.connected or node.status == "removed"
-            else f"{node.status} (unreachable)"
-        )
-        if node.has_resources:
+        name = node.id + (" *" if node.leader else "")
+        status = enum_name(pb.NodeStatus, node.status)
+        if not node.connected and node.status != pb.NODE_STATUS_REMOVED:
+            status += " (unreachable)"
+        if node.HasField("resources"):
             r = node.resources
             mem_used = 100 - (
                 r.memory_available_mb / r.memory_total_mb * 100 if r.memory_total_mb else 100
@@ -68,29 +68,30 @@ def run(args: argparse.Namespace) -> int:
     """`cortex node list|drain|cordon|uncordon|remove`."""
     if args.node_command == "remove":
         return _remove(args)
-    with CortexClient(args.node) as client:
-        if args.node_command == "list":
+    if args.node_command == "list":
+        with connect(args, "stale") as client:
             nodes = list(client.list_nodes(include_removed=args.all).nodes)
-            if args.json:
-                render.print_json([node_json(n) for n in nodes])
-            else:
-                render.console.print(nodes_table(nodes))
-            return 0
-        if args.node_command == "drain":
-            node = client.drain_node(args.node_id, int(args.deadline * 1000))
-        elif args.node_command == "cordon":
-            node = client.cordon_node(args.node_id)
+        if args.json:
+            render.print_json([node_json(n) for n in nodes])
         else:
-            node = client.uncordon_node(args.node_id)
+            render.console.print(nodes_table(nodes))
+        return 0
+    with connect(args, "linearizable") as client:
+        if args.node_command == "drain":
+            node = client.drain_node(args.node_id, deadline_ms=int(args.deadline * 1000)).node
+        elif args.node_command == "cordon":
+            node = client.cordon_node(args.node_id).node
+        else:
+            node = client.uncordon_node(args.node_id).node
     if args.json:
         render.print_json(node_json(node))
     else:
-        render.console.print(f"{node.node_id} {node.status}")
+        render.console.print(f"{node.id} {enum_name(pb.NodeStatus, node.status)}")
     return 0
 
 
 def _remove(args: argparse.Namespace) -> int:
-    with CortexClient(args.node, timeout_s=60) as client:
+    with connect(args, "linearizable", timeout_s=60) as client:
         removal = client.remove_node(args.node_id, args.reason)
     if args.json:
         render.print_json(
@@ -109,23 +110,27 @@ def _remove(args: argparse.Namespace) -> int:
     return 0
 
 
+_ACTIVE_STATES = [pb.TASK_STATE_QUEUED, pb.TASK_STATE_ASSIGNED, pb.TASK_STATE_RUNNING]
+
+
 def _top_view(client: CortexClient) -> Group:
     nodes = list(client.list_nodes().nodes)
-    status = client.cluster_status()
-    queue = client.list_tasks(states=["queued", "assigned", "running"], page_size=15)
+    status = client.get_cluster_status()
+    queue = client.list_tasks(states=_ACTIVE_STATES, page_size=15)
+    counts = state_counts(status.task_counts)
     header = Text.from_markup(
-        f"[bold]cortex top[/]  leader [bold]{status.leader_node_id or 'none'}[/]  term {status.term}  "
-        f"applied {status.last_applied}  "
-        + "  ".join(f"{k} {v}" for k, v in sorted(status.task_counts.items()))
+        f"[bold]cortex top[/]  leader [bold]{status.leader_id or 'none'}[/]  term {status.term}  "
+        f"applied {status.applied_index}  "
+        + "  ".join(f"{k} {v}" for k, v in counts.items())
         + "   [dim](q to quit)[/]"
     )
     tasks = Table("task", "state", "node", "attempt", "prio", "command", box=None)
     for task in queue.tasks:
         command = task.spec.shell or " ".join(task.spec.command) or task.type
-        tasks.add_row(task.id[:8], render.styled_state(task.state), task.node, str(task.attempt),
-                      str(task.priority), command[:50])  # fmt: skip
+        tasks.add_row(task.id[:8], render.styled_state(render.state_name(task.state)),
+                      task.node_id, str(task.attempt), str(task.priority), command[:50])  # fmt: skip
     return Group(header, Text(""), nodes_table(nodes), Text(""),
-                 Text(f"queue ({queue.total} active)", style="bold"), tasks)  # fmt: skip
+                 Text(f"queue ({queue.total_size} active)", style="bold"), tasks)  # fmt: skip
 
 
 @contextmanager
@@ -152,7 +157,7 @@ def _quit_pressed(timeout_s: float) -> bool:
 
 
 def top(args: argparse.Namespace) -> int:
-    with CortexClient(args.node, timeout_s=5) as client, _keys():
+    with connect(args, "stale", timeout_s=5) as client, _keys():
         try:
             with Live(
                 _top_view(client), console=render.console, screen=True, auto_refresh=False

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cortex.api.views import node_json, status_json, task_json
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
 __all__ = ["node_json", "status_json", "task_json"]
@@ -29,6 +32,11 @@ STATE_STYLES = {
 console = Console(highlight=False, soft_wrap=True)
 
 
+def state_name(state: int) -> str:
+    """A task state's lower-case name ("dead_letter")."""
+    return enum_name(pb.TaskState, state)
+
+
 def styled_state(state: str) -> str:
     return f"[{STATE_STYLES.get(state, 'white')}]{state}[/]"
 
@@ -37,8 +45,8 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=False))
 
 
-def print_task(task: pb.Task) -> None:
-    data = task_json(task)
+def print_task(task: pb.Task, events: Sequence[pb.Event] = ()) -> None:
+    data = task_json(task, events)
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
@@ -69,28 +77,37 @@ def print_task(task: pb.Task) -> None:
     for reason in data.get("pending_reasons", []):
         table.add_row("waiting", reason)
     console.print(table)
-    if task.events:
-        events = Table("seq", "event", "from", "to", "node", "attempt", "detail", "at", box=None)
+    if events:
+        history = Table("seq", "event", "from", "to", "node", "attempt", "detail", "at", box=None)
         for ev in data["events"]:
-            events.add_row(
+            history.add_row(
                 str(ev["seq"]), ev["event"], ev["from"] or "", ev["to"] or "", ev["node"] or "",
                 str(ev["attempt"]), json.dumps(ev["detail"]) if ev["detail"] else "", ev["at"] or "",
             )  # fmt: skip
-        console.print(events)
+        console.print(history)
 
 
-def print_task_table(tasks: list[pb.Task], total: int) -> None:
+def page_note(count: int, total: int, what: str, next_page_token: str = "") -> str:
+    """The count line under a listing ("2 of 5 tasks"), with how to ask for
+    the next page when there is one."""
+    note = f"{count} of {total} {what}"
+    if next_page_token:
+        note += f"; next page: --page-token {next_page_token}"
+    return f"[dim]{escape(note)}[/]"
+
+
+def print_task_table(tasks: list[pb.Task], total: int, next_page_token: str = "") -> None:
     table = Table("id", "state", "attempt", "node", "command", "exit", box=None)
     for task in tasks:
         command = task.spec.shell or " ".join(task.spec.command)
-        exit_code = str(task.result.exit_code) if task.has_result else ""
-        table.add_row(task.id, styled_state(task.state), str(task.attempt), task.node,
-                      command[:60], exit_code)  # fmt: skip
+        exit_code = str(task.result.exit_code) if task.HasField("result") else ""
+        table.add_row(task.id, styled_state(state_name(task.state)), str(task.attempt),
+                      task.node_id, command[:60], exit_code)  # fmt: skip
     console.print(table)
-    console.print(f"[dim]{len(tasks)} of {total} tasks[/]")
+    console.print(page_note(len(tasks), total, "tasks", next_page_token))
 
 
-def print_status(status: pb.ClusterStatusResponse) -> None:
+def print_status(status: pb.GetClusterStatusResponse) -> None:
     data = status_json(status)
     console.print(
         f"node [bold]{data['node_id']}[/] ({data['raft_state']}), leader "
@@ -98,7 +115,7 @@ def print_status(status: pb.ClusterStatusResponse) -> None:
         f"{'yes' if data['has_quorum'] else '[red]no[/]'}"
     )
     console.print(
-        f"applied {data['last_applied']} (log {data['log_size']} entries), digest {data['state_digest'][:16]}"
+        f"applied {data['applied_index']} (log {data['log_size']} entries), digest {data['state_digest'][:16]}"
     )
     counts = ", ".join(f"{state} {count}" for state, count in sorted(data["task_counts"].items()))
     console.print(f"tasks: {counts or 'none'}")

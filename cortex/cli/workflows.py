@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import Message
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -18,14 +19,21 @@ from rich.text import Text
 from rich.tree import Tree
 
 from cortex.api.client import CortexClient
-from cortex.api.views import workflow_json
+from cortex.api.views import enum_value, state_counts, struct_json, workflow_json
 from cortex.cli import render
+from cortex.cli.connect import connect, poll_in_session
 from cortex.errors import InvalidArgument
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
-TERMINAL_WORKFLOW_STATES = ("completed", "failed", "cancelled")
-WORKFLOW_STYLES = {"running": "bold blue", "completed": "green", "failed": "red",
-                   "cancelled": "yellow"}  # fmt: skip
+TERMINAL_WORKFLOW_STATES = (
+    pb.WORKFLOW_STATE_COMPLETED,
+    pb.WORKFLOW_STATE_FAILED,
+    pb.WORKFLOW_STATE_CANCELLED,
+)
+_FORMATS = {"json": pb.DEFINITION_FORMAT_JSON, "yaml": pb.DEFINITION_FORMAT_YAML}
+WORKFLOW_STYLES = {"submitting": "dim", "running": "bold blue", "completed": "green",
+                   "failed": "red", "cancelled": "yellow"}  # fmt: skip
 # Children shown under one task before the rest are summarised (--all shows all).
 MAX_CHILDREN = 12
 POLL_INTERVAL_S = 0.3
@@ -39,33 +47,35 @@ def _styled(state: str) -> str:
     return f"[{style}]{state}[/]"
 
 
-def _clock(ms: int) -> str:
-    """A local time for tables: HH:MM:SS today, else the date too."""
-    if not ms:
+def _clock(message: Message, field: str) -> str:
+    """A Timestamp field as a local time for tables: HH:MM:SS today, else the
+    date too; empty when unset."""
+    if not message.HasField(field):
         return ""
-    moment = datetime.fromtimestamp(ms / 1000)
+    moment = datetime.fromtimestamp(getattr(message, field).ToMilliseconds() / 1000)
     same_day = moment.date() == datetime.now().date()
     return moment.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S")
 
 
 def _duration(task: pb.WorkflowTask, now_ms: int) -> str:
-    if not task.started_at_ms:
+    if not task.HasField("start_time"):
         return ""
-    end = task.finished_at_ms or now_ms
-    return f"{max(end - task.started_at_ms, 0) / 1000:.1f}s"
+    started = task.start_time.ToMilliseconds()
+    end = task.finish_time.ToMilliseconds() if task.HasField("finish_time") else now_ms
+    return f"{max(end - started, 0) / 1000:.1f}s"
 
 
 def _task_label(task: pb.WorkflowTask, now_ms: int) -> str:
-    parts = [f"[bold]{escape(task.key)}[/]", _styled(task.state)]
+    parts = [f"[bold]{escape(task.key)}[/]", _styled(render.state_name(task.state))]
     facts = [task.type]
-    if task.node:
-        facts.append(f"on {escape(task.node)}")
+    if task.node_id:
+        facts.append(f"on {escape(task.node_id)}")
     if task.attempt > 1:
         facts.append(f"attempt {task.attempt}")
     duration = _duration(task, now_ms)
     if duration:
         facts.append(duration)
-    if task.has_result:
+    if task.HasField("exit_code"):
         facts.append(f"exit {task.exit_code}")
     parts.append(f"[dim]{', '.join(facts)}[/]")
     others = list(task.depends_on)[1:]
@@ -83,7 +93,8 @@ def workflow_tree(workflow: pb.Workflow, show_all: bool = False) -> Tree:
     """The DAG as a tree: each task under its first dependency (its other
     dependencies named on its line), roots under the workflow."""
     now_ms = int(time.time() * 1000)
-    header = f"[bold]{escape(workflow.name)}[/] {_styled(workflow.state)} [dim]{workflow.id}[/]"
+    state = enum_name(pb.WorkflowState, workflow.state)
+    header = f"[bold]{escape(workflow.name)}[/] {_styled(state)} [dim]{workflow.id}[/]"
     if workflow.error:
         header += f" [red]{escape(workflow.error)}[/]"
     tree = Tree(header)
@@ -104,7 +115,8 @@ def workflow_tree(workflow: pb.Workflow, show_all: bool = False) -> Tree:
         if rest:
             counts: dict[str, int] = {}
             for task in rest:
-                counts[task.state] = counts.get(task.state, 0) + 1
+                name = render.state_name(task.state)
+                counts[name] = counts.get(name, 0) + 1
             summary = ", ".join(f"{_styled(s)} {n}" for s, n in sorted(counts.items()))
             parent.add(f"[dim]… {len(rest)} more ({summary}[dim]); --all shows them[/]")
             # Dependents of the tasks not shown still appear, one level up.
@@ -118,14 +130,18 @@ def print_workflow(workflow: pb.Workflow, show_all: bool = False) -> None:
     render.console.print(workflow_tree(workflow, show_all), soft_wrap=False)
     counts: dict[str, int] = {}
     for task in workflow.tasks:
-        counts[task.state] = counts.get(task.state, 0) + 1
+        name = render.state_name(task.state)
+        counts[name] = counts.get(name, 0) + 1
     summary = ", ".join(f"{_styled(s)} {n}" for s, n in sorted(counts.items()))
     render.console.print(f"[dim]{len(workflow.tasks)} tasks:[/] {summary}")
-    if workflow.context_json and workflow.context_json != "{}":
-        render.console.print(f"[dim]context:[/] {escape(workflow.context_json)}")
+    context = struct_json(workflow.context)
+    if context:
+        render.console.print(f"[dim]context:[/] {escape(json.dumps(context))}")
 
 
-def print_workflow_table(workflows: list[pb.Workflow], total: int) -> None:
+def print_workflow_table(
+    workflows: list[pb.Workflow], total: int, next_page_token: str = ""
+) -> None:
     table = Table(box=None)
     table.add_column("id", no_wrap=True, min_width=36)
     table.add_column("name", overflow="ellipsis", no_wrap=True, max_width=32)
@@ -137,12 +153,13 @@ def print_workflow_table(workflows: list[pb.Workflow], total: int) -> None:
     for w in workflows:
         counts = Text(" ").join(
             Text(f"{count} {state}", style=render.STATE_STYLES.get(state, ""))
-            for state, count in sorted(w.task_counts.items())
+            for state, count in state_counts(w.task_counts).items()
         )
-        table.add_row(w.id, escape(w.name), _styled(w.state), _clock(w.created_at_ms),
-                      _clock(w.completed_at_ms), counts, escape(w.error or ""))  # fmt: skip
+        table.add_row(w.id, escape(w.name), _styled(enum_name(pb.WorkflowState, w.state)),
+                      _clock(w, "create_time"), _clock(w, "finish_time"), counts,
+                      escape(w.error or ""))  # fmt: skip
     render.console.print(table)
-    render.console.print(f"[dim]{len(workflows)} of {total} workflows[/]")
+    render.console.print(render.page_note(len(workflows), total, "workflows", next_page_token))
 
 
 # -- commands ---------------------------------------------------------------------
@@ -195,7 +212,8 @@ def read_definition(args: argparse.Namespace) -> tuple[str, str]:
 
 def _wait(client: CortexClient, workflow_id: str, args: argparse.Namespace) -> pb.Workflow:
     deadline = time.monotonic() + args.wait_timeout
-    workflow = client.get_workflow_status(workflow_id)
+    workflow = client.get_workflow(workflow_id).workflow
+    poll_in_session(client, args)
     live = None
     if not args.json and render.console.is_terminal:
         live = Live(workflow_tree(workflow, args.all), console=render.console,
@@ -204,7 +222,7 @@ def _wait(client: CortexClient, workflow_id: str, args: argparse.Namespace) -> p
     try:
         while workflow.state not in TERMINAL_WORKFLOW_STATES and time.monotonic() < deadline:
             time.sleep(POLL_INTERVAL_S)
-            workflow = client.get_workflow_status(workflow_id)
+            workflow = client.get_workflow(workflow_id).workflow
             if live is not None:
                 live.update(workflow_tree(workflow, args.all))
     finally:
@@ -215,7 +233,10 @@ def _wait(client: CortexClient, workflow_id: str, args: argparse.Namespace) -> p
 
 def submit(client: CortexClient, args: argparse.Namespace) -> int:
     text, fmt = read_definition(args)
-    reply = client.submit_workflow(text, fmt, args.idempotency_key)
+    reply = client.submit_workflow(
+        text, format=_FORMATS.get(fmt, pb.DEFINITION_FORMAT_UNSPECIFIED),
+        idempotency_key=args.idempotency_key,
+    )  # fmt: skip
     if not args.wait:
         if args.json:
             render.print_json({"id": reply.workflow_id, "created": reply.created})
@@ -228,15 +249,15 @@ def submit(client: CortexClient, args: argparse.Namespace) -> int:
         render.print_json(workflow_json(workflow))
     else:
         print_workflow(workflow, args.all)
-    return 0 if workflow.state == "completed" else 1
+    return 0 if workflow.state == pb.WORKFLOW_STATE_COMPLETED else 1
 
 
 def run(args: argparse.Namespace) -> int:
-    with CortexClient(args.node) as client:
+    with connect(args, "linearizable") as client:
         if args.workflow_command == "submit":
             return submit(client, args)
         if args.workflow_command == "status":
-            workflow = client.get_workflow_status(args.workflow_id)
+            workflow = client.get_workflow(args.workflow_id).workflow
             if args.json:
                 render.print_json(workflow_json(workflow))
             else:
@@ -244,24 +265,26 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.workflow_command == "list":
             reply = client.list_workflows(
-                states=args.state, page_size=args.limit, page_token=args.page_token
+                states=[enum_value(pb.WorkflowState, s, "--state") for s in args.state],
+                page_size=args.limit,
+                page_token=args.page_token,
             )
             if args.json:
                 render.print_json(
                     {
                         "workflows": [workflow_json(w) for w in reply.workflows],
-                        "total": reply.total,
+                        "total": reply.total_size,
                         "next_page_token": reply.next_page_token or None,
                     }
                 )
             else:
-                print_workflow_table(list(reply.workflows), reply.total)
+                print_workflow_table(list(reply.workflows), reply.total_size, reply.next_page_token)
             return 0
         if args.workflow_command == "cancel":
-            workflow = client.cancel_workflow(args.workflow_id, args.reason)
+            workflow = client.cancel_workflow(args.workflow_id, args.reason).workflow
             if args.json:
                 render.print_json(workflow_json(workflow))
             else:
-                print(f"{workflow.id} {workflow.state}")
+                print(f"{workflow.id} {enum_name(pb.WorkflowState, workflow.state)}")
             return 0
     return 2

@@ -13,28 +13,22 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cortex.proto_enums import enum_name, enum_names
+from cortex.proto_enums import enum_value as proto_enum_value
 from cortex.v1 import cortex_pb2 as pb
 
 TERMINAL_TASK_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
 TERMINAL_WORKFLOW_STATES = frozenset({"completed", "failed", "cancelled"})
 
 
-def enum_name(enum: Any, value: int) -> str:
-    """`TASK_STATE_DEAD_LETTER` -> "dead_letter"; "" for the unset value."""
-    full = enum.Name(value) if value in enum.values() else ""
-    prefix = enum.DESCRIPTOR.values[0].name.removesuffix("UNSPECIFIED")
-    name = full.removeprefix(prefix).lower()
-    return "" if name == "unspecified" else name
-
-
 def enum_value(enum: Any, name: str) -> int:
-    """"dead_letter" -> TASK_STATE_DEAD_LETTER; ValueError naming the choices."""
-    prefix = enum.DESCRIPTOR.values[0].name.removesuffix("UNSPECIFIED")
-    try:
-        return int(enum.Value(prefix + name.upper()))
-    except ValueError:
-        choices = ", ".join(n for n in (enum_name(enum, v) for v in enum.values()) if n)
-        raise ValueError(f"unknown value {name!r}; expected one of {choices}") from None
+    """"dead_letter" -> TASK_STATE_DEAD_LETTER; ValueError naming the choices
+    for a name the enum does not have."""
+    value = int(proto_enum_value(enum, name))
+    if value == 0:
+        choices = ", ".join(enum_names(enum))
+        raise ValueError(f"unknown value {name!r}; expected one of {choices}")
+    return value
 
 
 def _time(message: Message, name: str) -> datetime | None:

@@ -70,9 +70,14 @@ class Session:
             seen = response.header.applied_index
         if "commit_index" in fields:
             seen = max(seen, response.commit_index)
-        if seen > self._index:
+        self.observe_index(seen)
+
+    def observe_index(self, index: int) -> None:
+        """Reads from now on reflect at least `index` (e.g. another client's
+        `session.index`, handed over)."""
+        if index > self._index:
             with self._lock:
-                self._index = max(self._index, seen)
+                self._index = max(self._index, index)
 
 
 class Rotation:

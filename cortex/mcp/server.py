@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import closing
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
@@ -16,8 +17,15 @@ from pydantic import Field
 
 from cortex.api.client import CortexClient
 from cortex.api.tls import ClientTls, client_tls_from_env
-from cortex.api.views import node_json, status_json, task_json, workflow_json
+from cortex.api.views import (
+    enum_value,
+    node_json,
+    status_json,
+    task_json,
+    workflow_json,
+)
 from cortex.errors import CortexError
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
 if TYPE_CHECKING:
@@ -53,7 +61,24 @@ def _retry_policy(policy: dict[str, Any] | None) -> pb.RetryPolicy | None:
         raise ToolError(
             f"retry_policy: unknown keys {', '.join(unknown)} (known: {', '.join(names)})"
         )
-    return pb.RetryPolicy(**{names.get(k, k): v for k, v in policy.items()})
+    fields = {names.get(k, k): v for k, v in policy.items()}
+    backoff_ms = fields.pop("backoff_ms", None)
+    try:
+        message = pb.RetryPolicy(**fields)
+        if backoff_ms is not None:
+            if isinstance(backoff_ms, bool) or not isinstance(backoff_ms, int) or backoff_ms < 0:
+                raise ValueError(
+                    f"backoffMs must be a whole number of 0 or more, not {backoff_ms!r}"
+                )
+            message.backoff.FromMilliseconds(backoff_ms)
+    except (TypeError, ValueError) as err:
+        raise ToolError(f"retry_policy: {err}") from None
+    return message
+
+
+def _states(enum: Any, names: list[str] | None, what: str) -> list[int]:
+    """State names ("running") as the enum's values; a tool error for others."""
+    return _call(lambda: [enum_value(enum, name, what) for name in names or []])
 
 
 _CONSTRAINT_NAMES = {
@@ -84,12 +109,17 @@ def build_server(
     timeout_s: float = 30.0,
     tls: ClientTls | Literal[False] | None = None,
     http: HttpListener | None = None,
+    consistency: int = pb.READ_CONSISTENCY_SESSION,
 ) -> MCPServer:
-    """An MCP server whose tools act on the Cortex node at `node_address`.
+    """An MCP server whose tools act on the Cortex node at `node_address`,
+    reading at `consistency` (a ReadConsistency value).
     `tls` defaults to $CORTEX_TLS_CA and friends, read (and checked) now.
     With `http`, its HTTP transport refuses requests without that listener's
     bearer token."""
     node_tls = (client_tls_from_env() or False) if tls is None else tls
+    # One client for the server's lifetime: its session (the highest Raft
+    # index it has seen) makes every tool call read what earlier ones wrote.
+    client = CortexClient(node_address, timeout_s=timeout_s, tls=node_tls, consistency=consistency)
     server = MCPServer(
         name="cortex",
         title="Cortex task engine",
@@ -98,9 +128,6 @@ def build_server(
         auth=http.auth_settings() if http else None,
         token_verifier=http.token_verifier() if http else None,
     )
-
-    def client() -> CortexClient:
-        return CortexClient(node_address, timeout_s=timeout_s, tls=node_tls)
 
     @server.tool()
     def submit_task(
@@ -161,21 +188,20 @@ def build_server(
         elif command:
             spec.command.extend(command)
         if timeout_ms is not None:
-            spec.timeout_ms = timeout_ms
+            spec.timeout.FromMilliseconds(timeout_ms)
         if priority is not None:
             spec.priority = priority
         if (placement := _constraints(constraints)) is not None:
             spec.constraints.CopyFrom(placement)
         if (policy := _retry_policy(retry_policy)) is not None:
             spec.retry_policy.CopyFrom(policy)
-        with client() as c:
-            reply = _call(lambda: c.submit_task(spec, idempotency_key or ""))
-            out: dict[str, Any] = {"task_id": reply.task_id, "created": reply.created}
-            if wait:
-                task = _call(
-                    lambda: c.get_task_result(reply.task_id, True, int(wait_timeout_s * 1000))
-                )
-                out["task"] = task_json(task)
+        reply = _call(lambda: client.submit_task(spec, idempotency_key or ""))
+        out: dict[str, Any] = {"task_id": reply.task.id, "created": reply.created}
+        if wait:
+            done = _call(
+                lambda: client.get_task_result(reply.task.id, True, int(wait_timeout_s * 1000))
+            )
+            out["task"] = task_json(done.task)
         return out
 
     @server.tool()
@@ -196,8 +222,7 @@ def build_server(
         `parent.build.exitCode !== 0` decides otherwise (it must come to true or false;
         no `return`). Returns {workflow_id, created}; follow it with get_workflow_status."""
         text = definition if isinstance(definition, str) else json.dumps(definition)
-        with client() as c:
-            reply = _call(lambda: c.submit_workflow(text, "", idempotency_key or ""))
+        reply = _call(lambda: client.submit_workflow(text, idempotency_key=idempotency_key or ""))
         return {"workflow_id": reply.workflow_id, "created": reply.created}
 
     @server.tool()
@@ -209,8 +234,8 @@ def build_server(
         """A task's state, node, attempt and result (exit_code, stdout and stderr
         tails). With wait=true, returns once the task is terminal or timeout_s passes
         (check `state`). While queued, `pending_reasons` says why it is not placed."""
-        with client() as c:
-            return task_json(_call(lambda: c.get_task_result(task_id, wait, int(timeout_s * 1000))))
+        reply = _call(lambda: client.get_task_result(task_id, wait, int(timeout_s * 1000)))
+        return task_json(reply.task)
 
     @server.tool()
     def cancel_task(
@@ -219,8 +244,7 @@ def build_server(
     ) -> dict[str, Any]:
         """Cancel a queued or running task; a running one has its whole process group
         killed. Fails if the task already ended."""
-        with client() as c:
-            return task_json(_call(lambda: c.cancel_task(task_id, reason)))
+        return task_json(_call(lambda: client.cancel_task(task_id, reason)).task)
 
     @server.tool()
     def list_tasks(
@@ -233,12 +257,12 @@ def build_server(
         limit: Annotated[int, Field(ge=1, le=1000)] = 50,
         page_token: Annotated[str, Field(description="next_page_token of the previous page")] = "",
     ) -> dict[str, Any]:
-        """Tasks in submission order with filters and pagination; returns
+        """Tasks, newest first, with filters and pagination; returns
         {tasks, total, next_page_token}."""
-        with client() as c:
-            reply = _call(lambda: c.list_tasks(states=states or [], node=node or "", workflow_id=workflow_id or "",
-                                               type=type or "", page_size=limit, page_token=page_token))  # fmt: skip
-        return {"tasks": [task_json(t) for t in reply.tasks], "total": reply.total,
+        wanted = _states(pb.TaskState, states, "states")
+        reply = _call(lambda: client.list_tasks(states=wanted, node_id=node or "", workflow_id=workflow_id or "",
+                                                type=type or "", page_size=limit, page_token=page_token))  # fmt: skip
+        return {"tasks": [task_json(t) for t in reply.tasks], "total": reply.total_size,
                 "next_page_token": reply.next_page_token or None}  # fmt: skip
 
     @server.tool()
@@ -249,39 +273,34 @@ def build_server(
         limit: Annotated[int, Field(ge=1, le=1000)] = 50,
         page_token: str = "",
     ) -> dict[str, Any]:
-        """Workflows with their state and per-state task counts."""
-        with client() as c:
-            reply = _call(
-                lambda: c.list_workflows(
-                    states=states or [], page_size=limit, page_token=page_token
-                )
-            )
-        return {"workflows": [workflow_json(w) for w in reply.workflows], "total": reply.total,
+        """Workflows, newest first, with their state and per-state task counts."""
+        wanted = _states(pb.WorkflowState, states, "states")
+        reply = _call(
+            lambda: client.list_workflows(states=wanted, page_size=limit, page_token=page_token)
+        )
+        return {"workflows": [workflow_json(w) for w in reply.workflows], "total": reply.total_size,
                 "next_page_token": reply.next_page_token or None}  # fmt: skip
 
     @server.tool()
     def get_workflow_status(workflow_id: Annotated[str, Field(min_length=1)]) -> dict[str, Any]:
         """The whole DAG: each task's key, state, attempt, node, dependencies,
         condition, skip reason and timing, plus the shared workflow context."""
-        with client() as c:
-            return workflow_json(_call(lambda: c.get_workflow_status(workflow_id)))
+        return workflow_json(_call(lambda: client.get_workflow(workflow_id)).workflow)
 
     @server.tool()
     def list_dead_letter_tasks(
         limit: Annotated[int, Field(ge=1, le=1000)] = 50, page_token: str = ""
     ) -> dict[str, Any]:
-        """Tasks that failed after exhausting their retries. Inspect `result` and
-        `error`, fix the cause, then retry_dead_letter_task."""
-        with client() as c:
-            reply = _call(lambda: c.list_dead_letter_tasks(limit, page_token))
-        return {"tasks": [task_json(t) for t in reply.tasks], "total": reply.total,
+        """Tasks that failed after exhausting their retries, newest first. Inspect
+        `result` and `error`, fix the cause, then retry_dead_letter_task."""
+        reply = _call(lambda: client.list_dead_letter_tasks(limit, page_token))
+        return {"tasks": [task_json(t) for t in reply.tasks], "total": reply.total_size,
                 "next_page_token": reply.next_page_token or None}  # fmt: skip
 
     @server.tool()
     def retry_dead_letter_task(task_id: Annotated[str, Field(min_length=1)]) -> dict[str, Any]:
         """Queue a dead-lettered task again with a fresh retry budget."""
-        with client() as c:
-            return task_json(_call(lambda: c.retry_dead_letter_task(task_id)))
+        return task_json(_call(lambda: client.retry_dead_letter_task(task_id)).task)
 
     @server.tool()
     def drain_node_tasks(
@@ -301,14 +320,13 @@ def build_server(
         """Take a node out of service (e.g. before maintenance): draining stops new
         assignments, moves its assigned tasks elsewhere without spending a retry and
         re-queues running ones after the deadline. `uncordon` brings it back."""
-        with client() as c:
-            if action == "drain":
-                node = _call(lambda: c.drain_node(node_id, int(deadline_s * 1000)))
-            elif action == "cordon":
-                node = _call(lambda: c.cordon_node(node_id))
-            else:
-                node = _call(lambda: c.uncordon_node(node_id))
-        return node_json(node)
+        if action == "drain":
+            node = _call(lambda: client.drain_node(node_id, deadline_ms=int(deadline_s * 1000)))
+        elif action == "cordon":
+            node = _call(lambda: client.cordon_node(node_id))
+        else:
+            node = _call(lambda: client.uncordon_node(node_id))
+        return node_json(node.node)
 
     @server.tool()
     async def stream_task_output(
@@ -340,20 +358,18 @@ def build_server(
     @server.resource("cortex://cluster/status", mime_type="application/json")
     def cluster_status() -> str:
         """Leader, term, applied index, state digest and task counts as seen by the node."""
-        with client() as c:
-            return json.dumps(status_json(_call(c.cluster_status)), indent=2)
+        return json.dumps(status_json(_call(client.get_cluster_status)), indent=2)
 
     @server.resource("cortex://cluster/nodes", mime_type="application/json")
     def cluster_nodes() -> str:
         """Every node: status, labels, last resource report, active tasks."""
-        with client() as c:
-            return json.dumps([node_json(n) for n in _call(c.list_nodes).nodes], indent=2)
+        return json.dumps([node_json(n) for n in _call(client.list_nodes).nodes], indent=2)
 
     return server
 
 
 def _read_output(
-    client: Callable[[], CortexClient],
+    client: CortexClient,
     task_id: str,
     from_offset: int,
     attempt: int,
@@ -362,10 +378,12 @@ def _read_output(
 ) -> dict[str, Any]:
     data, next_offset, end, current_attempt = bytearray(), from_offset, None, attempt
     deadline = time.monotonic() + wait_s
-    with client() as c:
-        try:
-            for chunk in c.stream_task_output(task_id, attempt, from_offset, follow=wait_s > 0,
-                                              timeout_s=max(wait_s, 0.5) + 2):  # fmt: skip
+    chunks = client.stream_task_output(task_id, attempt, from_offset, follow=wait_s > 0,
+                                       timeout_s=max(wait_s, 0.5) + 2)  # fmt: skip
+    # Closed on leaving, so a followed stream ends on the node at once.
+    try:
+        with closing(chunks):
+            for chunk in chunks:
                 current_attempt = chunk.attempt or current_attempt
                 if chunk.HasField("end"):
                     end = chunk.end
@@ -374,9 +392,9 @@ def _read_output(
                 next_offset = chunk.data.offset + len(chunk.data.data)
                 if len(data) >= max_bytes or (data and time.monotonic() >= deadline):
                     break
-        except CortexError as err:
-            if "deadline" not in str(err).lower():
-                raise ToolError(f"{type(err).__name__}: {err}") from None
+    except CortexError as err:
+        if "deadline" not in str(err).lower():
+            raise ToolError(f"{type(err).__name__}: {err}") from None
     out: dict[str, Any] = {
         "task_id": task_id,
         "attempt": current_attempt,
@@ -385,6 +403,6 @@ def _read_output(
         "done": end is not None,
     }
     if end is not None:
-        out.update(state=end.state, exit_code=end.exit_code, error=end.error or None,
-                   interrupted=end.interrupted)  # fmt: skip
+        out.update(state=enum_name(pb.TaskState, end.state), exit_code=end.exit_code,
+                   error=end.error or None, interrupted=end.interrupted)  # fmt: skip
     return out

@@ -12,8 +12,6 @@ from cortex.raft.group import RaftGroup
 from cortex.state.machine import StateMachine
 from cortex.state.queries import NodeView, StateReader
 
-_RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
-
 
 @dataclass(frozen=True)
 class NodeStatusView:
@@ -35,7 +33,10 @@ class ClusterView:
     applied_index: int
     commit_index: int
     state_digest: str
+    # A voter: whether it reaches a majority of the voters; an observer:
+    # whether it hears from the leader.
     has_quorum: bool
+    # "leader", "follower", "candidate", or "observer".
     raft_state: str
     log_size: int
     raft_sync: bool = True
@@ -43,6 +44,8 @@ class ClusterView:
     journal_synced_entries: int = 0
     nodes: list[NodeStatusView] = field(default_factory=list)
     task_counts: dict[str, int] = field(default_factory=dict)
+    # "voter", or "observer" (replicates without a vote, runs no tasks).
+    node_role: str = "voter"
 
 
 class ClusterStatus:
@@ -87,13 +90,14 @@ class ClusterStatus:
             commit_index=int(status["commit_idx"]),
             state_digest=digest,
             has_quorum=bool(status["has_quorum"]),
-            raft_state=_RAFT_STATES.get(status["state"], "unknown"),
+            raft_state=self._group.raft_role,
             log_size=int(status["log_len"]),
             raft_sync=self._group.journal.sync_enabled,
             journal_syncs=journal.syncs,
             journal_synced_entries=journal.synced_entries,
             nodes=self._node_views(nodes, leader, active),
             task_counts=self._reader.counts_by_state(),
+            node_role="observer" if self._group.observer else "voter",
         )
 
     def list_nodes(self, include_removed: bool = False) -> list[NodeStatusView]:

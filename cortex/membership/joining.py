@@ -3,7 +3,9 @@ joins through for a nonce (random, kept in that node's memory for a short
 time, good for one attempt), then proves the cluster secret with an HMAC
 over the nonce, its node id and its addresses. A captured join is useless:
 its nonce is spent, and a fresh nonce needs a fresh proof. The node joined
-through adds the new one to the Raft group once its proof holds."""
+through adds the new one to the Raft group's voters once its proof holds;
+an observer is added to nothing (it connects to the voters as a read-only
+node), so it only gets their addresses."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cortex.errors import Unauthenticated, Unavailable
+from cortex.errors import InvalidArgument, Unauthenticated, Unavailable
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
 
@@ -29,17 +31,27 @@ MAX_CHALLENGES = 1024
 
 @dataclass(frozen=True)
 class JoinClaim:
-    """Who a joining node says it is and where it is reached."""
+    """Who a joining node says it is, where it is reached, and its part in
+    the Raft group ("voter" or "observer")."""
 
     node_id: str
     raft_address: str
     grpc_address: str
     peer_address: str
+    role: str = "voter"
 
 
 def join_proof(secret: str, nonce: str, claim: JoinClaim) -> str:
     message = "|".join(
-        ("join", nonce, claim.node_id, claim.raft_address, claim.grpc_address, claim.peer_address)
+        (
+            "join",
+            nonce,
+            claim.node_id,
+            claim.raft_address,
+            claim.grpc_address,
+            claim.peer_address,
+            claim.role,
+        )
     )
     return hmac.new(secret.encode(), message.encode(), hashlib.sha256).hexdigest()
 
@@ -107,7 +119,9 @@ class JoinAdmission:
 
     def admit(self, claim: JoinClaim, nonce: str, proof: str) -> list[str]:
         """Adds a node to the Raft group once it proves it holds the secret,
-        over a nonce this node issued (each nonce answers one attempt)."""
+        over a nonce this node issued (each nonce answers one attempt), and
+        returns the voters' Raft addresses. An observer is not added: it gets
+        the voters' addresses to connect to."""
         if not nonce or not self.challenges.redeem(nonce):
             raise Unauthenticated(
                 "join refused: its challenge was not issued by this node, is used up or has "
@@ -116,8 +130,13 @@ class JoinAdmission:
         expected = join_proof(self._secret, nonce, claim)
         if not proof or not hmac.compare_digest(expected, proof):
             raise Unauthenticated("join refused: the node does not hold this cluster's secret")
-        raft_address = claim.raft_address
+        if claim.role not in ("voter", "observer"):
+            raise InvalidArgument(f"join refused: role {claim.role!r} is not voter or observer")
         members = self._group.members
+        if claim.role == "observer":
+            # Not a member: it dials the voters and the leader replicates to it.
+            return members
+        raft_address = claim.raft_address
         if raft_address in members:
             return members
         self._proposer.check_writable()

@@ -1,7 +1,8 @@
 """Whether this node can reach another, as placement and `cortex node list`
-judge it. The leader judges a node by its Raft connection to it. Followers
-need not hold Raft connections to each other, so they judge by whether the
-node's heartbeats still arrive."""
+judge it. The leader judges a voter by its Raft connection to it. Followers
+need not hold Raft connections to each other, and an observer's connection
+to the leader is a read-only one it dialled (no Raft address names it), so
+those are judged by whether the node's heartbeats still arrive."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class Reachability:
     def reachable(self, node: NodeView) -> bool:
         if node.id == self._node_id:
             return True
-        if self._group.is_leader:
+        if self._group.is_leader and node.role == "voter":
             return bool(self._group.isNodeConnected(TCPNode(node.raft_address)))
         report = self._board.get(node.id)
         return report is not None and self._board.age_s(report) <= self._silent_after_s

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cortex.errors import InvalidArgument, NotFound
 from cortex.output.relay import StreamContext
 from cortex.output.ticker import StateTicker
+from cortex.state.queries import EVENT_SELECT, EventView
 from cortex.state.schema import ReadConnections
-from cortex.v1 import cortex_pb2 as pb
 
 # Initial metadata of a watch: the newest event seq when it began, and the
 # seq of the last event the watch sends that was already there (0: none), so
@@ -22,26 +22,32 @@ HEAD_HEADER = "cortex-head-seq"
 BACKLOG_END_HEADER = "cortex-backlog-end"
 PAGE_SIZE = 500
 POLL_S = 1.0
-MAX_EVENT_NAMES = 64
+MAX_ID_CHARS = 128
 
 
 @dataclass(frozen=True)
 class EventFilter:
     task_id: str | None = None
     workflow_id: str | None = None
+    # Event names (`submitted`, `node_status` ...); empty: all.
     events: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EventWatch:
+    """What a watch asks for: matching events after `after_seq` (from the
+    oldest kept with `from_start`, else from now), then, with `follow`, live
+    ones."""
+
+    where: EventFilter = field(default_factory=EventFilter)
+    after_seq: int = 0
+    from_start: bool = False
+    follow: bool = False
 
 
 class EventFeed:
     """Read-only queries over `task_events`, each thread on its own connection.
     An event's workflow is its task's, or `workflow_id` in its detail."""
-
-    _SELECT = (
-        "SELECT e.seq, e.raft_index, e.entry_type, e.task_id, e.event, e.from_state,"
-        " e.to_state, e.node, e.attempt, e.detail, e.ts,"
-        " COALESCE(t.workflow_id, json_extract(e.detail, '$.workflow_id')) AS workflow_id"
-        " FROM task_events e LEFT JOIN tasks t ON t.id = e.task_id"
-    )
 
     def __init__(self, db_path: str) -> None:
         self._reads = ReadConnections(db_path)
@@ -79,7 +85,7 @@ class EventFeed:
 
     def after(
         self, seq: int, where: EventFilter, limit: int = PAGE_SIZE
-    ) -> tuple[list[pb.Event], int]:
+    ) -> tuple[list[EventView], int]:
         """Matching events after `seq`, oldest first, and the cursor to
         continue from: past the last one returned, or past every event that
         existed at the time of the read (so non-matching rows are not scanned
@@ -89,13 +95,13 @@ class EventFeed:
         conn.execute("BEGIN")
         try:
             rows = conn.execute(
-                f"{self._SELECT} WHERE {' AND '.join(clauses)} ORDER BY e.seq LIMIT ?",
+                f"{EVENT_SELECT} WHERE {' AND '.join(clauses)} ORDER BY e.seq LIMIT ?",
                 (*params, limit),
             ).fetchall()
             head = self.head()
         finally:
             conn.execute("COMMIT")
-        events = [_to_proto(row) for row in rows]
+        events = [EventView.from_row(row) for row in rows]
         cursor = events[-1].seq if len(events) == limit else max(head, seq)
         return events, cursor
 
@@ -118,50 +124,31 @@ def _where(seq: int, where: EventFilter) -> tuple[list[str], list[object]]:
     return clauses, params
 
 
-def _to_proto(row: sqlite3.Row) -> pb.Event:
-    detail = row["detail"]
-    return pb.Event(
-        seq=row["seq"],
-        event=row["event"],
-        task_id=row["task_id"] or "",
-        workflow_id=row["workflow_id"] or "",
-        from_state=row["from_state"] or "",
-        to_state=row["to_state"] or "",
-        node=row["node"] or "",
-        attempt=row["attempt"] or 0,
-        detail_json=detail if detail else "",
-        ts_ms=row["ts"],
-        raft_index=row["raft_index"],
-        entry_type=row["entry_type"] or "",
-    )
-
-
 class EventWatcher:
     def __init__(self, feed: EventFeed, ticker: StateTicker) -> None:
         self._feed = feed
         self._ticker = ticker
 
-    def _filter(self, request: pb.WatchEventsRequest) -> EventFilter:
+    def _check(self, request: EventWatch) -> EventFilter:
+        where = request.where
         if request.after_seq < 0:
             raise InvalidArgument(f"after_seq must not be negative, not {request.after_seq}")
-        names = tuple(dict.fromkeys(name.strip() for name in request.events))
-        if "" in names:
+        if "" in (name.strip() for name in where.events):
             raise InvalidArgument("an event name is empty")
-        if len(names) > MAX_EVENT_NAMES:
-            raise InvalidArgument(f"at most {MAX_EVENT_NAMES} event names, not {len(names)}")
-        for value, what in ((request.task_id, "task_id"), (request.workflow_id, "workflow_id")):
-            if len(value) > 128:
-                raise InvalidArgument(f"{what} is longer than 128 characters")
-        if request.task_id and not self._feed.task_exists(request.task_id):
-            raise NotFound(f"no task with id {request.task_id}")
-        if request.workflow_id and not self._feed.workflow_exists(request.workflow_id):
-            raise NotFound(f"no workflow with id {request.workflow_id}")
-        return EventFilter(request.task_id or None, request.workflow_id or None, names)
+        for value, what in ((where.task_id, "task_id"), (where.workflow_id, "workflow_id")):
+            if value and len(value) > MAX_ID_CHARS:
+                raise InvalidArgument(f"{what} is longer than {MAX_ID_CHARS} characters")
+        if where.task_id and not self._feed.task_exists(where.task_id):
+            raise NotFound(f"no task with id {where.task_id}")
+        if where.workflow_id and not self._feed.workflow_exists(where.workflow_id):
+            raise NotFound(f"no workflow with id {where.workflow_id}")
+        return EventFilter(where.task_id or None, where.workflow_id or None,
+                           tuple(dict.fromkeys(where.events)))  # fmt: skip
 
-    def watch(self, request: pb.WatchEventsRequest, context: StreamContext) -> Iterator[pb.Event]:
+    def watch(self, request: EventWatch, context: StreamContext) -> Iterator[EventView]:
         """Events after `after_seq` (all with `from_start`, else only new
         ones); with `follow`, then live ones until the client goes away."""
-        where = self._filter(request)
+        where = self._check(request)
         head = self._feed.head()
         cursor = 0 if request.from_start else request.after_seq or head
         send = getattr(context, "send_initial_metadata", None)

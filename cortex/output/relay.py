@@ -28,6 +28,7 @@ from cortex.errors import (
     Unavailable,
 )
 from cortex.output.attempts import ACTIVE, AttemptInfo
+from cortex.proto_enums import enum_value
 from cortex.state.transitions import TaskChange
 from cortex.v1 import cortex_pb2 as pb
 
@@ -57,7 +58,8 @@ class RelayCalls(Protocol):
         request: pb.StreamTaskOutputRequest,
         metadata: Sequence[tuple[str, str]] = (),
     ) -> Any:
-        """The gRPC call (iterate it for chunks; cancel it to stop)."""
+        """The call: iterate it for the source's StreamTaskOutputResponse
+        messages, `initial_metadata()` for its headers, `cancel()` to stop."""
         ...
 
     def error(self, address: str, err: grpc.RpcError) -> CortexError:
@@ -88,18 +90,31 @@ class _Relay:
     cut: bool = False
 
 
-def source_lost_end(info: AttemptInfo, total_bytes: int, reason: str) -> pb.OutputChunk:
-    return pb.OutputChunk(
+def end_message(
+    info: AttemptInfo,
+    total_bytes: int,
+    interrupted: bool,
+    exit_code: int | None,
+    error: str | None,
+) -> pb.StreamTaskOutputResponse:
+    """The last message of an attempt's output."""
+    end = pb.OutputEnd(
         attempt=info.number,
-        end=pb.OutputEnd(
-            attempt=info.number,
-            state=info.state,
-            exit_code=-1 if info.exit_code is None else info.exit_code,
-            error=reason,
-            total_bytes=total_bytes,
-            interrupted=True,
-        ),
+        state=enum_value(pb.TaskState, info.state),
+        error=error or "",
+        total_bytes=total_bytes,
+        interrupted=interrupted,
     )
+    if exit_code is not None:
+        end.exit_code = exit_code
+    return pb.StreamTaskOutputResponse(attempt=info.number, end=end)
+
+
+def source_lost_end(
+    info: AttemptInfo, total_bytes: int, reason: str
+) -> pb.StreamTaskOutputResponse:
+    exit_code = -1 if info.exit_code is None else info.exit_code
+    return end_message(info, total_bytes, True, exit_code, reason)
 
 
 class RelayClient:
@@ -171,7 +186,7 @@ class RelayClient:
         request: pb.StreamTaskOutputRequest,
         context: StreamContext,
         describe: Callable[[], AttemptInfo],
-    ) -> Iterator[pb.OutputChunk]:
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
         """Yields the source's chunks and end message. A source that cannot
         be reached at all raises Unavailable; one lost midway ends the stream
         with `interrupted`. `describe` gives the attempt's state at that point."""

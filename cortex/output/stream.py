@@ -12,9 +12,10 @@ from pathlib import Path
 from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from cortex.output.attempts import AttemptInfo, describe_attempt
 from cortex.output.hub import LiveLog, OutputHub
-from cortex.output.log import STREAMS, LogCursor, LogEnd, list_segments, recovered_end
-from cortex.output.relay import NODE_HEADER, RelayClient, StreamContext
+from cortex.output.log import LogCursor, LogEnd, list_segments, recovered_end
+from cortex.output.relay import NODE_HEADER, RelayClient, StreamContext, end_message
 from cortex.output.ticker import StateTicker
+from cortex.proto_enums import enum_name, enum_value
 from cortex.state.queries import StateReader, TaskView
 from cortex.state.transitions import TERMINAL_STATES
 from cortex.v1 import cortex_pb2 as pb
@@ -59,7 +60,7 @@ class OutputStreamer:
         request: pb.StreamTaskOutputRequest,
         context: StreamContext,
         relayed_for: str | None = None,
-    ) -> Iterator[pb.OutputChunk]:
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
         """The attempt's output; `relayed_for` names the node relaying it (then
         only what this node holds is served, so requests never loop)."""
         task = self._validate(request, context, relayed_for)
@@ -80,9 +81,10 @@ class OutputStreamer:
             raise InvalidArgument(f"attempt must be 0 (the latest) or more, not {request.attempt}")
         if request.from_offset < 0:
             raise InvalidArgument(f"from_offset must not be negative, not {request.from_offset}")
-        if request.stream and request.stream not in STREAMS:
+        if request.stream not in pb.OutputStream.values():
             raise InvalidArgument(
-                f"stream must be empty (both), stdout or stderr, not {request.stream!r}"
+                f"stream must be unset (both), OUTPUT_STREAM_STDOUT or OUTPUT_STREAM_STDERR,"
+                f" not {request.stream}"
             )
         task = self._reader.get_task(request.task_id)
         if relayed_for is not None:
@@ -125,7 +127,7 @@ class OutputStreamer:
         request: pb.StreamTaskOutputRequest,
         context: StreamContext,
         relayed_for: str | None,
-    ) -> Iterator[pb.OutputChunk]:
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
         number = request.attempt or task.attempt
         if number == 0:
             task = self._wait_first_attempt(task, request.follow, context)
@@ -181,12 +183,13 @@ class OutputStreamer:
 
     def _serve_local(
         self, info: AttemptInfo, request: pb.StreamTaskOutputRequest, context: StreamContext
-    ) -> Iterator[pb.OutputChunk]:
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
         directory = self._hub.directory(info.task_id, info.number)
         live = self._hub.live(info.task_id, info.number)
         if live is None and request.follow and not _has_log(directory):
             live, info = self._wait_log_opens(info, context)
-        with LogCursor(directory, request.from_offset, request.stream or None) as cursor:
+        only = enum_name(pb.OutputStream, request.stream) or None
+        with LogCursor(directory, request.from_offset, only) as cursor:
             if live is not None:
                 outcome = yield from self._follow_live(live, cursor, request.follow, context)
                 if outcome is None and request.follow:
@@ -235,7 +238,7 @@ class OutputStreamer:
 
     def _follow_live(
         self, live: LiveLog, cursor: LogCursor, follow: bool, context: StreamContext
-    ) -> Generator[pb.OutputChunk, None, LogEnd | None]:
+    ) -> Generator[pb.StreamTaskOutputResponse, None, LogEnd | None]:
         """Streams a log while its writer appends; returns the writer's
         outcome once it closed, or None (not following, or the client left)."""
         while True:
@@ -273,7 +276,7 @@ class OutputStreamer:
         return info
 
 
-def _drain(cursor: LogCursor, end: int, attempt: int) -> Iterator[pb.OutputChunk]:
+def _drain(cursor: LogCursor, end: int, attempt: int) -> Iterator[pb.StreamTaskOutputResponse]:
     while True:
         chunks = cursor.read(end)
         if not chunks:
@@ -290,10 +293,12 @@ def _attempt_count(attempts: int) -> str:
     return "it never ran" if attempts == 0 else f"it has {attempts} attempt" + "s" * (attempts > 1)
 
 
-def _data(stream: str, offset: int, data: bytes, ts_ms: int, attempt: int) -> pb.OutputChunk:
-    return pb.OutputChunk(
-        attempt=attempt, data=pb.OutputData(stream=stream, offset=offset, data=data, ts_ms=ts_ms)
-    )
+def _data(
+    stream: str, offset: int, data: bytes, ts_ms: int, attempt: int
+) -> pb.StreamTaskOutputResponse:
+    piece = pb.OutputData(stream=enum_value(pb.OutputStream, stream), offset=offset, data=data)
+    piece.time.FromMilliseconds(ts_ms)
+    return pb.StreamTaskOutputResponse(attempt=attempt, data=piece)
 
 
 def _end(
@@ -302,16 +307,8 @@ def _end(
     interrupted: bool,
     exit_code: int | None = None,
     error: str | None = None,
-) -> pb.OutputChunk:
+) -> pb.StreamTaskOutputResponse:
     code = info.exit_code if exit_code is None else exit_code
-    return pb.OutputChunk(
-        attempt=info.number,
-        end=pb.OutputEnd(
-            attempt=info.number,
-            state=info.state,
-            exit_code=0 if code is None else code,
-            error=error if error is not None else info.error or "",
-            total_bytes=total_bytes,
-            interrupted=interrupted,
-        ),
+    return end_message(
+        info, total_bytes, interrupted, code, error if error is not None else info.error
     )

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cortex.output.events import EventFeed, EventWatcher
+from cortex.output.events import EventFeed, EventWatch, EventWatcher
 from cortex.output.hub import OutputHub
 from cortex.output.relay import RelayCalls, RelayClient, StreamContext
 from cortex.output.stream import OutputStreamer
 from cortex.output.ticker import StateTicker
-from cortex.state.queries import StateReader
+from cortex.state.queries import EventView, StateReader
 from cortex.state.transitions import TaskChange
 from cortex.v1 import cortex_pb2 as pb
 
@@ -48,10 +48,8 @@ class StreamingService:
         request: pb.StreamTaskOutputRequest,
         context: StreamContext,
         relayed_for: str | None = None,
-    ) -> Iterator[pb.OutputChunk]:
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
         return self.output.stream(request, context, relayed_for)
 
-    def watch_events(
-        self, request: pb.WatchEventsRequest, context: StreamContext
-    ) -> Iterator[pb.Event]:
+    def watch_events(self, request: EventWatch, context: StreamContext) -> Iterator[EventView]:
         return self.events.watch(request, context)

@@ -32,6 +32,7 @@ FAIL_REASON_NAMES = {
 }
 
 SNAPSHOT_FILE = "raft.snapshot"
+_RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 _create_journal = pysyncobj.syncobj.createJournal
 
 
@@ -61,11 +62,22 @@ class RaftSettings:
     sync: bool = True
     # False: the owner drives the group with `doTick` (the simulator does).
     auto_tick: bool = True
+    # A read-only member: it dials the voters in `peers`, takes the log from
+    # the leader and applies it, but has no vote, never stands for election
+    # and listens on no Raft port (`self_address` and `bind_address` unused).
+    observer: bool = False
 
 
 class RaftGroup(SyncObj):  # type: ignore[misc]
     """Connections, locks and threads stay off this object: pysyncobj would try
-    to pickle them. The snapshot goes through `SnapshotStore` instead."""
+    to pickle them. The snapshot goes through `SnapshotStore` instead.
+
+    An observer is pysyncobj's read-only node (`selfNode` None): it connects
+    to every voter, which takes it as a read-only peer, and the leader sends
+    it appends and snapshots like to any follower; it proposes by forwarding
+    to the leader like a follower too. pysyncobj never forgets a read-only
+    node's leader (it holds no election), so the observer judges the leader
+    by when its last append arrived."""
 
     def __init__(
         self,
@@ -79,6 +91,10 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         arguments and `journal=`) replace the file journal and TCP transport;
         the simulator passes its own."""
         self._machine = machine
+        self.observer = settings.observer
+        # When the leader's last append reached this observer (pysyncobj's clock).
+        self._leader_heard_at: float | None = None
+        self._leader_silence_s = settings.election_timeout_s[1]
         os.makedirs(settings.data_dir, exist_ok=True)
         discard_temporary_files(settings.data_dir)
         self.journal = (journal_class or DurableJournal)(
@@ -107,12 +123,38 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             autoTick=settings.auto_tick,
         )
         super().__init__(
-            settings.self_address,
+            None if settings.observer else settings.self_address,
             settings.peers,
             conf,
             transportClass=functools.partial(
                 transport_class or DurableTransport, journal=self.journal
             ),
+        )
+        if settings.observer:
+            self._note_leader_contact()
+
+    def _note_leader_contact(self) -> None:
+        """Wraps pysyncobj's message handler to time each append from the
+        leader (of the current term or a newer one)."""
+        transport = self._SyncObj__transport
+        deliver = transport._onMessageReceivedCallback
+
+        def received(node: Any, message: Any) -> None:
+            if (
+                isinstance(message, dict)
+                and message.get("type") == "append_entries"
+                and message.get("term", 0) >= self.raftCurrentTerm
+            ):
+                self._leader_heard_at = pysyncobj.syncobj.monotonicTime()
+            deliver(node, message)
+
+        transport.setOnMessageReceivedCallback(received)
+
+    def _hears_from_leader(self) -> bool:
+        heard = self._leader_heard_at
+        return (
+            heard is not None
+            and pysyncobj.syncobj.monotonicTime() - heard <= self._leader_silence_s
         )
 
     @replicated
@@ -131,15 +173,37 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
     @property
     def leader_address(self) -> str | None:
         leader = self._getLeader()
-        return None if leader is None else str(leader)
+        if leader is None or (self.observer and not self._hears_from_leader()):
+            return None
+        return str(leader)
 
     @property
     def is_leader(self) -> bool:
         return bool(self._isLeader())
 
     @property
+    def hasQuorum(self) -> bool:  # noqa: N802 (pysyncobj's name)
+        """A voter: whether it reaches a majority of the voters. An observer:
+        whether it hears from the leader (which steps down without a quorum)."""
+        if self.observer:
+            return self._hears_from_leader()
+        return bool(super().hasQuorum)
+
+    @property
+    def raft_role(self) -> str:
+        """The Raft part this node plays now: leader, follower, candidate, or
+        observer (never anything else, for an observer)."""
+        if self.observer:
+            return "observer"
+        return _RAFT_STATES.get(self._SyncObj__raftState, "unknown")
+
+    @property
     def members(self) -> list[str]:
-        return sorted([str(self.selfNode), *(str(node) for node in self.otherNodes)])
+        """The voters' Raft addresses (an observer is none of them)."""
+        voters = {str(node) for node in self.otherNodes}
+        if self.selfNode is not None:
+            voters.add(str(self.selfNode))
+        return sorted(voters)
 
     def remove_member(self, address: str, timeout_s: float) -> None:
         """Takes `address` out of the Raft group (through the leader) and waits

@@ -73,7 +73,8 @@ class SnapshotStore:
         meta = {
             "last": _encode_log_entry(last_entry),
             "prev": _encode_log_entry(prev_entry),
-            "cluster": sorted(node.id for node in cluster),
+            # The voters; an observer's own place in the set is None.
+            "cluster": sorted(node.id for node in cluster if node is not None),
         }
         if self._inline:
             self._write(target, meta, last_entry[1])

@@ -17,6 +17,13 @@ def available_memory_mb(node: Candidate, load: NodeLoad) -> float | None:
     return node.resources.memory_available_mb - load.memory_reserved_mb
 
 
+def node_is_voter(task: PendingTask, node: Candidate, load: NodeLoad) -> str | None:
+    """Observers replicate the state for reads and never run tasks."""
+    if node.role != "voter":
+        return f"{node.id}: an {node.role}, which runs no tasks"
+    return None
+
+
 def node_is_active(task: PendingTask, node: Candidate, load: NodeLoad) -> str | None:
     if node.status != "active":
         return f"{node.id}: node is {node.status}"
@@ -128,6 +135,7 @@ def min_disk(task: PendingTask, node: Candidate, load: NodeLoad) -> str | None:
 
 # Cheap, structural checks first; the first failing check is the reason shown.
 FILTERS: tuple[Filter, ...] = (
+    node_is_voter,
     node_is_active,
     target_node,
     allowed_nodes,

@@ -48,6 +48,7 @@ def build_candidates(
                 # Measured memory already shows running tasks' use; declared
                 # memory does not, so the promises are subtracted.
                 reserved_memory_mb=reserved.get(node.id, 0.0) if memory_declared else 0.0,
+                role=node.role,
             )
         )
     return out

@@ -51,6 +51,8 @@ class Candidate:
     resources: NodeResources | None = None
     # Memory (MB) already promised to active tasks through minMemoryMb.
     reserved_memory_mb: float = 0.0
+    # "voter", or "observer": a read replica, which runs no tasks.
+    role: str = "voter"
 
 
 @dataclass(frozen=True)

@@ -306,6 +306,9 @@ class NodeJoin(Payload):
     # with an empty data dir), 0 for none: a join proposed before the node
     # knew of its removal must not bring it back.
     rejoin_after: int = 0
+    # "voter", or "observer": replicates the log without a vote, runs no
+    # tasks and has no Raft address. Entries from before observers are voters.
+    role: str = "voter"
 
     def check(self) -> None:
         _check_strings(self.TYPE, "labels", self.labels.values())

@@ -12,6 +12,9 @@ from cortex.state.reasons import ILLEGAL_TRANSITION, INVALID_PAYLOAD, UNKNOWN_NO
 from cortex.state.transitions import ApplyContext, EntryHandler, requeue
 
 NODE_STATUSES = frozenset({"active", "draining", "cordoned", "offline"})
+VOTER = "voter"
+OBSERVER = "observer"
+NODE_ROLES = frozenset({VOTER, OBSERVER})
 
 
 def _dump(value: Any) -> str:
@@ -19,8 +22,17 @@ def _dump(value: Any) -> str:
 
 
 def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
-    if not p.node_id or not p.raft_address or not p.grpc_address:
-        raise Rejected(INVALID_PAYLOAD, "node join needs node_id, raft_address and grpc_address")
+    if p.role not in NODE_ROLES:
+        raise Rejected(
+            INVALID_PAYLOAD,
+            f"node role {quoted(p.role)} is not one of {', '.join(sorted(NODE_ROLES))}",
+        )
+    # An observer has no Raft address: it listens on no Raft port.
+    if not p.node_id or not p.grpc_address or (p.role == VOTER and not p.raft_address):
+        raise Rejected(
+            INVALID_PAYLOAD,
+            "node join needs node_id and grpc_address, and a voter its raft_address",
+        )
     row = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (p.node_id,)).fetchone()
     if row is not None and row["status"] == "removed":
         _check_rejoin(ctx, p)
@@ -30,12 +42,12 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
     status = "active" if returning else row["status"]
     ctx.cur.execute(
         "INSERT INTO nodes (id, raft_address, grpc_address, peer_address, status, labels,"
-        " executors, resources, joined_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
+        " executors, resources, joined_at, updated_at, role) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
         " ON CONFLICT(id) DO UPDATE"
         " SET raft_address=excluded.raft_address, grpc_address=excluded.grpc_address,"
         " peer_address=excluded.peer_address,"
         " status=excluded.status, labels=excluded.labels, executors=excluded.executors,"
-        " resources=excluded.resources, updated_at=excluded.updated_at",
+        " resources=excluded.resources, updated_at=excluded.updated_at, role=excluded.role",
         (
             p.node_id,
             p.raft_address,
@@ -47,11 +59,14 @@ def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:
             _dump(p.resources),
             ctx.entry.ts,
             ctx.entry.ts,
+            p.role,
         ),
     )
-    ctx.event(
-        "node_joined", node=p.node_id, detail={"raft": p.raft_address, "grpc": p.grpc_address}
-    )
+    detail = {"raft": p.raft_address, "grpc": p.grpc_address}
+    if p.role != VOTER:
+        # Only then: the events of voters' joins stay as they were.
+        detail["role"] = p.role
+    ctx.event("node_joined", node=p.node_id, detail=detail)
     return {"status": status}
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from cortex.state.digest import stored_digest
 from cortex.state.node_transitions import removal_index
+from cortex.state.paging import PageKey, keyset, page_end, where
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
 from cortex.state.workflow_queries import WorkflowQueries
@@ -41,6 +42,10 @@ class TaskView:
     updated_at: int
     scheduled_after: int
     submit_index: int
+    # When the current attempt's process started, and when the task last
+    # became terminal (kept when a dead-lettered task is retried).
+    started_at: int | None = None
+    completed_at: int | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> TaskView:
@@ -62,7 +67,19 @@ class TaskView:
             updated_at=row["updated_at"],
             scheduled_after=row["scheduled_after"],
             submit_index=row["submit_index"],
+            started_at=row["started_at"],
+            completed_at=row["completed_at"],
         )
+
+
+# Events with the workflow each concerns: its task's, or the one its detail
+# names (a workflow's own events).
+EVENT_SELECT = (
+    "SELECT e.seq, e.raft_index, e.entry_type, e.task_id, e.event, e.from_state,"
+    " e.to_state, e.node, e.attempt, e.detail, e.ts,"
+    " COALESCE(t.workflow_id, json_extract(e.detail, '$.workflow_id')) AS workflow_id"
+    " FROM task_events e LEFT JOIN tasks t ON t.id = e.task_id"
+)
 
 
 @dataclass(frozen=True)
@@ -77,9 +94,12 @@ class EventView:
     attempt: int | None
     detail: dict[str, Any] | None
     ts: int
+    workflow_id: str | None = None
+    entry_type: str | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> EventView:
+        """From a row of EVENT_SELECT."""
         return cls(
             seq=row["seq"],
             raft_index=row["raft_index"],
@@ -91,6 +111,8 @@ class EventView:
             attempt=row["attempt"],
             detail=json.loads(row["detail"]) if row["detail"] else None,
             ts=row["ts"],
+            workflow_id=row["workflow_id"],
+            entry_type=row["entry_type"],
         )
 
 
@@ -106,12 +128,16 @@ class NodeView:
     status_reason: str = ""
     drain_deadline: int | None = None
     peer_address: str = ""
+    # "voter", or "observer" (replicates without a vote, runs no tasks).
+    role: str = "voter"
 
 
 @dataclass(frozen=True)
 class TaskPage:
     tasks: list[TaskView]
-    next_offset: int | None
+    # Where the next page starts; None on the last page.
+    next_key: PageKey | None
+    # Every task matching the filters.
     total: int
 
 
@@ -144,9 +170,13 @@ class StateReader(WorkflowQueries):
         workflow_id: str | None = None,
         node: str | None = None,
         limit: int = 100,
-        offset: int = 0,
+        after: PageKey | None = None,
+        newest_first: bool = False,
     ) -> TaskPage:
-        clauses, params = [], []
+        """A page of the tasks matching the filters, in submission order
+        (newest first when asked), continuing after `after`."""
+        clauses: list[str] = []
+        params: list[object] = []
         if states:
             clauses.append(f"state IN ({','.join('?' * len(states))})")
             params.extend(states)
@@ -158,23 +188,44 @@ class StateReader(WorkflowQueries):
             if value:
                 clauses.append(f"{column} = ?")
                 params.append(value)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        beyond, page_params, order = keyset(after, newest_first)
         conn = self._conn()
-        total = conn.execute(f"SELECT COUNT(*) FROM tasks {where}", params).fetchone()[0]
-        rows = conn.execute(
-            f"SELECT * FROM tasks {where} ORDER BY submit_index, id LIMIT ? OFFSET ?",
-            (*params, limit, offset),
-        ).fetchall()
-        next_offset = offset + len(rows) if offset + len(rows) < total else None
-        return TaskPage([TaskView.from_row(r) for r in rows], next_offset, total)
+        conn.execute("BEGIN")
+        try:
+            counted = conn.execute(f"SELECT COUNT(*) FROM tasks {where(clauses)}", params)
+            total = counted.fetchone()[0]
+            rows = conn.execute(
+                f"SELECT * FROM tasks {where([*clauses, beyond])} {order} LIMIT ?",
+                (*params, *page_params, limit + 1),
+            ).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        rows, next_key = page_end(rows, limit)
+        return TaskPage([TaskView.from_row(r) for r in rows], next_key, total)
 
     def task_events(self, task_id: str) -> list[EventView]:
         rows = (
             self._conn()
-            .execute("SELECT * FROM task_events WHERE task_id = ? ORDER BY seq", (task_id,))
+            .execute(f"{EVENT_SELECT} WHERE e.task_id = ? ORDER BY e.seq", (task_id,))
             .fetchall()
         )
         return [EventView.from_row(r) for r in rows]
+
+    def entry_index(self, entry_id: str, task_id: str | None = None) -> int | None:
+        """The Raft index an entry was applied at, read from the events it
+        wrote (the newest first: an entry just applied is found at once)."""
+        where, params = "entry_id = ?", [entry_id]
+        if task_id is not None:
+            where, params = "task_id = ? AND entry_id = ?", [task_id, entry_id]
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT raft_index FROM task_events WHERE {where} ORDER BY seq DESC LIMIT 1",
+                params,
+            )
+            .fetchone()
+        )
+        return int(row[0]) if row else None
 
     def runnable_queue(self, now_ms: int, limit: int) -> list[sqlite3.Row]:
         """What the scheduler needs of runnable queued tasks, in scheduling
@@ -268,6 +319,7 @@ class StateReader(WorkflowQueries):
                 status_reason=r["status_reason"],
                 drain_deadline=r["drain_deadline"],
                 peer_address=r["peer_address"],
+                role=r["role"],
             )
             for r in rows
         ]

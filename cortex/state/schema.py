@@ -149,6 +149,10 @@ MIGRATIONS: list[str] = [
         definition = json_object('name', name);
     CREATE INDEX tasks_by_workflow_pos ON tasks (workflow_id, workflow_pos);
     """,
+    # 7: observer nodes: replicate the log without a vote and run no tasks.
+    """
+    ALTER TABLE nodes ADD COLUMN role TEXT NOT NULL DEFAULT 'voter';
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.

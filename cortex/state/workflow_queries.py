@@ -8,6 +8,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from cortex.state.paging import PageKey, keyset, page_end, where
 from cortex.state.transitions import TERMINAL_STATES
 
 
@@ -53,7 +54,9 @@ class WorkflowView:
 @dataclass(frozen=True)
 class WorkflowPage:
     workflows: list[WorkflowView]
-    next_offset: int | None
+    # Where the next page starts; None on the last page.
+    next_key: PageKey | None
+    # Every workflow matching the filters.
     total: int
 
 
@@ -145,23 +148,37 @@ class WorkflowQueries:
         return counts
 
     def list_workflows(
-        self, states: list[str] | None = None, limit: int = 100, offset: int = 0
+        self,
+        states: list[str] | None = None,
+        limit: int = 100,
+        after: PageKey | None = None,
+        newest_first: bool = True,
     ) -> WorkflowPage:
-        """Workflows newest first (by log position), with task counts, without tasks."""
-        where, params = "", []
+        """A page of workflows in submission order (newest first unless
+        asked otherwise), continuing after `after`; with task counts, without
+        tasks."""
+        clauses: list[str] = []
+        params: list[object] = []
         if states:
-            where = f"WHERE state IN ({','.join('?' * len(states))})"
+            clauses.append(f"state IN ({','.join('?' * len(states))})")
             params = list(states)
+        beyond, page_params, order = keyset(after, newest_first)
         conn = self._conn()
-        total = conn.execute(f"SELECT COUNT(*) FROM workflows {where}", params).fetchone()[0]
-        rows = conn.execute(
-            f"SELECT * FROM workflows {where} ORDER BY submit_index DESC, id LIMIT ? OFFSET ?",
-            (*params, limit, offset),
-        ).fetchall()
-        counts = self._task_counts([r["id"] for r in rows])
-        next_offset = offset + len(rows) if offset + len(rows) < total else None
-        return WorkflowPage([_workflow_view(r, counts=counts[r["id"]]) for r in rows],
-                            next_offset, total)  # fmt: skip
+        conn.execute("BEGIN")
+        try:
+            total = conn.execute(
+                f"SELECT COUNT(*) FROM workflows {where(clauses)}", params
+            ).fetchone()[0]
+            rows = conn.execute(
+                f"SELECT * FROM workflows {where([*clauses, beyond])} {order} LIMIT ?",
+                (*params, *page_params, limit + 1),
+            ).fetchall()
+            rows, next_key = page_end(rows, limit)
+            counts = self._task_counts([r["id"] for r in rows])
+        finally:
+            conn.execute("COMMIT")
+        views = [_workflow_view(r, counts=counts[r["id"]]) for r in rows]
+        return WorkflowPage(views, next_key, total)
 
     def workflow_by_idempotency_key(self, key: str) -> str | None:
         row = (

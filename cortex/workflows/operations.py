@@ -13,10 +13,11 @@ from typing import Any
 from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
-from cortex.requests import check_id, check_idempotency_key, check_states, parse_page
+from cortex.requests import check_id, check_idempotency_key, check_states
 from cortex.spec import DEFAULT_MAX_SPEC_BYTES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
+from cortex.state.paging import PageKey
 from cortex.state.queries import StateReader
 from cortex.state.workflow_queries import WorkflowPage, WorkflowView
 from cortex.state.workflow_rules import WORKFLOW_STATES, WORKFLOW_TERMINAL_STATES
@@ -30,6 +31,15 @@ MAX_REASON_CHARS = 2000
 class WorkflowSubmitOutcome:
     workflow_id: str
     created: bool
+    # At or past the Raft index its last part committed at.
+    raft_index: int
+
+
+@dataclass(frozen=True)
+class WorkflowWrite:
+    """A workflow as a write left it, and the Raft index the write committed at."""
+
+    workflow: WorkflowView
     raft_index: int
 
 
@@ -198,30 +208,36 @@ class WorkflowOperations:
         return workflow
 
     def list_workflows(
-        self, states: list[str] | None = None, page_size: int = 100, page_token: str = ""
+        self,
+        states: list[str] | None = None,
+        limit: int = 100,
+        after: PageKey | None = None,
+        newest_first: bool = True,
     ) -> WorkflowPage:
         check_states(states, WORKFLOW_STATES, "workflow")
-        limit, offset = parse_page(page_size, page_token)
-        return self._reader.list_workflows(states, limit, offset)
+        return self._reader.list_workflows(states, limit, after, newest_first)
 
-    def cancel(self, workflow_id: str, reason: str = "") -> WorkflowView:
+    def cancel(self, workflow_id: str, reason: str = "") -> WorkflowWrite:
         workflow = self.get(workflow_id)
         if workflow.state in WORKFLOW_TERMINAL_STATES:
             raise FailedPrecondition(f"workflow {workflow_id} is already {workflow.state}")
         if len(reason) > MAX_REASON_CHARS:
             raise InvalidArgument(f"reason is longer than {MAX_REASON_CHARS} characters")
         payload = e.WorkflowCancel(workflow_id, reason or "cancelled by request")
-        result = self._proposer.propose_one(e.Entry.create(payload, self.node_id), self._timeout)
+        entry = e.Entry.create(payload, self.node_id)
+        result = self._proposer.propose_one(entry, self._timeout)
         # One entry cancels a bounded number of tasks: carry on with the rest
         # (the leader does too, should this node stop half-way).
         deadline = time.monotonic() + self._timeout
-        more = result
+        more, last = result, entry
         while more.get("ok") and more.get("remaining") and time.monotonic() < deadline:
-            more = self._proposer.propose_one(e.Entry.create(payload, self.node_id), self._timeout)
+            last = e.Entry.create(payload, self.node_id)
+            more = self._proposer.propose_one(last, self._timeout)
         current = self.get(workflow_id)
         if not result.get("ok") and current.state != "cancelled":
             raise refusal_error(result, f"workflow {workflow_id} could not be cancelled")
-        return current
+        index = self._reader.entry_index(last.id) or self._machine.applied_index
+        return WorkflowWrite(current, index)
 
     def close(self) -> None:
         self.sandbox.close()

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from cortex.proto_enums import enum_name
+from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import Cluster, free_ports, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -121,12 +123,16 @@ def _processes_of_task(task_id: str) -> list[int]:
     return found
 
 
+def _state(task: pb.Task) -> str:
+    return enum_name(pb.TaskState, task.state)
+
+
 def _wait_state(
     cluster: Cluster, node_index: int, task_id: str, states: set[str], timeout: float = 30.0
 ) -> None:
     with cluster.nodes[node_index].client(timeout_s=5) as client:
         wait_until(
-            lambda: client.get_task(task_id).state in states,
+            lambda: _state(client.get_task(task_id).task) in states,
             timeout,
             what=f"task {task_id} in {sorted(states)} on {cluster.nodes[node_index].node_id}",
         )
@@ -240,7 +246,7 @@ def test_submit_without_a_command_is_a_one_line_error() -> None:
 def test_task_get_json_shows_id_state_attempt_node_and_result(make_cluster) -> None:
     cluster = make_cluster(3)
     with cluster.nodes[0].client() as client:
-        task_id = client.submit_task(shell_spec(["sh", "-c", "echo out; echo err >&2"])).task_id
+        task_id = client.submit_task(shell_spec(["sh", "-c", "echo out; echo err >&2"])).task.id
     _wait_state(cluster, 2, task_id, TERMINAL)
     task = run_json("--node", cluster.nodes[2].grpc, "task", "get", task_id, "--json")
     assert task["id"] == task_id
@@ -264,13 +270,15 @@ def test_task_get_json_shows_id_state_attempt_node_and_result(make_cluster) -> N
 def test_task_list_json_lists_submitted_tasks(make_cluster) -> None:
     cluster = make_cluster(3)
     with cluster.nodes[0].client() as client:
-        ids = [client.submit_task(shell_spec(["echo", f"list-{i}"])).task_id for i in range(3)]
+        ids = [client.submit_task(shell_spec(["echo", f"list-{i}"])).task.id for i in range(3)]
     for task_id in ids:
         _wait_state(cluster, 1, task_id, {"completed"})
     listed = run_json("--node", cluster.nodes[1].grpc, "task", "list", "--json")
     assert listed["total"] == 3
+    # Newest first.
+    assert [t["id"] for t in listed["tasks"]] == ids[::-1]
+    assert listed["next_page_token"] is None
     by_id = {t["id"]: t for t in listed["tasks"]}
-    assert set(by_id) == set(ids)
     for task_id in ids:
         assert by_id[task_id]["state"] == "completed"
         assert by_id[task_id]["result"]["exit_code"] == 0
@@ -282,12 +290,22 @@ def test_task_list_json_lists_submitted_tasks(make_cluster) -> None:
     assert only_failed["tasks"] == [] and only_failed["total"] == 0
     limited = run_json("--node", cluster.nodes[1].grpc, "task", "list", "--json", "--limit", "2")
     assert len(limited["tasks"]) == 2 and limited["total"] == 3
+    assert [t["id"] for t in limited["tasks"]] == [ids[2], ids[1]]
+    # The page token is opaque: printed as the node gave it, passed back unchanged.
+    token = limited["next_page_token"]
+    assert isinstance(token, str) and token
+    rest = run_json(
+        "--node", cluster.nodes[2].grpc, "task", "list", "--json", "--limit", "2",
+        "--page-token", token,
+    )  # fmt: skip
+    assert [t["id"] for t in rest["tasks"]] == [ids[0]]
+    assert rest["total"] == 3 and rest["next_page_token"] is None
 
 
 def test_task_cancel_stops_a_running_task(make_cluster) -> None:
     cluster = make_cluster(3)
     with cluster.nodes[0].client() as client:
-        task_id = client.submit_task(shell_spec(["sleep", "600"])).task_id
+        task_id = client.submit_task(shell_spec(["sleep", "600"])).task.id
     try:
         _wait_state(cluster, 1, task_id, {"running"})
         wait_until(lambda: _processes_of_task(task_id), 15, what="the sleep process")
@@ -303,7 +321,7 @@ def test_task_cancel_stops_a_running_task(make_cluster) -> None:
         )
     finally:
         with cluster.nodes[0].client(timeout_s=5) as client:
-            if client.get_task(task_id).state not in TERMINAL:
+            if _state(client.get_task(task_id).task) not in TERMINAL:
                 client.cancel_task(task_id, "test cleanup")
 
 
@@ -313,7 +331,7 @@ def test_cortex_node_env_var_is_used_without_node_flag(make_cluster) -> None:
     status = run_json("status", "--json", env=_env(CORTEX_NODE=target.grpc))
     assert status["node_id"] == target.node_id
     with target.client() as client:
-        task_id = client.submit_task(shell_spec(["echo", "via env"])).task_id
+        task_id = client.submit_task(shell_spec(["echo", "via env"])).task.id
     _wait_state(cluster, 1, task_id, {"completed"})
     task = run_json("task", "get", task_id, "--json", env=_env(CORTEX_NODE=target.grpc))
     assert task["result"]["stdout"] == "via env\n"
@@ -322,6 +340,49 @@ def test_cortex_node_env_var_is_used_without_node_flag(make_cluster) -> None:
         "--node", cluster.nodes[2].grpc, "status", "--json", env=_env(CORTEX_NODE=target.grpc)
     )
     assert other["node_id"] == cluster.nodes[2].node_id
+
+
+# --- read consistency --------------------------------------------------------
+
+
+def test_a_read_through_another_node_sees_what_an_earlier_invocation_wrote(make_cluster) -> None:
+    cluster = make_cluster(3)
+    for i in range(4):
+        writer = cluster.nodes[i % 3].grpc
+        reader = cluster.nodes[(i + 1) % 3].grpc
+        submitted = run_json("--node", writer, "task", "submit", "--json", "--", "echo", f"rw-{i}")
+        task = run_json("--node", reader, "task", "get", submitted["id"], "--json")
+        assert task["id"] == submitted["id"]
+        listed = run_json("--node", reader, "task", "list", "--json", "--limit", "1")
+        assert [t["id"] for t in listed["tasks"]] == [submitted["id"]]
+        assert listed["total"] == i + 1
+
+
+def test_status_and_node_list_answer_without_a_leader_and_task_reads_say_why_not(
+    make_cluster,
+) -> None:
+    cluster = make_cluster(3)
+    survivor = cluster.nodes[0]
+    with survivor.client() as client:
+        task_id = client.submit_task(shell_spec(["echo", "before"])).task.id
+    _wait_state(cluster, 0, task_id, {"completed"})
+    for node in cluster.nodes[1:]:
+        node.kill9()
+
+    status = run_json("--node", survivor.grpc, "status", "--json")
+    assert status["node_id"] == survivor.node_id
+    assert status["applied_index"] == status["last_applied"] >= 1
+    nodes = run_json("--node", survivor.grpc, "node", "list", "--json")
+    assert {n["node_id"] for n in nodes} == {n.node_id for n in cluster.nodes}
+
+    # A linearizable read (the default for tasks) needs a leader with a quorum.
+    refused = run_cli("--node", survivor.grpc, "task", "get", task_id, "--json", timeout=60)
+    assert_one_line_error(refused)
+    for consistency in ("stale", "session"):
+        task = run_json(
+            "--node", survivor.grpc, "--consistency", consistency, "task", "get", task_id, "--json"
+        )
+        assert task["state"] == "completed" and task["result"]["stdout"] == "before\n"
 
 
 # --- cortex status -----------------------------------------------------------

@@ -182,6 +182,17 @@ def test_stdio_server_against_a_cluster(make_cluster):
             )
             ok = _data(await client.call_tool("list_tasks", {"states": ["completed"], "limit": 5}))
             assert ok["total"] >= 1 and len(ok["tasks"]) <= 5
+            assert all(t["state"] == "completed" for t in ok["tasks"])
+            # Newest first: the last task submitted leads, and the token pages on.
+            newest = _data(await client.call_tool("list_tasks", {"limit": 1}))
+            assert [t["id"] for t in newest["tasks"]] == [pinned["task_id"]]
+            assert newest["total"] > 1 and newest["next_page_token"]
+            older = _data(await client.call_tool(
+                "list_tasks", {"limit": 1, "page_token": newest["next_page_token"]}))  # fmt: skip
+            assert [t["id"] for t in older["tasks"]] == [sleeper["task_id"]]
+            assert "states" in _error_text(
+                await client.call_tool("list_tasks", {"states": ["sleeping"]})
+            )
 
             resources = {str(r.uri) for r in (await client.list_resources()).resources}
             assert {"cortex://cluster/status", "cortex://cluster/nodes"} <= resources

@@ -115,14 +115,14 @@ def test_slots_hold_under_concurrent_callers() -> None:
 # ------------------------------------------------------ on a real server
 
 
-class BlockingServicer(pb_grpc.CortexServicer):
+class BlockingServicer(pb_grpc.CortexServiceServicer):
     """Calls that hold their thread until `release` is set or their client
     leaves: GetTask, waits and streams. A plain GetTaskResult answers
     `state` at once."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
-        self.state = "running"
+        self.state = pb.TASK_STATE_RUNNING
         # Set once a call holds its thread.
         self.holding = threading.Event()
 
@@ -131,21 +131,23 @@ class BlockingServicer(pb_grpc.CortexServicer):
         while not self.release.wait(0.05) and context.is_active():
             pass
 
-    def GetTask(self, request: Any, context: Any) -> pb.Task:
+    def GetTask(self, request: Any, context: Any) -> pb.GetTaskResponse:
         self._hold(context)
-        return pb.Task(id=request.task_id, state=self.state)
+        return pb.GetTaskResponse(task=pb.Task(id=request.task_id, state=self.state))
 
-    def GetTaskResult(self, request: Any, context: Any) -> pb.Task:
+    def GetTaskResult(self, request: Any, context: Any) -> pb.GetTaskResultResponse:
         if request.wait:
             self._hold(context)
-        return pb.Task(id=request.task_id, state=self.state)
+        return pb.GetTaskResultResponse(task=pb.Task(id=request.task_id, state=self.state))
 
-    def StreamTaskOutput(self, request: Any, context: Any) -> Iterator[pb.OutputChunk]:
+    def StreamTaskOutput(
+        self, request: Any, context: Any
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
         self._hold(context)
-        yield pb.OutputChunk(attempt=1)
+        yield pb.StreamTaskOutputResponse(attempt=1)
 
-    def ClusterStatus(self, request: Any, context: Any) -> pb.ClusterStatusResponse:
-        return pb.ClusterStatusResponse(node_id="n1")
+    def GetClusterStatus(self, request: Any, context: Any) -> pb.GetClusterStatusResponse:
+        return pb.GetClusterStatusResponse(node_id="n1")
 
 
 @pytest.fixture
@@ -154,11 +156,11 @@ def node() -> Iterator[tuple[str, Admission, BlockingServicer]]:
     threads = admission.capacity + 4
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=threads),
-        interceptors=[AdmissionInterceptor(admission, ("/cortex.v1.Cortex/",))],
+        interceptors=[AdmissionInterceptor(admission, ("/cortex.v1.CortexService/",))],
         maximum_concurrent_rpcs=threads,
     )
     servicer = BlockingServicer()
-    pb_grpc.add_CortexServicer_to_server(servicer, server)
+    pb_grpc.add_CortexServiceServicer_to_server(servicer, server)
     health = HealthService()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     address = f"127.0.0.1:{free_ports(1)[0]}"
@@ -188,7 +190,7 @@ def test_calls_beyond_a_limit_are_refused_at_once_with_a_hint(
 ) -> None:
     address, admission, servicer = node
     channel = grpc.insecure_channel(address)
-    stub = pb_grpc.CortexStub(channel)
+    stub = pb_grpc.CortexServiceStub(channel)
     wait = stub.GetTaskResult.future(pb.GetTaskResultRequest(task_id="t", wait=True), timeout=30)
     stream = stub.StreamTaskOutput(pb.StreamTaskOutputRequest(task_id="t", follow=True))
     wait_until(lambda: admission.in_use(REQUESTS) == 2, 10, what="a wait and a stream held")
@@ -207,7 +209,7 @@ def test_calls_beyond_a_limit_are_refused_at_once_with_a_hint(
     short = stub.GetTask.future(pb.GetTaskRequest(task_id="t"), timeout=30)
     wait_until(lambda: admission.in_use(REQUESTS) == 3, 10, what="the short call held")
     latency, trailing, message = _refused(
-        lambda: stub.ClusterStatus(pb.ClusterStatusRequest(), timeout=10)
+        lambda: stub.GetClusterStatus(pb.GetClusterStatusRequest(), timeout=10)
     )
     assert trailing == {BUSY_HEADER: REQUESTS, RETRY_AFTER_HEADER: "200"}
     assert message == "node n1 busy: 3 requests in flight (config key max_inflight_requests); retry"
@@ -219,10 +221,11 @@ def test_calls_beyond_a_limit_are_refused_at_once_with_a_hint(
     assert checked.status == health_pb2.HealthCheckResponse.SERVING
 
     servicer.release.set()
-    assert wait.result(10).state == "running" and short.result(10).id == "t"
+    assert wait.result(10).task.state == pb.TASK_STATE_RUNNING
+    assert short.result(10).task.id == "t"
     assert [chunk.attempt for chunk in stream] == [1]
     wait_until(lambda: admission.in_use(REQUESTS) == 0, 10, what="every slot given back")
-    assert stub.ClusterStatus(pb.ClusterStatusRequest(), timeout=5).node_id == "n1"
+    assert stub.GetClusterStatus(pb.GetClusterStatusRequest(), timeout=5).node_id == "n1"
     channel.close()
 
 
@@ -231,7 +234,7 @@ def test_a_stream_the_client_leaves_gives_its_slot_back(
 ) -> None:
     address, admission, _ = node
     with grpc.insecure_channel(address) as channel:
-        stub = pb_grpc.CortexStub(channel)
+        stub = pb_grpc.CortexServiceStub(channel)
         stream = stub.StreamTaskOutput(pb.StreamTaskOutputRequest(task_id="t", follow=True))
         wait_until(lambda: admission.in_use(STREAMS) == 1, 10, what="the stream held")
         stream.cancel()
@@ -246,7 +249,7 @@ def test_the_client_retries_after_the_hint_and_polls_when_waits_are_taken(
 ) -> None:
     address, admission, servicer = node
     with grpc.insecure_channel(address) as channel:
-        stub = pb_grpc.CortexStub(channel)
+        stub = pb_grpc.CortexServiceStub(channel)
         holders = [
             stub.GetTaskResult.future(pb.GetTaskResultRequest(task_id="t", wait=True), timeout=30),
             stub.GetTask.future(pb.GetTaskRequest(task_id="t"), timeout=30),
@@ -256,12 +259,12 @@ def test_the_client_retries_after_the_hint_and_polls_when_waits_are_taken(
 
         with CortexClient(address, tls=False, busy_retries=0) as impatient:
             with pytest.raises(ResourceExhausted, match="3 requests in flight") as busy:
-                impatient.cluster_status()
+                impatient.get_cluster_status()
             assert busy.value.retry_after_s == 0.2
 
         answers: list[Any] = []
         with CortexClient(address, tls=False) as client:
-            asking = threading.Thread(target=lambda: answers.append(client.cluster_status()))
+            asking = threading.Thread(target=lambda: answers.append(client.get_cluster_status()))
             asking.start()
             wait_until(lambda: admission.refused[REQUESTS] >= 2, 10, what="the client refused")
             holders[1].cancel()  # a slot frees up; the retry gets it
@@ -272,13 +275,13 @@ def test_the_client_retries_after_the_hint_and_polls_when_waits_are_taken(
             # without wait, and returns once the task is over.
             waited: list[pb.Task] = []
             waiting = threading.Thread(
-                target=lambda: waited.append(client.get_task_result("t", True, 20_000))
+                target=lambda: waited.append(client.get_task_result("t", True, 20_000).task)
             )
             waiting.start()
             wait_until(lambda: admission.refused[WAITS] >= 1, 10, what="the wait refused")
-            servicer.state = "completed"
+            servicer.state = pb.TASK_STATE_COMPLETED
             waiting.join(20)
-            assert [t.state for t in waited] == ["completed"]
+            assert [t.state for t in waited] == [pb.TASK_STATE_COMPLETED]
         servicer.release.set()
         for holder in holders:
             holder.cancel()
@@ -289,13 +292,13 @@ def test_grpcs_own_refusal_when_every_thread_is_taken_is_retried_too() -> None:
     thread for (as a node's public server does) is retried like a busy node."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=1), maximum_concurrent_rpcs=1)
     servicer = BlockingServicer()
-    pb_grpc.add_CortexServicer_to_server(servicer, server)
+    pb_grpc.add_CortexServiceServicer_to_server(servicer, server)
     address = f"127.0.0.1:{free_ports(1)[0]}"
     server.add_insecure_port(address)
     server.start()
     try:
         with grpc.insecure_channel(address) as channel:
-            stub = pb_grpc.CortexStub(channel)
+            stub = pb_grpc.CortexServiceStub(channel)
 
             def holding() -> Any:
                 # Sent again if it lost the race for the thread and was refused.
@@ -311,7 +314,7 @@ def test_grpcs_own_refusal_when_every_thread_is_taken_is_retried_too() -> None:
                 assert "Concurrent RPC limit exceeded" in str(busy)
                 assert busy.retry_after_s == 0.2
             servicer.release.set()
-            assert holder.result(10).id == "t"
+            assert holder.result(10).task.id == "t"
     finally:
         servicer.release.set()
         server.stop(0)
@@ -319,7 +322,7 @@ def test_grpcs_own_refusal_when_every_thread_is_taken_is_retried_too() -> None:
 
 def _refusal_of(client: CortexClient) -> ResourceExhausted | None:
     try:
-        client.cluster_status()
+        client.get_cluster_status()
     except ResourceExhausted as busy:
         return busy
     return None

@@ -1,22 +1,30 @@
 """The token interceptor on a real gRPC server: every kind of call (unary
 or streaming, either way) needs the token, the bearer scheme is matched
 without regard to case, and health and reflection stay open. The health
-service answers `List` as well as `Check`."""
+service answers `List` as well as `Check`. On a node's public server,
+joining (JoinService) needs the peer credential instead of the token."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cortex.api.auth import TokenAuthInterceptor, bearer_token
-from cortex.api.server import HealthService
+from cortex.api.admission import public_admission
+from cortex.api.auth import TokenAuthInterceptor, bearer_token, peer_metadata, token_metadata
+from cortex.api.server import HealthService, serve
+from cortex.internal.v1 import peer_pb2 as peer_pb
+from cortex.internal.v1 import peer_pb2_grpc as peer_grpc
+from cortex.v1 import cortex_pb2 as pb
+from cortex.v1 import cortex_pb2_grpc as pb_grpc
 from tests.cluster import free_ports
 
 TOKEN = "the-api-token-1234"
-SERVICE = "/cortex.v1.Cortex/"
+SECRET = "the-cluster-secret-5678"
+SERVICE = "/cortex.v1.CortexService/"
 
 
 def _echo_unary(request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -52,11 +60,11 @@ def server() -> Iterator[tuple[grpc.Channel, HealthService]]:
         "Bidi": grpc.stream_stream_rpc_method_handler(_echo_bidi),
     }
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("cortex.v1.Cortex", handlers),)
+        (grpc.method_handlers_generic_handler("cortex.v1.CortexService", handlers),)
     )
     health = HealthService()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    health.set("cortex.v1.Cortex", health_pb2.HealthCheckResponse.SERVING)
+    health.set("cortex.v1.CortexService", health_pb2.HealthCheckResponse.SERVING)
     port = free_ports(1)[0]
     server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
@@ -119,15 +127,15 @@ def test_health_stays_open_and_lists_every_service(
 ) -> None:
     channel, health = server
     stub = health_pb2_grpc.HealthStub(channel)
-    check = stub.Check(health_pb2.HealthCheckRequest(service="cortex.v1.Cortex"), timeout=5)
+    check = stub.Check(health_pb2.HealthCheckRequest(service="cortex.v1.CortexService"), timeout=5)
     assert check.status == health_pb2.HealthCheckResponse.SERVING
     listed = stub.List(health_pb2.HealthListRequest(), timeout=5)
     assert {name: s.status for name, s in listed.statuses.items()} == {
         "": health_pb2.HealthCheckResponse.SERVING,
-        "cortex.v1.Cortex": health_pb2.HealthCheckResponse.SERVING,
+        "cortex.v1.CortexService": health_pb2.HealthCheckResponse.SERVING,
     }
     health.enter_graceful_shutdown()
-    health.set("cortex.v1.Cortex", health_pb2.HealthCheckResponse.SERVING)  # ignored now
+    health.set("cortex.v1.CortexService", health_pb2.HealthCheckResponse.SERVING)  # ignored now
     listed = stub.List(health_pb2.HealthListRequest(), timeout=5)
     assert {s.status for s in listed.statuses.values()} == {
         health_pb2.HealthCheckResponse.NOT_SERVING
@@ -148,3 +156,61 @@ def test_health_stays_open_and_lists_every_service(
 )
 def test_bearer_token_parsing(value: str | bytes, token: bytes | None) -> None:
     assert bearer_token(value) == token
+
+
+class _Challenges(peer_grpc.JoinServiceServicer):
+    def JoinChallenge(
+        self, request: peer_pb.JoinChallengeRequest, context: grpc.ServicerContext
+    ) -> peer_pb.JoinChallengeResponse:
+        return peer_pb.JoinChallengeResponse(nonce="n", ttl_ms=1)
+
+
+class _Status(pb_grpc.CortexServiceServicer):
+    def GetClusterStatus(
+        self, request: pb.GetClusterStatusRequest, context: grpc.ServicerContext
+    ) -> pb.GetClusterStatusResponse:
+        return pb.GetClusterStatusResponse(node_id="n1")
+
+
+def test_joins_on_the_public_port_need_the_peer_credential_not_the_token() -> None:
+    address = f"127.0.0.1:{free_ports(1)[0]}"
+    server = serve(
+        _Status(),
+        address,
+        public_admission("n1", 4, 2, 2),
+        api_token=TOKEN,
+        joins=_Challenges(),
+        secret=SECRET,
+    )
+    channel = grpc.insecure_channel(address)
+    joins = peer_grpc.JoinServiceStub(channel)
+    cortex = pb_grpc.CortexServiceStub(channel)
+
+    def code(call: Any, metadata: Any) -> object:
+        try:
+            call(metadata=metadata, timeout=5)
+        except grpc.RpcError as err:
+            return err.code()
+        return "ok"
+
+    def challenge(**kw: Any) -> Any:
+        return joins.JoinChallenge(peer_pb.JoinChallengeRequest(), **kw)
+
+    def status(**kw: Any) -> Any:
+        return cortex.GetClusterStatus(pb.GetClusterStatusRequest(), **kw)
+
+    try:
+        assert code(challenge, peer_metadata(SECRET)) == "ok"
+        for metadata in ((), token_metadata(TOKEN), peer_metadata("another-secret-of-length")):
+            assert code(challenge, metadata) == grpc.StatusCode.UNAUTHENTICATED
+        assert code(status, token_metadata(TOKEN)) == "ok"
+        assert code(status, peer_metadata(SECRET)) == grpc.StatusCode.UNAUTHENTICATED
+        # Joining is not part of the public service.
+        with pytest.raises(grpc.RpcError) as missing:
+            channel.unary_unary("/cortex.v1.CortexService/JoinChallenge")(
+                b"", metadata=token_metadata(TOKEN), timeout=5
+            )
+        assert missing.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    finally:
+        channel.close()
+        server.stop(None)

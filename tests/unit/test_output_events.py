@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from cortex.errors import InvalidArgument, NotFound
-from cortex.output.events import BACKLOG_END_HEADER, EventFeed, EventFilter, EventWatcher
+from cortex.output.events import (
+    BACKLOG_END_HEADER,
+    EventFeed,
+    EventFilter,
+    EventWatch,
+    EventWatcher,
+)
 from cortex.output.ticker import StateTicker
 from cortex.state.entries import (
     Entry,
@@ -25,7 +31,7 @@ from cortex.state.entries import (
     encode_batch,
 )
 from cortex.state.machine import StateMachine
-from cortex.v1 import cortex_pb2 as pb
+from cortex.state.queries import EventView
 from tests.cluster import wait_until
 
 SHELL = {"command": ["true"]}
@@ -61,8 +67,16 @@ class State:
             self.index, encode_batch([Entry.create(p, node="n1", ts=5) for p in payloads])
         )
 
-    def watch(self, caller: Caller | None = None, **request: Any) -> Iterator[pb.Event]:
-        return self.watcher.watch(pb.WatchEventsRequest(**request), caller or Caller())
+    def watch(
+        self,
+        caller: Caller | None = None,
+        task_id: str | None = None,
+        workflow_id: str | None = None,
+        events: tuple[str, ...] = (),
+        **request: Any,
+    ) -> Iterator[EventView]:
+        where = EventFilter(task_id, workflow_id, events)
+        return self.watcher.watch(EventWatch(where, **request), caller or Caller())
 
 
 @pytest.fixture
@@ -77,7 +91,7 @@ def state(tmp_path: Path) -> Iterator[State]:
     s.machine.close()
 
 
-def take(events: Iterator[pb.Event], count: int) -> list[pb.Event]:
+def take(events: Iterator[EventView], count: int) -> list[EventView]:
     out = []
     for event in events:
         out.append(event)
@@ -89,7 +103,7 @@ def take(events: Iterator[pb.Event], count: int) -> list[pb.Event]:
 def test_filters_select_by_task_workflow_and_event_name(state: State) -> None:
     everything, cursor = state.feed.after(0, EventFilter())
     assert [(e.event, e.task_id) for e in everything] == [
-        ("node_joined", ""), ("submitted", "a"), ("submitted", "b"), ("assigned", "a"),
+        ("node_joined", None), ("submitted", "a"), ("submitted", "b"), ("assigned", "a"),
         ("started", "a"),
     ]  # fmt: skip
     assert cursor == everything[-1].seq and everything[2].workflow_id == "w1"
@@ -116,7 +130,7 @@ def test_a_watch_from_the_start_sends_the_backlog_bound_then_live_events(state: 
     events = state.watch(caller, task_id="a", from_start=True, follow=True)
     backlog = take(events, 3)
     assert caller.headers[BACKLOG_END_HEADER] == str(backlog[-1].seq)
-    got: list[pb.Event] = []
+    got: list[EventView] = []
     reader = threading.Thread(target=lambda: got.extend(take(events, 1)))
     reader.start()
     state.apply(TaskCancel("a"))
@@ -127,7 +141,7 @@ def test_a_watch_from_the_start_sends_the_backlog_bound_then_live_events(state: 
 def test_a_watch_from_now_sees_only_new_events(state: State) -> None:
     caller = Caller()
     events = state.watch(caller, follow=True)
-    got: list[pb.Event] = []
+    got: list[EventView] = []
     reader = threading.Thread(target=lambda: got.extend(take(events, 2)))
     reader.start()
     wait_until(lambda: caller.headers, 10, what="the watch to start")  # "now" is fixed
@@ -179,4 +193,4 @@ def test_bad_watch_requests(state: State) -> None:
     with pytest.raises(InvalidArgument, match="after_seq"):
         take(state.watch(after_seq=-1), 1)
     with pytest.raises(InvalidArgument, match="event name is empty"):
-        take(state.watch(events=[" "]), 1)
+        take(state.watch(events=(" ",)), 1)

@@ -18,10 +18,13 @@ import pytest
 
 from cortex.api.admission import STREAMS
 from cortex.api.client import CortexClient
+from cortex.api.consistency import ReadGate
 from cortex.api.peer_client import PeerClient
-from cortex.api.peer_server import PeerListener, PeerServicer
+from cortex.api.peer_server import PeerListener, PeerServicer, read_index_unavailable
 from cortex.api.servicer import CortexServicer
 from cortex.errors import ResourceExhausted, Unavailable
+from cortex.internal.v1 import peer_pb2 as peer_pb
+from cortex.internal.v1 import peer_pb2_grpc as peer_grpc
 from cortex.output import OutputHub, StreamingService
 from cortex.output.relay import NODE_HEADER
 from cortex.state.entries import (
@@ -39,8 +42,16 @@ from cortex.state.machine import StateMachine
 from cortex.state.queries import StateReader
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
-from cortex.v1 import peer_pb2_grpc as peer_grpc
 from tests.cluster import SECRET, free_ports, wait_until
+
+
+class NoLeader:
+    """The Raft view of a node that knows no leader (reads here are served
+    from what the node has applied)."""
+
+    is_leader = False
+    leader_address = None
+    raftCommitIndex = 0
 
 
 class StreamingNode:
@@ -66,15 +77,16 @@ class StreamingNode:
     def serve(self) -> None:
         """The public server, as clients reach it."""
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-        pb_grpc.add_CortexServicer_to_server(
-            CortexServicer(*[None] * 5, self.streaming),  # type: ignore[arg-type]
+        reads = ReadGate(self.node_id, self.machine, NoLeader(), read_index_unavailable, 5.0)
+        pb_grpc.add_CortexServiceServicer_to_server(
+            CortexServicer(*[None] * 4, reads, self.streaming),  # type: ignore[arg-type]
             self.server,
         )
         assert self.server.add_insecure_port(self.address)
         self.server.start()
 
     def serve_peers(
-        self, servicer: peer_grpc.PeerServicer | None = None, max_streams: int = 8
+        self, servicer: peer_grpc.PeerServiceServicer | None = None, max_streams: int = 8
     ) -> None:
         """The peer listener, as relaying nodes reach it."""
         self.listener = PeerListener(self.node_id, self.peer_address, SECRET, max_streams)
@@ -120,7 +132,9 @@ def pair(tmp_path: Path) -> Iterator[tuple[StreamingNode, StreamingNode]]:
     relaying.close()
 
 
-def follow(address: str, out: list[pb.OutputChunk], task_id: str = "t1") -> threading.Thread:
+def follow(
+    address: str, out: list[pb.StreamTaskOutputResponse], task_id: str = "t1"
+) -> threading.Thread:
     def run() -> None:
         with CortexClient(address) as client:
             out.extend(client.stream_task_output(task_id, follow=True, timeout_s=60))
@@ -136,7 +150,7 @@ def test_a_relay_resumes_at_the_exact_byte_after_its_source_drops(
     source, relaying = pair
     source.serve_peers()
     sink = source.hub.open("t1", 1)
-    got: list[pb.OutputChunk] = []
+    got: list[pb.StreamTaskOutputResponse] = []
     follower = follow(relaying.address, got)
     sink.write("stdout", b"before the drop\n")
     wait_until(lambda: got, 10, what="the first relayed chunk")
@@ -158,7 +172,7 @@ def test_a_relay_resumes_at_the_exact_byte_after_its_source_drops(
         b"before the drop\nwritten while it was away\nafter\n"
     )
     end = got[-1].end
-    assert (end.state, end.exit_code, end.interrupted) == ("completed", 0, False)
+    assert (end.state, end.exit_code, end.interrupted) == (pb.TASK_STATE_COMPLETED, 0, False)
 
 
 def test_a_source_that_cannot_be_reached_is_unavailable_with_its_name(
@@ -177,7 +191,7 @@ def test_a_source_at_its_relay_limit_says_busy_through_the_relaying_node(
     source.serve_peers(max_streams=1)
     sink = source.hub.open("t1", 1)
     sink.write("stdout", b"held\n")
-    got: list[pb.OutputChunk] = []
+    got: list[pb.StreamTaskOutputResponse] = []
     holder = follow(relaying.address, got)
     wait_until(lambda: got, 10, what="the first relay holding the source's only slot")
     with CortexClient(relaying.address, busy_retries=0) as client:
@@ -188,20 +202,23 @@ def test_a_source_at_its_relay_limit_says_busy_through_the_relaying_node(
     for node in pair:
         node.apply(TaskComplete("t1", 1, "n1", {"exit_code": 0}))
     holder.join(30)
-    assert got[-1].end.state == "completed"
+    assert got[-1].end.state == pb.TASK_STATE_COMPLETED
 
 
-class SilentSource(peer_grpc.PeerServicer):
+class SilentSource(peer_grpc.PeerServiceServicer):
     """Stand-in for a partitioned node: answers, sends one chunk, then
     nothing ever again (the connection stays open)."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def StreamTaskOutput(self, request: Any, context: Any) -> Iterator[pb.OutputChunk]:
+    def RelayTaskOutput(
+        self, request: Any, context: Any
+    ) -> Iterator[peer_pb.RelayTaskOutputResponse]:
         context.send_initial_metadata(((NODE_HEADER, "n1"),))
-        yield pb.OutputChunk(
-            attempt=1, data=pb.OutputData(stream="stdout", offset=0, data=b"hello\n")
+        data = pb.OutputData(stream=pb.OUTPUT_STREAM_STDOUT, offset=0, data=b"hello\n")
+        yield peer_pb.RelayTaskOutputResponse(
+            chunk=pb.StreamTaskOutputResponse(attempt=1, data=data)
         )
         self.release.wait(60)
 
@@ -212,7 +229,7 @@ def test_a_relay_from_a_silent_source_ends_once_the_log_gives_up_on_it(
     source, relaying = pair
     silent = SilentSource()
     source.serve_peers(silent)
-    got: list[pb.OutputChunk] = []
+    got: list[pb.StreamTaskOutputResponse] = []
     follower = follow(relaying.address, got)
     wait_until(lambda: got, 10, what="the first relayed chunk")
     assert follower.is_alive()  # the attempt is still running: keep waiting
@@ -222,7 +239,7 @@ def test_a_relay_from_a_silent_source_ends_once_the_log_gives_up_on_it(
     silent.release.set()
     assert not follower.is_alive()
     end = got[-1].end
-    assert end.interrupted and end.state == "queued" and end.total_bytes == 6
+    assert end.interrupted and end.state == pb.TASK_STATE_QUEUED and end.total_bytes == 6
     assert "went silent" in end.error and "n1" in end.error
 
 
@@ -234,7 +251,7 @@ def test_a_source_behind_the_relaying_node_catches_up_before_answering(
     # The relaying node has applied the assignment; the executing one not yet.
     relaying.apply(TaskSubmit("t2", {"command": ["true"]}))
     relaying.apply(TaskAssign([{"task_id": "t2", "node": "n1", "attempt": 1}]))
-    got: list[pb.OutputChunk] = []
+    got: list[pb.StreamTaskOutputResponse] = []
     follower = follow(relaying.address, got, "t2")
     assert source.listener is not None
     listener = source.listener
@@ -249,4 +266,4 @@ def test_a_source_behind_the_relaying_node_catches_up_before_answering(
     follower.join(30)
     assert not follower.is_alive()
     assert got[0].data.data == b"late but there\n"
-    assert (got[-1].end.state, got[-1].end.interrupted) == ("completed", False)
+    assert (got[-1].end.state, got[-1].end.interrupted) == (pb.TASK_STATE_COMPLETED, False)

@@ -83,7 +83,7 @@ class Node:
 
     def stream(
         self, caller: Caller | None = None, relayed_for: str | None = None, **request: Any
-    ) -> Iterator[pb.OutputChunk]:
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
         return self.streamer.stream(
             pb.StreamTaskOutputRequest(**request), caller or Caller(), relayed_for
         )
@@ -101,7 +101,7 @@ def node(tmp_path: Path) -> Iterator[Node]:
     n.machine.close()
 
 
-def collect(chunks: Iterator[pb.OutputChunk]) -> tuple[bytes, pb.OutputEnd]:
+def collect(chunks: Iterator[pb.StreamTaskOutputResponse]) -> tuple[bytes, pb.OutputEnd]:
     data = b""
     for chunk in chunks:
         if chunk.HasField("end"):
@@ -114,22 +114,26 @@ def test_a_follower_gets_backlog_then_live_output_then_the_logged_outcome(node: 
     node.start_task("t1")
     sink = node.hub.open("t1", 1)
     sink.write("stdout", b"backlog\n")
-    got: list[pb.OutputChunk] = []
+    got: list[pb.StreamTaskOutputResponse] = []
     follower = threading.Thread(target=lambda: got.extend(node.stream(task_id="t1", follow=True)))
     follower.start()
     sink.write("stderr", b"live\n")
     sink.close(exit_code=0)
     # The process is done, but its outcome is not in the log yet: the end
     # message waits for it rather than report "running".
-    assert follower.is_alive() or got[-1].end.state == "completed"
+    assert follower.is_alive() or got[-1].end.state == pb.TASK_STATE_COMPLETED
     node.apply(TaskComplete("t1", 1, "n1", {"exit_code": 0}))
     follower.join(10)
     assert not follower.is_alive()
     assert [c.data.data for c in got[:-1]] == [b"backlog\n", b"live\n"]
     assert [c.data.offset for c in got[:-1]] == [0, 8]
+    assert [c.data.stream for c in got[:-1]] == [pb.OUTPUT_STREAM_STDOUT, pb.OUTPUT_STREAM_STDERR]
+    assert all(c.data.time.ToMilliseconds() > 0 for c in got[:-1])
+    only_stderr, _ = collect(node.stream(task_id="t1", stream=pb.OUTPUT_STREAM_STDERR))
+    assert only_stderr == b"live\n"
     end = got[-1].end
     assert (end.state, end.exit_code, end.total_bytes, end.interrupted) == (
-        "completed",
+        pb.TASK_STATE_COMPLETED,
         0,
         13,
         False,
@@ -138,7 +142,7 @@ def test_a_follower_gets_backlog_then_live_output_then_the_logged_outcome(node: 
 
 def test_an_attempt_assigned_but_not_started_is_waited_for(node: Node) -> None:
     node.apply(TaskAssign([{"task_id": "t1", "node": "n1", "attempt": 1}]))
-    got: list[pb.OutputChunk] = []
+    got: list[pb.StreamTaskOutputResponse] = []
     follower = threading.Thread(target=lambda: got.extend(node.stream(task_id="t1", follow=True)))
     follower.start()
     sink = node.hub.open("t1", 1)
@@ -148,7 +152,7 @@ def test_an_attempt_assigned_but_not_started_is_waited_for(node: Node) -> None:
     follower.join(10)
     assert not follower.is_alive()
     assert got[0].data.data == b"hello"
-    assert (got[-1].end.state, got[-1].end.exit_code) == ("queued", 4)  # retrying
+    assert (got[-1].end.state, got[-1].end.exit_code) == (pb.TASK_STATE_QUEUED, 4)  # retrying
     assert got[-1].end.error == "exit code 4"
 
 
@@ -157,7 +161,7 @@ def test_without_follow_a_running_attempt_ends_at_what_is_there(node: Node) -> N
     sink = node.hub.open("t1", 1)
     sink.write("stdout", b"so far")
     data, end = collect(node.stream(task_id="t1"))
-    assert data == b"so far" and end.state == "running" and end.total_bytes == 6
+    assert data == b"so far" and end.state == pb.TASK_STATE_RUNNING and end.total_bytes == 6
     sink.close(0)
 
 
@@ -178,7 +182,7 @@ def test_requests_that_cannot_be_served(node: Node) -> None:
     for bad in (
         {"task_id": ""},
         {"task_id": "t1", "attempt": -1},
-        {"task_id": "t1", "stream": "x"},
+        {"task_id": "t1", "stream": 9},
     ):
         with pytest.raises(InvalidArgument):
             collect(node.stream(**bad))  # type: ignore[arg-type]
@@ -229,7 +233,7 @@ def test_followers_get_an_interrupted_end_when_their_node_shuts_down(node: Node)
     node.start_task("t1")
     sink = node.hub.open("t1", 1)
     sink.write("stdout", b"up to here")
-    got: list[pb.OutputChunk] = []
+    got: list[pb.StreamTaskOutputResponse] = []
     follower = threading.Thread(target=lambda: got.extend(node.stream(task_id="t1", follow=True)))
     follower.start()
     wait_until(lambda: got, 10, what="the backlog")

@@ -64,6 +64,7 @@ def assert_reason(reason: str | None, node_id: str, *figures: str) -> None:
 
 # (filter, task, node, load, fragments the reason must contain after the node id)
 FAILING: dict[str, tuple[f.Filter, PendingTask, Candidate, NodeLoad, tuple[str, ...]]] = {
+    "observer": (f.node_is_voter, task(), node(role="observer"), load(), ("observer",)),
     "draining": (f.node_is_active, task(), node(status="draining"), load(), ("draining",)),
     "cordoned": (f.node_is_active, task(), node(status="cordoned"), load(), ("cordoned",)),
     "offline": (f.node_is_active, task(), node(status="offline"), load(), ("offline",)),
@@ -181,6 +182,7 @@ FAILING: dict[str, tuple[f.Filter, PendingTask, Candidate, NodeLoad, tuple[str, 
 
 # (filter, task, node, load) that the filter lets through
 PASSING: dict[str, tuple[f.Filter, PendingTask, Candidate, NodeLoad]] = {
+    "voter": (f.node_is_voter, task(), node(role="voter"), load()),
     "active": (f.node_is_active, task(), node(status="active"), load()),
     "executor": (f.executor_type, task("noop"), node(executors=frozenset({"noop"})), load()),
     "gpu-present": (

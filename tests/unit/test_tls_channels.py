@@ -19,17 +19,17 @@ from cortex.v1 import cortex_pb2_grpc as pb_grpc
 from tests.tls import TlsFiles, write_tls_files
 
 
-class _StatusOnly(pb_grpc.CortexServicer):  # type: ignore[misc]
-    """Answers ClusterStatus and nothing else: enough to show a call got
+class _StatusOnly(pb_grpc.CortexServiceServicer):  # type: ignore[misc]
+    """Answers GetClusterStatus and nothing else: enough to show a call got
     through the handshake."""
 
-    def ClusterStatus(self, request: pb.ClusterStatusRequest, context: object) -> object:
-        return pb.ClusterStatusResponse(leader="reached")
+    def GetClusterStatus(self, request: pb.GetClusterStatusRequest, context: object) -> object:
+        return pb.GetClusterStatusResponse(leader_id="reached")
 
 
 def _serve(tls: ServerTls | None) -> tuple[grpc.Server, str]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    pb_grpc.add_CortexServicer_to_server(_StatusOnly(), server)
+    pb_grpc.add_CortexServiceServicer_to_server(_StatusOnly(), server)
     if tls is None:
         port = server.add_insecure_port("127.0.0.1:0")
     else:
@@ -60,7 +60,7 @@ def mtls_node(files: TlsFiles) -> Iterator[str]:
 
 def _status(address: str, tls: ClientTls | None) -> str:
     with CortexClient(address, timeout_s=10, token="", tls=tls or False) as client:
-        return client.cluster_status().leader
+        return client.get_cluster_status().leader_id
 
 
 def test_a_client_trusting_the_ca_gets_through(tls_node: str, files: TlsFiles) -> None:

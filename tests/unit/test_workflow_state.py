@@ -336,7 +336,13 @@ def test_listing_workflows_newest_first_with_counts(log):
     assert page.workflows[0].task_counts == {"cancelled": 4}
     assert page.workflows[1].task_counts == {"queued": 1, "pending": 3}
     assert [w.id for w in log.reader.list_workflows(["running"]).workflows] == [first]
-    assert log.reader.list_workflows(limit=1).next_offset == 1
+    first_page = log.reader.list_workflows(limit=1)
+    assert [w.id for w in first_page.workflows] == [second]
+    assert first_page.next_key is not None and first_page.next_key.id == second
+    rest = log.reader.list_workflows(limit=1, after=first_page.next_key)
+    assert [w.id for w in rest.workflows] == [first] and rest.next_key is None
+    oldest = log.reader.list_workflows(newest_first=False)
+    assert [w.id for w in oldest.workflows] == [first, second]
 
 
 def test_task_nodes_for_the_decision_logic(log):

@@ -1,0 +1,108 @@
+"""The public servicer over a real StateMachine, without a cluster: reads go
+through the real operations and conversions, called with a stand-in for the
+gRPC call context that turns an abort into an exception the test can
+inspect."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from cortex.api.consistency import ReadGate
+from cortex.api.peer_server import read_index_unavailable
+from cortex.api.servicer import CortexServicer
+from cortex.membership.board import ResourceBoard
+from cortex.state import entries as e
+from cortex.task_operations import TaskOperations
+from cortex.workflows.operations import WorkflowOperations
+from tests.workflow_sim import WorkflowLog
+
+
+class Aborted(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+class CallContext:
+    """Stands in for grpc.ServicerContext."""
+
+    def __init__(self) -> None:
+        self.headers: list[Any] = []
+
+    def abort(self, code: grpc.StatusCode, message: str) -> None:
+        raise Aborted(code, message)
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def is_active(self) -> bool:
+        return True
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        return True
+
+    def set_trailing_metadata(self, metadata: Any) -> None:
+        pass
+
+    def send_initial_metadata(self, metadata: Any) -> None:
+        self.headers.append(metadata)
+
+
+class NoLeader:
+    """The Raft view of a node that knows no leader."""
+
+    is_leader = False
+    leader_address = None
+    raftCommitIndex = 0
+
+
+class AppliesAtOnce:
+    """The proposer the operations see: each entry, as proposed (its id
+    kept), applied at the next index at once, like a committed entry on a
+    one-node cluster."""
+
+    def __init__(self, log: WorkflowLog) -> None:
+        self._log = log
+
+    def check_writable(self) -> None:
+        pass
+
+    def propose_one(self, entry: e.Entry, timeout: float = 10.0) -> dict[str, Any]:
+        self._log.index += 1
+        data = e.encode_batch([entry])
+        self._log.batches.append((self._log.index, data))
+        results = self._log.machine.apply_batch(self._log.index, data)
+        assert results is not None
+        return results[0]
+
+
+class ApiState:
+    """A state machine fed by hand, and the servicer reading it."""
+
+    def __init__(self, root: Path) -> None:
+        self.log = WorkflowLog(root / "state.db")
+        machine, reader = self.log.machine, self.log.reader
+        proposer: Any = AppliesAtOnce(self.log)
+        tasks = TaskOperations(
+            "n1", proposer, machine, reader, ResourceBoard(), lambda node: True, 1 << 20, 5.0
+        )
+        self.workflows = WorkflowOperations("n1", proposer, machine, reader, 5.0)
+        reads = ReadGate("n1", machine, NoLeader(), read_index_unavailable, 1.0)
+        self.servicer = CortexServicer(
+            tasks, self.workflows, None, None, reads  # type: ignore[arg-type]
+        )
+
+    def call(self, method: str, request: Any) -> Any:
+        return getattr(self.servicer, method)(request, CallContext())
+
+    def stream(self, method: str, request: Any) -> list[Any]:
+        return list(getattr(self.servicer, method)(request, CallContext()))
+
+    def close(self) -> None:
+        self.workflows.close()
+        self.log.close()
