@@ -13,10 +13,10 @@ from pathlib import Path
 
 from cortex.agent import Agent
 from cortex.api.admission import public_admission
-from cortex.api.consistency import ReadGate
+from cortex.api.consistency import LeaderReadIndex, ReadGate, leader_contact_age
 from cortex.api.join_server import JoinServicer
 from cortex.api.peer_client import PeerClient
-from cortex.api.peer_server import PeerListener, PeerServicer, read_index_unavailable
+from cortex.api.peer_server import PeerListener, PeerServicer
 from cortex.api.servicer import CortexServicer
 from cortex.api.tls import node_tls
 from cortex.config import NodeConfig
@@ -50,6 +50,7 @@ from cortex.output import OutputHub, OutputLimits, StreamingService
 from cortex.raft import Proposer, RaftGroup, RaftSettings
 from cortex.raft.journal import migrate_legacy_journal
 from cortex.raft.leader_loop import LeaderContext
+from cortex.raft.read_barrier import ReadBarriers
 from cortex.retention_loop import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.state import StateMachine
@@ -289,21 +290,30 @@ class Node:
 
         self.output.start()
         self.streaming.start()
+        # A linearizable read waits for a barrier committed by the leader:
+        # this node's own when it leads (or when another node asks it), else
+        # the leader's, asked over the peer listener.
+        barriers = ReadBarriers(
+            self.config.node_id, self.proposer, lambda: self.machine.applied_index
+        )
         self.peer_listener.start(
             PeerServicer(
                 self.heartbeat_receiver,
                 self.administration,
                 self.cluster,
                 self.streaming,
-                read_index_unavailable,
+                barriers.read_index,
             )
         )
         reads = ReadGate(
             self.config.node_id,
             self.machine,
             self.group,
-            read_index_unavailable,
+            LeaderReadIndex(
+                self.group, barriers.read_index, self.peer_client.read_index, self.reader
+            ),
             self.config.propose_timeout_s,
+            leader_contact_age(self.group, self.reader, self.board),
         )
         servicer = CortexServicer(
             self.tasks,

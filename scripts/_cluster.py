@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, port_free
 from cortex.errors import CortexError, Unavailable
+from cortex.v1 import cortex_pb2 as pb
 
 
 def free_base_port(count: int) -> int:
@@ -35,9 +36,9 @@ def wait_all_active(nodes: Sequence[DevNode], timeout_s: float) -> None:
             ready = True
             for node in nodes:
                 with CortexClient(node.grpc, timeout_s=2) as client:
-                    status = client.cluster_status()
-                active = [n for n in status.nodes if n.status == "active"]
-                ready = ready and bool(status.leader) and len(active) >= len(nodes)
+                    status = client.get_cluster_status()
+                active = [n for n in status.nodes if n.status == pb.NODE_STATUS_ACTIVE]
+                ready = ready and bool(status.leader_raft_address) and len(active) >= len(nodes)
             if ready:
                 return
         except CortexError:
@@ -50,7 +51,7 @@ def wait_all_active(nodes: Sequence[DevNode], timeout_s: float) -> None:
 def leader_index(clients: Sequence[CortexClient]) -> int:
     """The index of the client whose node reports itself Raft leader."""
     for i, client in enumerate(clients):
-        if client.cluster_status().raft_state == "leader":
+        if client.get_cluster_status().raft_role == pb.RAFT_ROLE_LEADER:
             return i
     raise Unavailable("no node reports itself leader")
 

@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
@@ -45,7 +46,7 @@ class Tally:
 
 
 def hold(index: int, channel: grpc.Channel, task_ids: list[str], end: float, tally: Tally) -> None:
-    stub = pb_grpc.CortexStub(channel)
+    stub = pb_grpc.CortexServiceStub(channel)
     task_id = task_ids[index % len(task_ids)]
     waits = index % 2 == 0
     while (remaining := end - time.monotonic()) > 1.0:
@@ -53,7 +54,7 @@ def hold(index: int, channel: grpc.Channel, task_ids: list[str], end: float, tal
         try:
             if waits:
                 request = pb.GetTaskResultRequest(
-                    task_id=task_id, wait=True, timeout_ms=int(remaining * 1000)
+                    task_id=task_id, wait=True, timeout=timedelta(seconds=remaining)
                 )
                 stub.GetTaskResult(request, timeout=remaining + 10)
                 with tally.lock:
@@ -98,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
                     command=["sleep", str(int(args.hold + 60))],
                     constraints=pb.Constraints(target_node=n.node_id),
                 )
-            ).task_id
+            ).task.id
             for n in nodes
         ]
         deadline = time.monotonic() + 30
-        while not all(observer.get_task(t).state == "running" for t in task_ids):
+        while not all(observer.get_task(t).task.state == pb.TASK_STATE_RUNNING for t in task_ids):
             if time.monotonic() > deadline:
                 raise CortexError("the long tasks did not start within 30 s")
             time.sleep(0.2)
@@ -122,8 +123,9 @@ def run(args: argparse.Namespace) -> int:
         while time.monotonic() < end:
             try:
                 for node in observer.list_nodes().nodes:
-                    if node.has_resources:
-                        oldest[node.node_id] = max(oldest.get(node.node_id, 0), node.report_age_ms)
+                    if node.HasField("resources"):
+                        age_ms = node.report_age.ToMilliseconds()
+                        oldest[node.id] = max(oldest.get(node.id, 0), age_ms)
             except CortexError:
                 pass
             time.sleep(0.25)
@@ -132,16 +134,17 @@ def run(args: argparse.Namespace) -> int:
         for channel in channels:
             channel.close()
 
+        statuses = observer.watch_events(
+            follow=False, from_start=True, types=[pb.EVENT_TYPE_NODE_STATUS]
+        )
         offline = [
-            e
-            for e in observer.watch_events(follow=False, from_start=True, events=["node_status"])
-            if e.to_state == "offline"
+            m.event for m in statuses if m.event.node_change.to_status == pb.NODE_STATUS_OFFLINE
         ]
         moved = [
             t
             for t in task_ids
-            if {"requeued", "retried"}
-            & {ev.event for ev in observer.get_task(t, include_events=True).events}
+            if {pb.EVENT_TYPE_REQUEUED, pb.EVENT_TYPE_RETRIED}
+            & {ev.type for ev in observer.get_task(t, include_events=True).events}
         ]
         refusals = sorted(tally.refusals) or [0.0]
         print(f"{args.clients} clients on the {args.target} for {args.hold:g} s")

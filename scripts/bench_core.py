@@ -38,12 +38,19 @@ from _cluster import (
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
 from cortex.errors import CortexError, Unavailable
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
 AIM_TASKS_PER_S = 500.0
 AIM_P50_MS = 20.0
 NODE_COUNT = 3
-TERMINAL_STATES = ["completed", "failed", "cancelled", "skipped", "dead_letter"]
+TERMINAL_STATES = [
+    pb.TASK_STATE_COMPLETED,
+    pb.TASK_STATE_FAILED,
+    pb.TASK_STATE_CANCELLED,
+    pb.TASK_STATE_SKIPPED,
+    pb.TASK_STATE_DEAD_LETTER,
+]
 SUBMIT_ATTEMPTS = 5
 
 T = TypeVar("T")
@@ -124,7 +131,7 @@ def _submit_all(
                     record.error = str(err)
                     break
                 record.rpc_ms = (time.perf_counter() - started) * 1000
-                record.task_id = reply.task_id
+                record.task_id = reply.task.id
                 record.error = ""
                 break
 
@@ -140,7 +147,7 @@ def _submit_all(
 
 
 def _terminal_count(client: CortexClient) -> int:
-    return int(client.list_tasks(states=TERMINAL_STATES, page_size=1).total)
+    return int(client.list_tasks(states=TERMINAL_STATES, page_size=1).total_size)
 
 
 def _wait_terminal(
@@ -186,31 +193,31 @@ def _timelines(
 ) -> list[TaskTimeline]:
     def fetch(i: int) -> TaskTimeline:
         try:
-            task = clients[i % len(clients)].get_task(task_ids[i], include_events=True)
+            got = clients[i % len(clients)].get_task(task_ids[i], include_events=True)
         except CortexError as err:
             return TaskTimeline(task_ids[i], f"unreadable ({type(err).__name__})")
         events: dict[str, int] = {}
-        for event in task.events:
-            events.setdefault(event.event, event.ts_ms)
-        return TaskTimeline(task.id, task.state, events)
+        for event in got.events:
+            events.setdefault(enum_name(pb.EventType, event.type), event.time.ToMilliseconds())
+        return TaskTimeline(got.task.id, enum_name(pb.TaskState, got.task.state), events)
 
     return _parallel_map(fetch, len(task_ids), threads)
 
 
 def _wait_converged(
     clients: Sequence[CortexClient], timeout_s: float
-) -> list[pb.ClusterStatusResponse]:
+) -> list[pb.GetClusterStatusResponse]:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            statuses = [c.cluster_status() for c in clients]
+            statuses = [c.get_cluster_status() for c in clients]
         except CortexError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
             continue
-        same = len({(s.state_digest, s.last_applied) for s in statuses}) == 1
-        settled = all(s.commit_index <= s.last_applied for s in statuses)
+        same = len({(s.state_digest, s.applied_index) for s in statuses}) == 1
+        settled = all(s.commit_index <= s.applied_index for s in statuses)
         if (same and settled) or time.monotonic() > deadline:
             return statuses
         time.sleep(0.3)
@@ -235,7 +242,7 @@ class BenchRun:
     applied_before: int
     applied_after: int
     cpu_seconds: dict[str, float]
-    statuses: list[pb.ClusterStatusResponse]
+    statuses: list[pb.GetClusterStatusResponse]
     # Per node: journal syncs and entries they made durable during the run.
     journal: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -342,11 +349,12 @@ def report(run: BenchRun) -> list[str]:
     print()
     print("convergence")
     for node_id, status in zip(run.node_ids, run.statuses, strict=True):
+        role = enum_name(pb.RaftRole, status.raft_role) or "unknown"
         print(
-            f"  {node_id} {status.raft_state:<8} last_applied {status.last_applied:<7} "
+            f"  {node_id} {role:<8} last_applied {status.applied_index:<7} "
             f"commit {status.commit_index:<7} digest {status.state_digest}"
         )
-    converged = len({(s.state_digest, s.last_applied) for s in run.statuses}) == 1
+    converged = len({(s.state_digest, s.applied_index) for s in run.statuses}) == 1
     print(f"  {'all nodes agree' if converged else 'NODES DISAGREE'}")
 
     problems = []
@@ -415,8 +423,8 @@ def measure(
 ) -> BenchRun:
     """Submits the tasks, waits for them all to finish, then gathers every
     task's events and every node's final status."""
-    before = clients[leader].cluster_status()
-    journal_before = [c.cluster_status() for c in clients]
+    before = clients[leader].get_cluster_status()
+    journal_before = [c.get_cluster_status() for c in clients]
     baseline = _terminal_count(clients[leader])
     load_before = os.getloadavg()[0]
     print(
@@ -430,8 +438,8 @@ def measure(
     finished = _wait_terminal(clients[leader], baseline + args.tasks, args.timeout)
     t_done = time.perf_counter()
     cpu_after = _cpu_seconds(nodes)
-    applied_after = clients[leader].cluster_status().last_applied
-    journal_after = [c.cluster_status() for c in clients]
+    applied_after = clients[leader].get_cluster_status().applied_index
+    journal_after = [c.get_cluster_status() for c in clients]
     task_ids = [r.task_id for r in records if r.task_id]
     return BenchRun(
         tasks=args.tasks,
@@ -443,7 +451,7 @@ def measure(
         timed_out=finished < baseline + args.tasks,
         records=records,
         timelines=_timelines(clients, task_ids, min(args.concurrency, 16)),
-        applied_before=before.last_applied,
+        applied_before=before.applied_index,
         applied_after=applied_after,
         cpu_seconds={k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after},
         statuses=_wait_converged(clients, timeout_s=30),

@@ -14,6 +14,7 @@ Exits non-zero when something awaited does not happen within --deadline.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,6 +40,7 @@ from _cluster import (
 )
 
 from cortex.api.client import CortexClient
+from cortex.api.convert import struct_dict
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
 from cortex.errors import CortexError, Unavailable
 from cortex.v1 import cortex_pb2 as pb
@@ -241,11 +244,11 @@ class _LeaderWatch(threading.Thread):
             while not self.stop.is_set():
                 for client in clients:
                     try:
-                        status = client.cluster_status()
+                        status = client.get_cluster_status()
                     except CortexError:
                         continue
-                    if status.leader_node_id not in ("", self._old_leader):
-                        self.new_leader = status.leader_node_id
+                    if status.leader_id not in ("", self._old_leader):
+                        self.new_leader = status.leader_id
                         self.seen_at = _now_ms()
                         return
                 time.sleep(POLL_S)
@@ -263,7 +266,7 @@ def _submit_until_accepted(
     refused = 0
     while True:
         try:
-            return clients[refused % len(clients)].submit_task(spec, key).task_id, refused
+            return clients[refused % len(clients)].submit_task(spec, key).task.id, refused
         except Unavailable as err:
             refused += 1
             if time.monotonic() > deadline:
@@ -273,20 +276,24 @@ def _submit_until_accepted(
             time.sleep(POLL_S)
 
 
+def _ms(event: pb.Event) -> int:
+    return int(event.time.ToMilliseconds())
+
+
 def _first_assignment(
     client: CortexClient, task_ids: Sequence[str], dead: str
-) -> tuple[pb.TaskEvent | None, int]:
+) -> tuple[pb.Event | None, int]:
     """The earliest 'assigned' event to a live node among the tasks, and how
     many assignments went to the dead node."""
-    first: pb.TaskEvent | None = None
+    first: pb.Event | None = None
     to_dead = 0
     for task_id in task_ids:
         for event in client.get_task(task_id, include_events=True).events:
-            if event.event != "assigned":
+            if event.type != pb.EVENT_TYPE_ASSIGNED:
                 continue
-            if event.node == dead:
+            if event.node_id == dead:
                 to_dead += 1
-            elif first is None or event.ts_ms < first.ts_ms:
+            elif first is None or _ms(event) < _ms(first):
                 first = event
     return first, to_dead
 
@@ -313,7 +320,7 @@ def measure_leader_loss(cluster: LiveCluster, args: argparse.Namespace) -> Leade
             task_ids.append(task_id)
             refused_total += refused
 
-        def assigned() -> tuple[pb.TaskEvent, int] | None:
+        def assigned() -> tuple[pb.Event, int] | None:
             first, to_dead = _first_assignment(survivors[0], task_ids, old.node_id)
             return (first, to_dead) if first is not None else None
 
@@ -331,8 +338,8 @@ def measure_leader_loss(cluster: LiveCluster, args: argparse.Namespace) -> Leade
         new_leader=watch.new_leader,
         elected_ms=elected_at - killed_at,
         accepted_ms=accepted_at - killed_at,
-        assigned_ms=first.ts_ms - killed_at,
-        assigned_node=first.node,
+        assigned_ms=_ms(first) - killed_at,
+        assigned_node=first.node_id,
         refused_submits=refused_total,
         assigned_to_dead=to_dead,
     )
@@ -365,15 +372,16 @@ def _pin_running(
     constraint would keep them queued for the dead node for ever."""
     for node in others:
         leader.cordon_node(node.node_id)
-    spec = pb.TaskSpec(
-        command=["sleep", "60"], retry_policy=pb.RetryPolicy(backoff_ms=RETRY_BACKOFF_MS)
-    )
+    backoff = timedelta(milliseconds=RETRY_BACKOFF_MS)
+    spec = pb.TaskSpec(command=["sleep", "60"], retry_policy=pb.RetryPolicy(backoff=backoff))
     key = f"worker-loss-{time.time_ns()}"
-    task_ids = [leader.submit_task(spec, f"{key}-{k}").task_id for k in range(count)]
+    task_ids = [leader.submit_task(spec, f"{key}-{k}").task.id for k in range(count)]
 
     def all_running() -> bool | None:
-        tasks = [leader.get_task(task_id) for task_id in task_ids]
-        placed = all(t.state == "running" and t.node == victim.node_id for t in tasks)
+        tasks = [leader.get_task(task_id).task for task_id in task_ids]
+        placed = all(
+            t.state == pb.TASK_STATE_RUNNING and t.node_id == victim.node_id for t in tasks
+        )
         return True if placed else None
 
     _wait_for(all_running, timeout_s, f"{count} sleep tasks running on {victim.node_id}")
@@ -387,8 +395,8 @@ def _last_heard(leader: CortexClient, node_id: str) -> float | None:
     ms; None before the first."""
     asked_at = _now_ms()
     for node in leader.list_nodes().nodes:
-        if node.node_id == node_id and node.has_resources:
-            return asked_at - node.report_age_ms
+        if node.id == node_id and node.HasField("resources"):
+            return asked_at - node.report_age.ToMilliseconds()
     return None
 
 
@@ -397,7 +405,7 @@ def _wait_steady(
 ) -> None:
     """Waits until the leader hears the victim's heartbeats and is past the
     full failure timeout a new leader waits before judging any node."""
-    term = client.cluster_status().term
+    term = client.get_cluster_status().term
     fresh_ms = 2 * args.heartbeat_interval * 1000
 
     def heartbeating() -> bool | None:
@@ -407,10 +415,10 @@ def _wait_steady(
     _wait_for(heartbeating, args.deadline, f"heartbeats from {victim.node_id} at the leader")
     remaining = leader_seen + args.failure_timeout + SUPERVISOR_INTERVAL_S - time.monotonic()
     time.sleep(max(0.0, remaining))
-    status = client.cluster_status()
-    if status.raft_state != "leader" or status.term != term:
+    status = client.get_cluster_status()
+    if status.raft_role != pb.RAFT_ROLE_LEADER or status.term != term:
         raise LeadershipChanged(
-            f"leadership moved while setting up (now {status.leader_node_id or 'none'}, "
+            f"leadership moved while setting up (now {status.leader_id or 'none'}, "
             f"term {status.term})"
         )
 
@@ -430,17 +438,17 @@ def measure_worker_loss(cluster: LiveCluster, args: argparse.Namespace) -> Worke
     # Asked after the kill, so no heartbeat can arrive in between.
     heard_at = _last_heard(client, victim.node_id) or killed_at
 
-    retried: dict[str, pb.TaskEvent] = {}
-    restarted: dict[str, pb.TaskEvent] = {}
+    retried: dict[str, pb.Event] = {}
+    restarted: dict[str, pb.Event] = {}
 
-    def progress(want: dict[str, pb.TaskEvent]) -> bool | None:
+    def progress(want: dict[str, pb.Event]) -> bool | None:
         for task_id in task_ids:
             if task_id in retried and task_id in restarted:
                 continue
             for event in client.get_task(task_id, include_events=True).events:
-                if event.event == "retried":
+                if event.type == pb.EVENT_TYPE_RETRIED:
                     retried.setdefault(task_id, event)
-                elif event.event == "started" and event.attempt > 1:
+                elif event.type == pb.EVENT_TYPE_STARTED and event.attempt > 1:
                     restarted.setdefault(task_id, event)
         return True if len(want) == len(task_ids) else None
 
@@ -454,15 +462,15 @@ def measure_worker_loss(cluster: LiveCluster, args: argparse.Namespace) -> Worke
         args.deadline,
         f"the {len(task_ids)} re-queued tasks running again",
     )
-    requeue_ts = [e.ts_ms for e in retried.values()]
+    requeue_ts = [_ms(e) for e in retried.values()]
     return WorkerLoss(
         victim=victim.node_id,
         heard_before_kill_ms=killed_at - heard_at,
         first_requeued_ms=min(requeue_ts) - killed_at,
         requeued_ms=max(requeue_ts) - killed_at,
-        running_ms=max(e.ts_ms for e in restarted.values()) - killed_at,
-        nodes_after=sorted({e.node for e in restarted.values()}),
-        retry_detail=next(iter(retried.values())).detail_json,
+        running_ms=max(_ms(e) for e in restarted.values()) - killed_at,
+        nodes_after=sorted({e.node_id for e in restarted.values()}),
+        retry_detail=json.dumps(struct_dict(next(iter(retried.values())).detail), sort_keys=True),
     )
 
 

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import psutil
@@ -140,7 +141,7 @@ def read_stream(
                 if ahead > 0:
                     time.sleep(ahead)
         seconds = time.monotonic() - first_at
-    if end is None or end.state != "completed" or end.total_bytes != size:
+    if end is None or end.state != pb.TASK_STATE_COMPLETED or end.total_bytes != size:
         raise CortexError(f"{name}: bad end message {end}")
     if received != size or digest.hexdigest() != expected:
         raise CortexError(f"{name}: got {received} bytes, digest mismatch")
@@ -168,10 +169,10 @@ def run(mb: float, deadline_s: float, slow_mib_per_s: float) -> list[Phase]:
                 TASK.format(go=str(go), seed=seed, size=size, block=BLOCK),
             ],  # fmt: skip
             constraints=pb.Constraints(target_node=executing.node_id),
-            timeout_ms=int(deadline_s * 1000),
+            timeout=timedelta(seconds=deadline_s),
         )
         with CortexClient(relaying.grpc) as client:
-            task_id = client.submit_task(spec).task_id
+            task_id = client.submit_task(spec).task.id
         return [
             read_stream(relaying.grpc, task_id, True, expected, size, pids,
                         "live follow via relay", subscribed=go.touch),

@@ -29,9 +29,11 @@ from _cluster import (
     run_main,
     wait_all_active,
 )
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import start_cluster, stop_cluster, wait_ready
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 from cortex.workflows.definition import parse_definition
 
@@ -66,38 +68,44 @@ def definition(tasks: int) -> dict[str, object]:
     }
 
 
+def _ms(stamp: Timestamp) -> int:
+    """Milliseconds since the epoch; 0 when unset (as the old fields were)."""
+    return int(stamp.ToMilliseconds())
+
+
 def run_once(client: CortexClient, tasks: int, timeout_s: float) -> Run:
     text = json.dumps(definition(tasks))
     t0 = time.perf_counter()
     start_ms = int(time.time() * 1000)
-    reply = client.submit_workflow(text, "json")
+    reply = client.submit_workflow(text, pb.DEFINITION_FORMAT_JSON)
     submit_ms = (time.perf_counter() - t0) * 1000
     deadline = time.monotonic() + timeout_s
-    workflow = client.get_workflow_status(reply.workflow_id)
-    while workflow.state == "running" and time.monotonic() < deadline:
+    workflow = client.get_workflow(reply.workflow_id).workflow
+    while workflow.state == pb.WORKFLOW_STATE_RUNNING and time.monotonic() < deadline:
         time.sleep(0.05)
-        workflow = client.get_workflow_status(reply.workflow_id)
+        workflow = client.get_workflow(reply.workflow_id).workflow
     total_s = time.perf_counter() - t0
     by_key: dict[str, pb.WorkflowTask] = {t.key: t for t in workflow.tasks}
     fan = [t for key, t in by_key.items() if key not in ("root", "join")]
     nodes: dict[str, int] = {}
     for task in fan:
-        nodes[task.node] = nodes.get(task.node, 0) + 1
+        nodes[task.node_id] = nodes.get(task.node_id, 0) + 1
     root, join = by_key["root"], by_key["join"]
     run = Run(
         tasks=len(workflow.tasks),
         submit_ms=submit_ms,
         total_s=total_s,
-        root_done_ms=root.finished_at_ms - start_ms,
-        fan_first_start_ms=min(t.started_at_ms for t in fan) - start_ms if fan else 0,
-        fan_last_finish_ms=max(t.finished_at_ms for t in fan) - start_ms if fan else 0,
-        join_start_ms=join.started_at_ms - start_ms,
-        join_finish_ms=join.finished_at_ms - start_ms,
+        root_done_ms=_ms(root.finish_time) - start_ms,
+        fan_first_start_ms=min(_ms(t.start_time) for t in fan) - start_ms if fan else 0,
+        fan_last_finish_ms=max(_ms(t.finish_time) for t in fan) - start_ms if fan else 0,
+        join_start_ms=_ms(join.start_time) - start_ms,
+        join_finish_ms=_ms(join.finish_time) - start_ms,
         nodes=nodes,
-        ok=workflow.state == "completed",
+        ok=workflow.state == pb.WORKFLOW_STATE_COMPLETED,
     )
     if not run.ok:
-        run.problem = f"workflow ended {workflow.state}: {workflow.error or 'timed out'}"
+        state = enum_name(pb.WorkflowState, workflow.state)
+        run.problem = f"workflow ended {state}: {workflow.error or 'timed out'}"
     elif run.join_start_ms < run.fan_last_finish_ms:
         run.problem = "the join started before every parallel task finished"
     return run
@@ -106,8 +114,8 @@ def run_once(client: CortexClient, tasks: int, timeout_s: float) -> Run:
 def converged(clients: Sequence[CortexClient], timeout_s: float = 30) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        statuses = [c.cluster_status() for c in clients]
-        if len({(s.state_digest, s.last_applied) for s in statuses}) == 1:
+        statuses = [c.get_cluster_status() for c in clients]
+        if len({(s.state_digest, s.applied_index) for s in statuses}) == 1:
             return True
         time.sleep(0.2)
     return False

@@ -33,16 +33,18 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from _cluster import add_cluster_arguments, free_base_port, leader_index, run_main
 
-from cortex.api.client import CortexClient
+from cortex.api.client import TERMINAL_STATES, CortexClient
 from cortex.errors import CortexError, Unavailable
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
 NODES = 3
-TERMINAL = {"completed", "failed", "cancelled", "skipped", "dead_letter"}
+TERMINAL = TERMINAL_STATES
 
 
 @dataclass
@@ -94,13 +96,13 @@ class Workload:
         spec = pb.TaskSpec(
             shell=f'echo "$CORTEX_TASK_ID $CORTEX_ATTEMPT $CORTEX_NODE_ID" >> {self.marker}; '
             f"sleep 0.{random.randint(1, 9)}",
-            retry_policy=pb.RetryPolicy(max_retries=20, backoff_ms=200),
+            retry_policy=pb.RetryPolicy(max_retries=20, backoff=timedelta(milliseconds=200)),
         )
         while True:
             node = random.choice(self.nodes)
             try:
                 with CortexClient(node.grpc, timeout_s=5, tls=False) as client:
-                    return client.submit_task(spec, idempotency_key=f"chaos-{number}").task_id
+                    return client.submit_task(spec, idempotency_key=f"chaos-{number}").task.id
             except Unavailable:
                 self.refused += 1
                 time.sleep(0.05)
@@ -119,16 +121,16 @@ def _wait(check, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
     raise CortexError(f"timed out after {timeout_s:g}s waiting for {what}")
 
 
-def _status(node: ChaosNode) -> pb.ClusterStatusResponse:
+def _status(node: ChaosNode) -> pb.GetClusterStatusResponse:
     with CortexClient(node.grpc, timeout_s=3, tls=False) as client:
-        return client.cluster_status()
+        return client.get_cluster_status()
 
 
 def _all_active(nodes: list[ChaosNode]) -> bool:
     for node in nodes:
         status = _status(node)
-        active = [n for n in status.nodes if n.status == "active"]
-        if not status.leader or len(active) < len(nodes):
+        active = [n for n in status.nodes if n.status == pb.NODE_STATUS_ACTIVE]
+        if not status.leader_raft_address or len(active) < len(nodes):
             return False
     return True
 
@@ -209,13 +211,13 @@ def run(args: argparse.Namespace) -> int:
 
         def all_ended() -> bool:
             with CortexClient(nodes[0].grpc, timeout_s=10, tls=False) as client:
-                return all(client.get_task(t).state in TERMINAL for t in ids)
+                return all(client.get_task(t).task.state in TERMINAL for t in ids)
 
         _wait(all_ended, 180, f"all {len(ids)} tasks to end")
         statuses = _wait(
             lambda: (
                 (s := [_status(n) for n in nodes])
-                and len({(x.state_digest, x.last_applied) for x in s}) == 1
+                and len({(x.state_digest, x.applied_index) for x in s}) == 1
                 and s
             ),
             90,
@@ -223,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         )
         elapsed = time.monotonic() - started
         with CortexClient(nodes[0].grpc, timeout_s=10, tls=False) as client:
-            states = Counter(client.get_task(t).state for t in ids)
+            states = Counter(enum_name(pb.TaskState, client.get_task(t).task.state) for t in ids)
         runs = Counter(line.split()[0] for line in workload.marker.read_text().splitlines())
         completions = [_completions(n) for n in nodes]
     finally:
@@ -251,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  states: {dict(states)}")
     print(f"  runs: {sum(runs.values())} ({reruns} re-executions after failures)")
     print(f"  digest {statuses[0].state_digest[:16]} at applied index "
-          f"{statuses[0].last_applied} on all {NODES} nodes")  # fmt: skip
+          f"{statuses[0].applied_index} on all {NODES} nodes")  # fmt: skip
     if problems:
         print("INVARIANTS FAILED:\n  " + "\n  ".join(problems))
         print(f"data kept in {root}")

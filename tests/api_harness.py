@@ -12,9 +12,11 @@ from typing import Any
 import grpc
 
 from cortex.api.consistency import ReadGate
+from cortex.api.peer_client import PeerClient
 from cortex.api.peer_server import read_index_unavailable
 from cortex.api.servicer import CortexServicer
 from cortex.membership.board import ResourceBoard
+from cortex.output import OutputHub, StreamingService
 from cortex.state import entries as e
 from cortex.task_operations import TaskOperations
 from cortex.workflows.operations import WorkflowOperations
@@ -93,9 +95,13 @@ class ApiState:
         )
         self.workflows = WorkflowOperations("n1", proposer, machine, reader, 5.0)
         reads = ReadGate("n1", machine, NoLeader(), read_index_unavailable, 1.0)
-        self.servicer = CortexServicer(
-            tasks, self.workflows, None, None, reads  # type: ignore[arg-type]
+        self.peers = PeerClient("n1", "a-cluster-secret-of-some-length")
+        self.streaming = StreamingService(
+            "n1", machine.path, reader, OutputHub(root / "attempts"), self.peers
         )
+        machine.add_listener(self.streaming.on_change)
+        nobody: Any = None  # node administration and cluster status: not read here
+        self.servicer = CortexServicer(tasks, self.workflows, nobody, nobody, reads, self.streaming)
 
     def call(self, method: str, request: Any) -> Any:
         return getattr(self.servicer, method)(request, CallContext())
@@ -104,5 +110,7 @@ class ApiState:
         return list(getattr(self.servicer, method)(request, CallContext()))
 
     def close(self) -> None:
+        self.streaming.stop()
+        self.peers.close()
         self.workflows.close()
         self.log.close()

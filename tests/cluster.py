@@ -139,9 +139,9 @@ class ClusterNode:
             tls = client_tls(str(self.tls.ca), cert=str(self.tls.cert), key=str(self.tls.key))
         return CortexClient(self.grpc, timeout_s=timeout_s, token=self.api_token or "", tls=tls)
 
-    def status(self) -> pb.ClusterStatusResponse:
+    def status(self) -> pb.GetClusterStatusResponse:
         with self.client(timeout_s=5) as c:
-            return c.cluster_status()
+            return c.get_cluster_status()
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -203,8 +203,9 @@ class Cluster:
             for node in nodes:
                 status = node.status()
                 if (
-                    not status.leader
-                    or len([n for n in status.nodes if n.status == "active"]) < expected
+                    not status.leader_raft_address
+                    or len([n for n in status.nodes if n.status == pb.NODE_STATUS_ACTIVE])
+                    < expected
                 ):
                     return False
             return True
@@ -214,7 +215,7 @@ class Cluster:
     def leader(self) -> ClusterNode:
         def find() -> ClusterNode | None:
             for node in self.nodes:
-                if node.alive and node.status().raft_state == "leader":
+                if node.alive and node.status().raft_role == pb.RAFT_ROLE_LEADER:
                     return node
             return None
 
@@ -233,8 +234,8 @@ class Cluster:
 
         def same() -> tuple[str, int] | None:
             statuses = [n.status() for n in nodes]
-            digests = {(s.state_digest, s.last_applied) for s in statuses}
-            if len(digests) == 1 and statuses[0].commit_index <= statuses[0].last_applied:
+            digests = {(s.state_digest, s.applied_index) for s in statuses}
+            if len(digests) == 1 and statuses[0].commit_index <= statuses[0].applied_index:
                 return next(iter(digests))
             return None
 

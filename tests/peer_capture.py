@@ -35,7 +35,7 @@ def _record(kind: str, address: str, payload: bytes, metadata: Any = ()) -> None
 
 
 def install() -> None:
-    import cortex.api.client as client
+    import cortex.api.join_client as join_client
     import cortex.api.peer_client as peer_client
     from cortex.api.peer_convert import heartbeat_to_proto
 
@@ -46,14 +46,14 @@ def install() -> None:
         _record("heartbeat", address, message, self._metadata)
         return heartbeat(self, address, report, timeout_s)
 
-    join_cluster = client.CortexClient.join_cluster
+    join_cluster = join_client.JoinClient.join_cluster
 
     def tapped_join(self: Any, request: Any) -> list[str]:
         _record("join", self.address, request.SerializeToString(), self._metadata)
         return join_cluster(self, request)
 
     peer_client.PeerClient.heartbeat = tapped_heartbeat  # type: ignore[method-assign]
-    client.CortexClient.join_cluster = tapped_join  # type: ignore[method-assign]
+    join_client.JoinClient.join_cluster = tapped_join  # type: ignore[method-assign]
 
 
 def main() -> None:

@@ -118,13 +118,15 @@ class CortexClient:
         with self._session_lock:
             self._session_index = max(self._session_index, index)
 
-    def _observe(self, response: Message) -> None:
-        fields = response.DESCRIPTOR.fields_by_name
+    def _observe(self, response: Message, write: bool) -> None:
+        """Raises the session index to what a response says: its header's
+        applied index, and a write's commit index."""
+        message: Any = response
         index = 0
-        if "header" in fields and response.HasField("header"):
-            index = cast(Any, response).header.applied_index
-        if "commit_index" in fields:
-            index = max(index, cast(Any, response).commit_index)
+        if "header" in message.DESCRIPTOR.fields_by_name and message.HasField("header"):
+            index = message.header.applied_index
+        if write:
+            index = max(index, message.commit_index)
         if index:
             self.advance_session(index)
 
@@ -141,6 +143,7 @@ class CortexClient:
         request: Any,
         timeout_s: float | None = None,
         busy_retries: int | None = None,
+        write: bool = False,
     ) -> Any:
         retries = self.busy_retries if busy_retries is None else busy_retries
         for retry in range(retries + 1):
@@ -154,7 +157,7 @@ class CortexClient:
                     raise self._error(err) from None
                 time.sleep(busy_pause(hint, retry))
                 continue
-            self._observe(response)
+            self._observe(response, write)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -167,7 +170,9 @@ class CortexClient:
 
     def submit_task(self, spec: pb.TaskSpec, idempotency_key: str = "") -> pb.SubmitTaskResponse:
         return self._call(
-            "SubmitTask", pb.SubmitTaskRequest(spec=spec, idempotency_key=idempotency_key)
+            "SubmitTask",
+            pb.SubmitTaskRequest(spec=spec, idempotency_key=idempotency_key),
+            write=True,
         )
 
     def get_task(self, task_id: str, include_events: bool = False) -> pb.GetTaskResponse:
@@ -233,7 +238,8 @@ class CortexClient:
         return self._call("ListTasks", request)
 
     def cancel_task(self, task_id: str, reason: str = "") -> pb.CancelTaskResponse:
-        return self._call("CancelTask", pb.CancelTaskRequest(task_id=task_id, reason=reason))
+        request = pb.CancelTaskRequest(task_id=task_id, reason=reason)
+        return self._call("CancelTask", request, write=True)
 
     def list_dead_letter_tasks(
         self,
@@ -250,7 +256,8 @@ class CortexClient:
         return self._call("ListDeadLetterTasks", request)
 
     def retry_dead_letter_task(self, task_id: str) -> pb.RetryDeadLetterTaskResponse:
-        return self._call("RetryDeadLetterTask", pb.RetryDeadLetterTaskRequest(task_id=task_id))
+        request = pb.RetryDeadLetterTaskRequest(task_id=task_id)
+        return self._call("RetryDeadLetterTask", request, write=True)
 
     # -- workflows -----------------------------------------------------------------
 
@@ -266,7 +273,7 @@ class CortexClient:
             format=cast(pb.DefinitionFormat, format),
             idempotency_key=idempotency_key,
         )
-        return self._call("SubmitWorkflow", request)
+        return self._call("SubmitWorkflow", request, write=True)
 
     def get_workflow(self, workflow_id: str) -> pb.GetWorkflowResponse:
         request = pb.GetWorkflowRequest(workflow_id=workflow_id, read_options=self.read_options())
@@ -290,9 +297,8 @@ class CortexClient:
         return self._call("ListWorkflows", request)
 
     def cancel_workflow(self, workflow_id: str, reason: str = "") -> pb.CancelWorkflowResponse:
-        return self._call(
-            "CancelWorkflow", pb.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason)
-        )
+        request = pb.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason)
+        return self._call("CancelWorkflow", request, write=True)
 
     # -- streams -------------------------------------------------------------------
 
@@ -418,16 +424,18 @@ class CortexClient:
         (unset or 0: the node's default)."""
         if deadline is None and deadline_ms:
             deadline = _millis(deadline_ms)
-        return self._call("DrainNode", pb.DrainNodeRequest(node_id=node_id, deadline=deadline))
+        request = pb.DrainNodeRequest(node_id=node_id, deadline=deadline)
+        return self._call("DrainNode", request, write=True)
 
     def cordon_node(self, node_id: str) -> pb.CordonNodeResponse:
-        return self._call("CordonNode", pb.CordonNodeRequest(node_id=node_id))
+        return self._call("CordonNode", pb.CordonNodeRequest(node_id=node_id), write=True)
 
     def uncordon_node(self, node_id: str) -> pb.UncordonNodeResponse:
-        return self._call("UncordonNode", pb.UncordonNodeRequest(node_id=node_id))
+        return self._call("UncordonNode", pb.UncordonNodeRequest(node_id=node_id), write=True)
 
     def remove_node(self, node_id: str, reason: str = "") -> pb.RemoveNodeResponse:
-        return self._call("RemoveNode", pb.RemoveNodeRequest(node_id=node_id, reason=reason))
+        request = pb.RemoveNodeRequest(node_id=node_id, reason=reason)
+        return self._call("RemoveNode", request, write=True)
 
     def get_cluster_status(self) -> pb.GetClusterStatusResponse:
         return self._call("GetClusterStatus", pb.GetClusterStatusRequest())

@@ -259,8 +259,8 @@ def task_to_proto(task: TaskView, reasons: list[str] | None = None) -> pb.Task:
 
 def _change(event: EventView) -> tuple[str, Any] | None:
     """The oneof `change` of an event that changed a state: which field, and
-    its message."""
-    if not event.from_state and not event.to_state:
+    its message (none for an event that moved nothing, e.g. attempt_failed)."""
+    if not event.to_state:
         return None
     if event.event.startswith("node_"):
         return "node_change", pb.NodeStatusChange(

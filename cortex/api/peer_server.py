@@ -45,7 +45,7 @@ def _caller(context: grpc.ServicerContext) -> str:
 
 
 def read_index_unavailable(timeout_s: float) -> int:
-    """The read index of a node that cannot give one."""
+    """The read index of a server without a Raft group to ask (tests, tools)."""
     raise FailedPrecondition("read index not available")
 
 

@@ -63,14 +63,12 @@ class Session:
         return request
 
     def observe(self, response: Any) -> None:
-        """Takes the indexes an answer reports."""
-        seen = 0
-        fields = response.DESCRIPTOR.fields_by_name
-        if "header" in fields and response.HasField("header"):
-            seen = response.header.applied_index
-        if "commit_index" in fields:
-            seen = max(seen, response.commit_index)
-        self.observe_index(seen)
+        """Takes the applied index an answer reports (for a write, at or past
+        its commit index: writes answer once applied on their node). Raft's own
+        commit index is no use here: entries of Raft's own (membership, a new
+        leader's no-op) never reach the applied index a read waits for."""
+        if "header" in response.DESCRIPTOR.fields_by_name and response.HasField("header"):
+            self.observe_index(response.header.applied_index)
 
     def observe_index(self, index: int) -> None:
         """Reads from now on reflect at least `index` (e.g. another client's

@@ -227,7 +227,7 @@ class Workload:
         reader = self._reader()
         if reader is None:
             return
-        dead = reader.list_tasks(["dead_letter"], None, None, None, 50, 0).tasks
+        dead = reader.list_tasks(["dead_letter"], None, None, None, 50, None).tasks
         if dead:
             task = self._rng.choice(dead)
             self._propose(

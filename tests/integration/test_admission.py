@@ -10,6 +10,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import grpc
 import pytest
@@ -55,7 +56,7 @@ def _hold(
 ) -> None:
     """Holds a wait (even clients) or a stream (odd ones) on the node until
     `end`; a refused client tries again after the hint, as clients do."""
-    stub = pb_grpc.CortexStub(channel)
+    stub = pb_grpc.CortexServiceStub(channel)
     task_id = task_ids[index % len(task_ids)]
     waits = index % 2 == 0
     while (remaining := end - time.monotonic()) > 1.0:
@@ -64,11 +65,11 @@ def _hold(
             if waits:
                 task = stub.GetTaskResult(
                     pb.GetTaskResultRequest(
-                        task_id=task_id, wait=True, timeout_ms=int(remaining * 1000)
+                        task_id=task_id, wait=True, timeout=timedelta(seconds=remaining)
                     ),
                     timeout=remaining + 10,
-                )
-                assert task.state == "running", task.state
+                ).task
+                assert task.state == pb.TASK_STATE_RUNNING, task.state
                 with outcomes.lock:
                     outcomes.held_waits += 1
             else:
@@ -91,9 +92,10 @@ def _hold(
             return
 
 
-def _events(node: ClusterNode, names: list[str]) -> list[pb.Event]:
+def _events(node: ClusterNode, types: list[pb.EventType]) -> list[pb.Event]:
     with node.client(timeout_s=15) as client:
-        return list(client.watch_events(follow=False, from_start=True, events=names))
+        watched = client.watch_events(follow=False, from_start=True, types=types)
+        return [message.event for message in watched]
 
 
 @pytest.mark.timeout(240)
@@ -106,12 +108,12 @@ def test_clients_holding_a_node_starve_no_node_to_node_traffic(make_cluster, tar
         task_ids = [
             client.submit_task(
                 shell_spec(["sleep", "120"], constraints=pb.Constraints(target_node=n.node_id))
-            ).task_id
+            ).task.id
             for n in cluster.nodes
             for _ in range(2)
         ]
         wait_until(
-            lambda: all(client.get_task(t).state == "running" for t in task_ids),
+            lambda: all(client.get_task(t).task.state == pb.TASK_STATE_RUNNING for t in task_ids),
             30,
             what="a long task running on every node",
         )
@@ -130,7 +132,7 @@ def test_clients_holding_a_node_starve_no_node_to_node_traffic(make_cluster, tar
         # client retries a refusal after its hint).
         wait_until(lambda: outcomes.refusal_latencies, HOLD_S, what="clients refused")
         with node.client(timeout_s=10) as client:
-            assert client.cluster_status().leader
+            assert client.get_cluster_status().leader_raft_address
         for thread in clients:
             thread.join(HOLD_S + 30)
         assert not any(thread.is_alive() for thread in clients)
@@ -152,14 +154,20 @@ def test_clients_holding_a_node_starve_no_node_to_node_traffic(make_cluster, tar
     )
 
     other = next(n for n in cluster.nodes if n is not node)
-    offline = [e for e in _events(other, ["node_status"]) if e.to_state == "offline"]
-    assert not offline, [(e.node, e.detail_json) for e in offline]
+    offline = [
+        e
+        for e in _events(other, [pb.EVENT_TYPE_NODE_STATUS])
+        if e.node_change.to_status == pb.NODE_STATUS_OFFLINE
+    ]
+    assert not offline, [(e.node_id, dict(e.detail)) for e in offline]
     with other.client() as client:
-        assert {n.status for n in client.list_nodes().nodes} == {"active"}
+        assert {n.status for n in client.list_nodes().nodes} == {pb.NODE_STATUS_ACTIVE}
         for task_id in task_ids:
-            task = client.get_task(task_id, include_events=True)
-            assert (task.state, task.attempt) == ("running", 1), task_id
-            moved = {"requeued", "retried", "failed"} & {ev.event for ev in task.events}
+            got = client.get_task(task_id, include_events=True)
+            assert (got.task.state, got.task.attempt) == (pb.TASK_STATE_RUNNING, 1), task_id
+            moved = {
+                pb.EVENT_TYPE_REQUEUED, pb.EVENT_TYPE_RETRIED, pb.EVENT_TYPE_FAILED
+            } & {ev.type for ev in got.events}  # fmt: skip
             assert not moved, (task_id, moved)
         for task_id in task_ids:
             client.cancel_task(task_id)

@@ -27,16 +27,16 @@ def test_nodes_reach_each_other_at_their_advertised_addresses(make_cluster):
     cluster.wait_ready()
 
     with cluster.nodes[0].client() as client:
-        status = client.cluster_status()
-        assert status.leader.startswith("localhost:")
-        listed = {n.node_id: (n.raft_address, n.grpc_address) for n in status.nodes}
+        status = client.get_cluster_status()
+        assert status.leader_raft_address.startswith("localhost:")
+        listed = {n.id: (n.raft_address, n.grpc_address) for n in status.nodes}
         assert listed == {
             n.node_id: (f"localhost:{_port(n.raft)}", f"localhost:{_port(n.grpc)}")
             for n in cluster.nodes
         }
         # Heartbeats travel to the advertised gRPC addresses: every node reports.
         wait_until(
-            lambda: all(n.has_resources for n in client.list_nodes().nodes),
+            lambda: all(n.HasField("resources") for n in client.list_nodes().nodes),
             30,
             what="resource reports from every node",
         )
@@ -44,9 +44,9 @@ def test_nodes_reach_each_other_at_their_advertised_addresses(make_cluster):
         spec = shell_spec(
             "echo from-$CORTEX_NODE_ID", constraints=pb.Constraints(target_node=runner.node_id)
         )
-        task_id = client.submit_task(spec).task_id
-        task = client.get_task_result(task_id, wait=True, timeout_ms=60_000)
-        assert (task.state, task.node) == ("completed", runner.node_id)
+        task_id = client.submit_task(spec).task.id
+        task = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
+        assert (task.state, task.node_id) == (pb.TASK_STATE_COMPLETED, runner.node_id)
         # Output is relayed from the runner through its advertised address.
         chunks = list(client.stream_task_output(task_id, timeout_s=30))
         text = b"".join(c.data.data for c in chunks if c.WhichOneof("kind") == "data")

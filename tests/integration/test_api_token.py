@@ -38,19 +38,19 @@ def test_calls_need_the_token_and_relays_carry_it(make_cluster):
         listed = health_stub.List(health_pb2.HealthListRequest(), timeout=5)
         assert {name: s.status for name, s in listed.statuses.items()} == {
             "": health_pb2.HealthCheckResponse.SERVING,
-            "cortex.v1.Cortex": health_pb2.HealthCheckResponse.SERVING,
+            "cortex.v1.CortexService": health_pb2.HealthCheckResponse.SERVING,
         }
         # The scheme is case-insensitive: `bearer` and `BEARER` work as `Bearer` does.
-        stub = pb_grpc.CortexStub(channel)
+        stub = pb_grpc.CortexServiceStub(channel)
         for scheme in ("bearer", "BEARER"):
-            status = stub.ClusterStatus(
-                pb.ClusterStatusRequest(), metadata=[("authorization", f"{scheme} {TOKEN}")],
+            status = stub.GetClusterStatus(
+                pb.GetClusterStatusRequest(), metadata=[("authorization", f"{scheme} {TOKEN}")],
                 timeout=10,
             )  # fmt: skip
             assert status.node_id == node.node_id
         with pytest.raises(grpc.RpcError) as refused:
-            stub.ClusterStatus(pb.ClusterStatusRequest(),
-                               metadata=[("authorization", f"bearer {TOKEN}x")], timeout=10)  # fmt: skip
+            stub.GetClusterStatus(pb.GetClusterStatusRequest(),
+                                  metadata=[("authorization", f"bearer {TOKEN}x")], timeout=10)  # fmt: skip
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert "Traceback" not in node.log_text()  # Health/List used to log one per call
 
@@ -58,12 +58,13 @@ def test_calls_need_the_token_and_relays_carry_it(make_cluster):
     # that must present the token to n3), while nodes keep heartbeating.
     with CortexClient(node.grpc, token=TOKEN) as client:
         spec = shell_spec("echo relayed", constraints=pb.Constraints(target_node="n3"))
-        task_id = client.submit_task(spec).task_id
-        assert client.get_task_result(task_id, wait=True, timeout_ms=30_000).state == "completed"
+        task_id = client.submit_task(spec).task.id
+        result = client.get_task_result(task_id, wait=True, timeout_ms=30_000)
+        assert result.task.state == pb.TASK_STATE_COMPLETED
         chunks = list(client.stream_task_output(task_id, timeout_s=20))
         assert b"".join(c.data.data for c in chunks if c.HasField("data")) == b"relayed\n"
         assert chunks[-1].end.exit_code == 0
-        wait_until(lambda: all(n.has_resources for n in client.list_nodes().nodes), 30,
+        wait_until(lambda: all(n.HasField("resources") for n in client.list_nodes().nodes), 30,
                    what="resource reports between nodes")  # fmt: skip
 
 

@@ -3,16 +3,21 @@ cluster secret can neither join nor inject entries."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import time
+from datetime import timedelta
 
 import grpc
 import pytest
 
+from cortex.api.auth import peer_metadata
+from cortex.internal.v1 import peer_pb2 as peer_pb
+from cortex.internal.v1 import peer_pb2_grpc as peer_grpc
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
-from tests.cluster import shell_spec, wait_until
+from tests.cluster import SECRET, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -28,25 +33,36 @@ def test_bad_requests_get_clear_status_and_write_nothing(make_cluster):
     node = cluster.nodes[1]
     before = cluster.wait_converged()
     channel = grpc.insecure_channel(node.grpc)
-    stub = pb_grpc.CortexStub(channel)
+    stub = pb_grpc.CortexServiceStub(channel)
+    joins = peer_grpc.JoinServiceStub(channel)
+    credential = peer_metadata(SECRET)
+    join = functools.partial(joins.JoinCluster, metadata=credential)
+    nonce = joins.JoinChallenge(
+        peer_pb.JoinChallengeRequest(), metadata=credential, timeout=5
+    ).nonce
     cases = [
         (stub.SubmitTask, pb.SubmitTaskRequest(), grpc.StatusCode.INVALID_ARGUMENT, "spec"),
         (stub.SubmitTask, pb.SubmitTaskRequest(spec=pb.TaskSpec()), grpc.StatusCode.INVALID_ARGUMENT, "command"),
         (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec("   ")), grpc.StatusCode.INVALID_ARGUMENT, "command is empty"),
         (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec(["echo"], priority=11)), grpc.StatusCode.INVALID_ARGUMENT, "priority"),
         (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec(["echo"], type="rocket")), grpc.StatusCode.INVALID_ARGUMENT, "type"),
-        (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec(["echo"], timeout_ms=-5)), grpc.StatusCode.INVALID_ARGUMENT, "timeoutMs"),
-        (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec(["echo"], options_json="{nope")), grpc.StatusCode.INVALID_ARGUMENT, "options_json"),
+        (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec(["echo"], timeout=timedelta(seconds=-5))), grpc.StatusCode.INVALID_ARGUMENT, "timeout"),
+        (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec(["echo"], options={"nope": 1})), grpc.StatusCode.INVALID_ARGUMENT, "options.nope"),
         (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec(["echo"], env={"BIG": "x" * (1024 * 1024 + 10)})), grpc.StatusCode.INVALID_ARGUMENT, "over the limit"),
         (stub.SubmitTask, pb.SubmitTaskRequest(spec=shell_spec(["echo"]), idempotency_key="k" * 300), grpc.StatusCode.INVALID_ARGUMENT, "idempotency_key"),
         (stub.GetTask, pb.GetTaskRequest(task_id="no-such-task"), grpc.StatusCode.NOT_FOUND, "no-such-task"),
         (stub.GetTask, pb.GetTaskRequest(task_id=""), grpc.StatusCode.INVALID_ARGUMENT, "task_id"),
-        (stub.GetTaskResult, pb.GetTaskResultRequest(task_id="nope", wait=True, timeout_ms=100), grpc.StatusCode.NOT_FOUND, "nope"),
+        (stub.GetTaskResult, pb.GetTaskResultRequest(task_id="nope", wait=True, timeout=timedelta(milliseconds=100)), grpc.StatusCode.NOT_FOUND, "nope"),
+        (stub.GetTaskResult, pb.GetTaskResultRequest(task_id="nope", wait=True, timeout=timedelta(hours=1)), grpc.StatusCode.INVALID_ARGUMENT, "timeout"),
         (stub.CancelTask, pb.CancelTaskRequest(task_id="nope"), grpc.StatusCode.NOT_FOUND, "nope"),
-        (stub.ListTasks, pb.ListTasksRequest(states=["sleeping"]), grpc.StatusCode.INVALID_ARGUMENT, "sleeping"),
+        (stub.ListTasks, pb.ListTasksRequest(states=[pb.TASK_STATE_UNSPECIFIED]), grpc.StatusCode.INVALID_ARGUMENT, "states"),
+        (stub.ListTasks, pb.ListTasksRequest(states=[42]), grpc.StatusCode.INVALID_ARGUMENT, "states"),
         (stub.ListTasks, pb.ListTasksRequest(page_token="abc"), grpc.StatusCode.INVALID_ARGUMENT, "page_token"),
-        (stub.JoinCluster, pb.JoinClusterRequest(node_id="x", raft_address="127.0.0.1:1", proof="00"), grpc.StatusCode.UNAUTHENTICATED, "challenge"),
-        (stub.JoinCluster, pb.JoinClusterRequest(node_id="x", raft_address="127.0.0.1:1", nonce=stub.JoinChallenge(pb.JoinChallengeRequest(), timeout=5).nonce, proof="00"), grpc.StatusCode.UNAUTHENTICATED, "secret"),
+        (stub.ListTasks, pb.ListTasksRequest(page_size=-1), grpc.StatusCode.INVALID_ARGUMENT, "page_size"),
+        (stub.GetTask, pb.GetTaskRequest(task_id="x", read_options=pb.ReadOptions(min_index=-1)), grpc.StatusCode.INVALID_ARGUMENT, "min_index"),
+        (joins.JoinChallenge, peer_pb.JoinChallengeRequest(), grpc.StatusCode.UNAUTHENTICATED, "peer credential"),
+        (join, peer_pb.JoinClusterRequest(node_id="x", raft_address="127.0.0.1:1", proof="00"), grpc.StatusCode.UNAUTHENTICATED, "challenge"),
+        (join, peer_pb.JoinClusterRequest(node_id="x", raft_address="127.0.0.1:1", nonce=nonce, proof="00"), grpc.StatusCode.UNAUTHENTICATED, "secret"),
     ]  # fmt: skip
     for call, request, expected_code, fragment in cases:
         code, message = _code_and_message(call, request)
@@ -97,7 +113,7 @@ def test_node_with_wrong_or_missing_secret_cannot_join_or_inject(make_cluster, t
         with pytest.raises(Exception) as caught:
             client.submit_task(shell_spec(["echo", "injected"]))
         assert type(caught.value).__name__ == "Unavailable"
-    assert not rogue.status().leader
+    assert not rogue.status().leader_raft_address
     for node in cluster.nodes[:3]:
         status = node.status()
         assert sorted(n.raft_address for n in status.nodes) == members

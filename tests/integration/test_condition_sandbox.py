@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import SECRET, wait_until
 from tests.hostile_conditions import EXFILTRATE, search_for
 
@@ -18,25 +19,25 @@ pytestmark = pytest.mark.cluster
 
 API_TOKEN = "api-token-3c9e1f77b0d24a65"
 MCP_TOKEN = "mcp-token-8a41d06e92cf5b13"
-TERMINAL = ("completed", "failed", "cancelled")
+TERMINAL = (pb.WORKFLOW_STATE_COMPLETED, pb.WORKFLOW_STATE_FAILED, pb.WORKFLOW_STATE_CANCELLED)
 SLOW_WORKFLOWS = 150
 
 
 def _submit(client: Any, definition: dict[str, Any]) -> str:
-    return client.submit_workflow(json.dumps(definition), "json").workflow_id
+    return client.submit_workflow(json.dumps(definition), pb.DEFINITION_FORMAT_JSON).workflow_id
 
 
 def _ended(client: Any, workflow_id: str, timeout: float = 60) -> Any:
     return wait_until(
-        lambda: (w := client.get_workflow_status(workflow_id)).state in TERMINAL and w,
+        lambda: (w := client.get_workflow(workflow_id).workflow).state in TERMINAL and w,
         timeout,
         what=f"workflow {workflow_id} to end",
     )
 
 
-def _event_ts(client: Any, task_id: str, event: str) -> int:
+def _event_ms(client: Any, task_id: str, event: pb.EventType) -> int:
     events = client.get_task(task_id, include_events=True).events
-    return next(ev.ts_ms for ev in events if ev.event == event)
+    return next(ev.time.ToMilliseconds() for ev in events if ev.type == event)
 
 
 def test_a_condition_sees_no_secret_or_token_of_the_node(make_cluster):
@@ -69,8 +70,8 @@ def test_a_condition_sees_no_secret_or_token_of_the_node(make_cluster):
     tasks = {t.key: t for t in workflow.tasks}
     # The search reaches what a condition can see (the control finds the
     # marker) and finds none of the node's secrets.
-    assert tasks["control"].state == "completed", tasks["control"]
-    assert tasks["search"].state == "skipped"
+    assert tasks["control"].state == pb.TASK_STATE_COMPLETED, tasks["control"]
+    assert tasks["search"].state == pb.TASK_STATE_SKIPPED
     assert tasks["search"].skip_reason == "condition is false"
     reason = tasks["exfiltrate"].skip_reason
     assert reason.startswith("condition threw Error: env=ReferenceError: process is not defined")
@@ -107,21 +108,27 @@ def test_slow_conditions_of_many_workflows_do_not_hold_up_another(make_cluster):
             slow_ids = list(pool.map(lambda _: _submit(client, _slow_workflow(finish_at_ms)),
                                      range(SLOW_WORKFLOWS)))  # fmt: skip
         wait_until(
-            lambda: client.list_tasks(states=["completed"], page_size=1).total >= SLOW_WORKFLOWS,
+            lambda: (
+                client.list_tasks(states=[pb.TASK_STATE_COMPLETED], page_size=1).total_size
+                >= SLOW_WORKFLOWS
+            ),
             60,
             what="the slow workflows' roots to complete",
         )
-        backlog = client.list_tasks(states=["pending"], page_size=1).total
+        backlog = client.list_tasks(states=[pb.TASK_STATE_PENDING], page_size=1).total_size
         workflow = _ended(client, _submit(client, unrelated))
         tasks = {t.key: t for t in workflow.tasks}
-        assert workflow.state == "completed" and tasks["then"].state == "completed", workflow
-        first_done = _event_ts(client, tasks["first"].task_id, "completed")
-        decided = _event_ts(client, tasks["then"].task_id, "released")
+        assert workflow.state == pb.WORKFLOW_STATE_COMPLETED, workflow
+        assert tasks["then"].state == pb.TASK_STATE_COMPLETED, workflow
+        first_done = _event_ms(client, tasks["first"].task_id, pb.EVENT_TYPE_COMPLETED)
+        decided = _event_ms(client, tasks["then"].task_id, pb.EVENT_TYPE_RELEASED)
         delay_ms = decided - first_done
         slow_workflows = [_ended(client, workflow_id) for workflow_id in slow_ids]
         gates = [next(t for t in w.tasks if t.key == "gate") for w in slow_workflows]
         assert {g.skip_reason for g in gates} == {"condition timed out after 100 ms"}
-        decided_later = sum(_event_ts(client, gate.task_id, "skipped") > decided for gate in gates)
+        decided_later = sum(
+            _event_ms(client, gate.task_id, pb.EVENT_TYPE_SKIPPED) > decided for gate in gates
+        )
     print(f"backlog {backlog}, unrelated step decided {delay_ms} ms after its dependency "
           f"completed, ahead of {decided_later} slow conditions")  # fmt: skip
     # The backlog was real when the unrelated step came (first come, first

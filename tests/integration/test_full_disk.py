@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cortex.errors import CortexError
+from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import ClusterNode, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -80,10 +81,10 @@ def test_a_full_disk_stops_that_node_and_it_catches_up_after(make_cluster, small
                 break
             spec = shell_spec(["true"], type="noop", env={"PAD": padding, "N": str(number)})
             try:
-                submitted.append(client.submit_task(spec).task_id)
+                submitted.append(client.submit_task(spec).task.id)
             except CortexError:
                 # The full node may have been the leader; the others elect one.
-                wait_until(lambda: others[0].status().leader, 30, what="a new leader")
+                wait_until(lambda: others[0].status().leader_raft_address, 30, what="a new leader")
         wait_until(lambda: not victim.alive, 60, what="the node with the full disk to stop")
     assert victim.process is not None and victim.process.returncode not in (0, None)
     log = victim.log_text()
@@ -95,13 +96,15 @@ def test_a_full_disk_stops_that_node_and_it_catches_up_after(make_cluster, small
 
     # The other two keep accepting and completing work.
     with others[0].client() as client:
-        ids = [client.submit_task(shell_spec(["echo", f"after {i}"])).task_id for i in range(3)]
+        ids = [client.submit_task(shell_spec(["echo", f"after {i}"])).task.id for i in range(3)]
         for task_id in ids:
-            done = client.get_task_result(task_id, wait=True, timeout_ms=60_000)
-            assert done.state == "completed", done
+            done = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
+            assert done.state == pb.TASK_STATE_COMPLETED, done
         for task_id in submitted:
-            assert client.get_task(task_id).state in ("queued", "assigned", "running",
-                                                      "completed")  # fmt: skip
+            assert client.get_task(task_id).task.state in (
+                pb.TASK_STATE_QUEUED, pb.TASK_STATE_ASSIGNED, pb.TASK_STATE_RUNNING,
+                pb.TASK_STATE_COMPLETED,
+            )  # fmt: skip
 
     subprocess.run(["mount", "-o", f"remount,size={ROOMY}", str(small_disk)], check=True)
     victim.start(peers=cluster.peers)
@@ -109,4 +112,4 @@ def test_a_full_disk_stops_that_node_and_it_catches_up_after(make_cluster, small
     assert _applied_index(victim) >= stopped_at
     with victim.client() as client:
         for number, task_id in enumerate(submitted):
-            assert client.get_task(task_id).spec.env["N"] == str(number)
+            assert client.get_task(task_id).task.spec.env["N"] == str(number)

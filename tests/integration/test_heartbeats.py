@@ -13,10 +13,10 @@ import pytest
 
 from cortex.api.auth import peer_metadata
 from cortex.api.peer_convert import heartbeat_to_proto
+from cortex.internal.v1 import peer_pb2 as peer_pb
+from cortex.internal.v1 import peer_pb2_grpc as peer_grpc
 from cortex.membership.heartbeat import signed_heartbeat
 from cortex.scheduler.model import NodeResources
-from cortex.v1 import peer_pb2 as peer_pb
-from cortex.v1 import peer_pb2_grpc as peer_grpc
 from tests.cluster import SECRET
 
 pytestmark = pytest.mark.cluster
@@ -45,11 +45,11 @@ def test_heartbeats_are_taken_only_on_the_peer_listener_and_only_once(make_clust
     assert peer_address and peer_address != node.grpc
 
     with grpc.insecure_channel(node.grpc) as public:
-        code, _ = _refusal(peer_grpc.PeerStub(public).Heartbeat, _signed(1))
+        code, _ = _refusal(peer_grpc.PeerServiceStub(public).Heartbeat, _signed(1))
         assert code == grpc.StatusCode.UNIMPLEMENTED
 
     with grpc.insecure_channel(peer_address) as channel:
-        stub = peer_grpc.PeerStub(channel)
+        stub = peer_grpc.PeerServiceStub(channel)
         for metadata in ((), (("cortex-peer-auth", "0" * 64),)):
             code, detail = _refusal(stub.Heartbeat, _signed(1), metadata)
             assert code == grpc.StatusCode.UNAUTHENTICATED and "peer credential" in detail

@@ -39,8 +39,9 @@ def test_removed_node_hands_back_its_task_stops_and_can_join_again(make_cluster,
     with leader.client() as client:
         for node in (leader, other):
             client.cordon_node(node.node_id)
-        task_id = client.submit_task(shell_spec(command)).task_id
-        wait_until(lambda: client.get_task(task_id).state == "running", 30, what="task running")
+        task_id = client.submit_task(shell_spec(command)).task.id
+        wait_until(lambda: client.get_task(task_id).task.state == pb.TASK_STATE_RUNNING, 30,
+                   what="task running")  # fmt: skip
         sleeper = wait_until(lambda: pid_file.exists() and int(pid_file.read_text()), 20)
         assert pid_alive(sleeper)
         for node in (leader, other):
@@ -55,17 +56,16 @@ def test_removed_node_hands_back_its_task_stops_and_can_join_again(make_cluster,
     assert sorted(removal["members"]) == sorted([leader.raft, other.raft])
 
     with leader.client() as client:
-        task = client.get_task_result(task_id, wait=True, timeout_ms=60_000)
-        assert task.state == "completed" and task.node != victim.node_id
+        task = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
+        assert task.state == pb.TASK_STATE_COMPLETED and task.node_id != victim.node_id
         assert task.result.stdout == b"moved\n"
-        events = [ev.event for ev in client.get_task(task_id, include_events=True).events]
+        events = [ev.type for ev in client.get_task(task_id, include_events=True).events]
         # Moved without spending a retry: re-queued, never failed or retried.
-        assert "requeued" in events and "failed" not in events and "retried" not in events
-        assert [n.node_id for n in client.list_nodes().nodes] == sorted(
-            [leader.node_id, other.node_id]
-        )
-        status = client.cluster_status()
-        assert victim.node_id not in {n.node_id for n in status.nodes}
+        assert pb.EVENT_TYPE_REQUEUED in events
+        assert pb.EVENT_TYPE_FAILED not in events and pb.EVENT_TYPE_RETRIED not in events
+        assert [n.id for n in client.list_nodes().nodes] == sorted([leader.node_id, other.node_id])
+        status = client.get_cluster_status()
+        assert victim.node_id not in {n.id for n in status.nodes}
     listed = json.loads(_cli(leader, "node", "list", "--all", "--json").stdout)
     assert {n["node_id"]: n["status"] for n in listed}[victim.node_id] == "removed"
     wait_until(lambda: not victim.alive, 30, what="the removed node to stop by itself")
@@ -85,7 +85,7 @@ def test_removed_node_hands_back_its_task_stops_and_can_join_again(make_cluster,
     with leader.client() as client:
         wait_until(
             lambda: any(
-                n.node_id == victim.node_id and n.status == "active"
+                n.id == victim.node_id and n.status == pb.NODE_STATUS_ACTIVE
                 for n in client.list_nodes().nodes
             ),
             60,
@@ -93,9 +93,9 @@ def test_removed_node_hands_back_its_task_stops_and_can_join_again(make_cluster,
         )
         spec = shell_spec(["echo", "back"], constraints=pb.Constraints(target_node=victim.node_id))
         again = client.get_task_result(
-            client.submit_task(spec).task_id, wait=True, timeout_ms=60_000
-        )
-        assert (again.state, again.node) == ("completed", victim.node_id)
+            client.submit_task(spec).task.id, wait=True, timeout_ms=60_000
+        ).task
+        assert (again.state, again.node_id) == (pb.TASK_STATE_COMPLETED, victim.node_id)
     cluster.wait_converged()
 
 
@@ -107,19 +107,21 @@ def test_a_dead_node_is_removed_and_the_rest_carry_on(make_cluster):
     with follower.client(timeout_s=60) as client:
         removal = client.remove_node(dead.node_id)
         assert sorted(removal.members) == sorted([leader.raft, follower.raft])
+        assert removal.commit_index and removal.header.applied_index >= removal.commit_index
         # Idempotent: a retry of an interrupted removal finishes or confirms it.
         assert client.remove_node(dead.node_id).members == removal.members
         with pytest.raises(FailedPrecondition, match="was removed"):
             client.drain_node(dead.node_id)
-        assert dead.node_id not in [n.node_id for n in client.list_nodes().nodes]
-        gone = [
-            n for n in client.list_nodes(include_removed=True).nodes if n.node_id == dead.node_id
+        assert dead.node_id not in [n.id for n in client.list_nodes().nodes]
+        gone = [n for n in client.list_nodes(include_removed=True).nodes if n.id == dead.node_id]
+        assert [(n.status, n.status_reason) for n in gone] == [
+            (pb.NODE_STATUS_REMOVED, "removed by request")
         ]
-        assert [(n.status, n.status_reason) for n in gone] == [("removed", "removed by request")]
         done = client.get_task_result(
-            client.submit_task(shell_spec(["echo", "ok"])).task_id, wait=True, timeout_ms=60_000
-        )
-        assert done.state == "completed" and done.node in (leader.node_id, follower.node_id)
+            client.submit_task(shell_spec(["echo", "ok"])).task.id, wait=True, timeout_ms=60_000
+        ).task
+        assert done.state == pb.TASK_STATE_COMPLETED
+        assert done.node_id in (leader.node_id, follower.node_id)
     # Two members left: both must agree for anything to commit, and they do.
     cluster.wait_converged([leader, follower])
 
@@ -135,6 +137,6 @@ def test_remove_refuses_the_leader_unknown_nodes_and_bad_ids(make_cluster):
             client.remove_node("ghost")
         with pytest.raises(InvalidArgument):
             client.remove_node("")
-        assert len(client.cluster_status().nodes) == 3
+        assert len(client.get_cluster_status().nodes) == 3
     result = _cli(follower, "node", "remove", leader.node_id)
     assert result.returncode != 0 and "is the Raft leader" in result.stderr

@@ -43,7 +43,7 @@ def _submit_until_power_cut(cluster: Cluster, acked_target: int) -> list[str]:
             while not stop.is_set():
                 spec = shell_spec(["true"], type="noop", env={"N": str(next(counter))})
                 try:
-                    task_id = client.submit_task(spec).task_id
+                    task_id = client.submit_task(spec).task.id
                 except CortexError:
                     continue
                 with lock:

@@ -11,6 +11,7 @@ import threading
 import psutil
 import pytest
 
+from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -53,15 +54,15 @@ def test_junk_on_the_raft_port_is_dropped_without_buffering_it(make_cluster, pre
     flood.start()
     with target.client() as client:
         # The cluster keeps committing while the flood goes on.
-        task_id = client.submit_task(shell_spec(["echo", "still here"])).task_id
+        task_id = client.submit_task(shell_spec(["echo", "still here"])).task.id
         while flood.is_alive():
             peak.append(node.memory_info().rss)
             flood.join(0.05)
-        done = client.get_task_result(task_id, wait=True, timeout_ms=60_000)
-    assert done.state == "completed", done
+        done = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
+    assert done.state == pb.TASK_STATE_COMPLETED, done
     assert outcome.get("closed_by_peer") is True, outcome
     assert int(outcome.get("sent", 0)) < JUNK_BYTES, "the node read all the junk"
     growth = max(peak) - rss_before
     assert growth < 32 * 1024 * 1024, f"RSS grew by {growth / 2**20:.1f} MiB"
     assert "dropping a connection" in target.log_text() or prefix != struct.pack("i", 2**31 - 1)
-    wait_until(lambda: target.status().leader, 30, what="a leader after the flood")
+    wait_until(lambda: target.status().leader_raft_address, 30, what="a leader after the flood")

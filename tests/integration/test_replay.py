@@ -13,9 +13,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from cortex.internal.v1 import peer_pb2 as peer_pb
+from cortex.internal.v1 import peer_pb2_grpc as peer_grpc
 from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import cortex_pb2_grpc as pb_grpc
-from cortex.v1 import peer_pb2 as peer_pb
 from tests.cluster import Cluster, ClusterNode, wait_until
 from tests.peer_capture import CAPTURE_ENV, LAUNCHER, Captured, read_capture
 
@@ -29,8 +29,8 @@ FAST = [
 ]  # fmt: skip
 # Default max_clock_skew_s plus one heartbeat interval.
 FRESHNESS_WINDOW_S = 5.0 + HEARTBEAT_INTERVAL_S
-HEARTBEAT = "/cortex.v1.internal.Peer/Heartbeat"
-JOIN = "/cortex.v1.Cortex/JoinCluster"
+HEARTBEAT = "/cortex.internal.v1.PeerService/Heartbeat"
+JOIN = "/cortex.internal.v1.JoinService/JoinCluster"
 
 
 def _send_raw(
@@ -55,12 +55,12 @@ def _capturing(cluster: Cluster, node: ClusterNode) -> Path:
 
 def _peer_addresses(node: ClusterNode) -> dict[str, str]:
     with node.client(timeout_s=5) as client:
-        return {n.node_id: n.peer_address for n in client.list_nodes().nodes}
+        return {n.id: n.peer_address for n in client.list_nodes().nodes}
 
 
-def _status_of(node: ClusterNode, node_id: str) -> str:
+def _status_of(node: ClusterNode, node_id: str) -> pb.NodeStatus:
     with node.client(timeout_s=5) as client:
-        return next(n.status for n in client.list_nodes().nodes if n.node_id == node_id)
+        return next(n.status for n in client.list_nodes().nodes if n.id == node_id)
 
 
 def test_a_replayed_heartbeat_keeps_no_dead_node_online(make_cluster):
@@ -101,7 +101,7 @@ def test_a_replayed_heartbeat_keeps_no_dead_node_online(make_cluster):
     replayer.start()
     try:
         wait_until(
-            lambda: _status_of(leader, sender.node_id) == "offline",
+            lambda: _status_of(leader, sender.node_id) == pb.NODE_STATUS_OFFLINE,
             FAILURE_TIMEOUT_S + 10,
             interval=0.1,
             what="the dead sender to be marked offline despite the replays",
@@ -140,7 +140,7 @@ def test_a_replayed_heartbeat_keeps_no_dead_node_online(make_cluster):
         code, detail = _send_raw(channel, HEARTBEAT, captured)
     assert code == grpc.StatusCode.FAILED_PRECONDITION, (code, detail)
     assert "old" in detail and "replay" in detail, detail
-    assert _status_of(other, sender.node_id) == "offline"
+    assert _status_of(other, sender.node_id) == pb.NODE_STATUS_OFFLINE
 
 
 def test_a_replayed_join_of_a_removed_node_is_refused(make_cluster):
@@ -152,7 +152,7 @@ def test_a_replayed_join_of_a_removed_node_is_refused(make_cluster):
     with leader.client() as client:
         wait_until(
             lambda: any(
-                n.node_id == joiner.node_id and n.status == "active"
+                n.id == joiner.node_id and n.status == pb.NODE_STATUS_ACTIVE
                 for n in client.list_nodes().nodes
             ),
             60,
@@ -161,12 +161,14 @@ def test_a_replayed_join_of_a_removed_node_is_refused(make_cluster):
         joins = [c for c in read_capture(capture) if c.kind == "join"]
         assert len(joins) == 1 and joins[0].address == leader.grpc
         join = joins[0]
-        assert pb.JoinClusterRequest.FromString(join.payload).raft_address == joiner.raft
+        captured = peer_pb.JoinClusterRequest.FromString(join.payload)
+        assert captured.raft_address == joiner.raft
+        assert captured.role in (pb.NODE_ROLE_UNSPECIFIED, pb.NODE_ROLE_VOTER)
 
         removal = client.remove_node(joiner.node_id, "retired")
         assert joiner.raft not in removal.members
         wait_until(lambda: not joiner.alive, 30, what="the removed node to stop")
-        before = client.cluster_status()
+        before = client.get_cluster_status()
 
         with grpc.insecure_channel(leader.grpc) as channel:
             # The same bytes again: their nonce is spent.
@@ -174,10 +176,10 @@ def test_a_replayed_join_of_a_removed_node_is_refused(make_cluster):
             assert code == grpc.StatusCode.UNAUTHENTICATED, (code, detail)
             assert "challenge" in detail, detail
             # With a fresh nonce, the old proof does not fit.
-            request = pb.JoinClusterRequest.FromString(join.payload)
+            request = peer_pb.JoinClusterRequest.FromString(join.payload)
             request.nonce = (
-                pb_grpc.CortexStub(channel)
-                .JoinChallenge(pb.JoinChallengeRequest(), timeout=5)
+                peer_grpc.JoinServiceStub(channel)
+                .JoinChallenge(peer_pb.JoinChallengeRequest(), metadata=join.metadata, timeout=5)
                 .nonce
             )
             code, detail = _send_raw(channel, JOIN, join, request.SerializeToString())
@@ -185,8 +187,8 @@ def test_a_replayed_join_of_a_removed_node_is_refused(make_cluster):
             assert "secret" in detail, detail
 
         # Nothing was proposed: no membership change entered the log.
-        after = client.cluster_status()
+        after = client.get_cluster_status()
         assert after.commit_index == before.commit_index
-        assert [n.node_id for n in after.nodes] == sorted(n.node_id for n in cluster.nodes[:2])
-        statuses = {n.node_id: n.status for n in client.list_nodes(include_removed=True).nodes}
-        assert statuses[joiner.node_id] == "removed"
+        assert [n.id for n in after.nodes] == sorted(n.node_id for n in cluster.nodes[:2])
+        statuses = {n.id: n.status for n in client.list_nodes(include_removed=True).nodes}
+        assert statuses[joiner.node_id] == pb.NODE_STATUS_REMOVED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import Cluster, completion_counts, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -17,7 +18,7 @@ def _submit_round_robin(cluster: Cluster, count: int, prefix: str) -> list[str]:
             reply = clients[i % len(clients)].submit_task(
                 shell_spec(["echo", f"{prefix}-{i}"]), idempotency_key=f"{prefix}-{i}"
             )
-            ids.append(reply.task_id)
+            ids.append(reply.task.id)
         return ids
     finally:
         for client in clients:
@@ -29,13 +30,13 @@ def _wait_all_completed(cluster: Cluster, ids: list[str], timeout: float = 120.0
     with node.client() as client:
 
         def done() -> bool:
-            tasks = client.list_tasks(states=["completed"], page_size=1000).total
-            return tasks >= len(ids)
+            listed = client.list_tasks(states=[pb.TASK_STATE_COMPLETED], page_size=1)
+            return listed.total_size >= len(ids)
 
         wait_until(done, timeout, interval=0.25, what=f"{len(ids)} tasks completed")
         for task_id in ids:
-            task = client.get_task(task_id)
-            assert task.state == "completed", (task_id, task.state)
+            task = client.get_task(task_id).task
+            assert task.state == pb.TASK_STATE_COMPLETED, (task_id, task.state)
 
 
 def test_200_tasks_round_robin_complete_exactly_once_and_digests_match(make_cluster):
@@ -51,12 +52,12 @@ def test_200_tasks_round_robin_complete_exactly_once_and_digests_match(make_clus
     ran_on = set()
     with cluster.nodes[0].client() as client:
         for task_id in ids[:30]:
-            task = client.get_task(task_id)
+            task = client.get_task(task_id).task
             assert task.result.stdout.decode().startswith("rr-")
-            ran_on.add(task.node)
+            ran_on.add(task.node_id)
     assert ran_on <= {n.node_id for n in cluster.nodes}
     statuses = [n.status() for n in cluster.nodes]
-    assert {(s.state_digest, s.last_applied) for s in statuses} == {(digest, applied)}
+    assert {(s.state_digest, s.applied_index) for s in statuses} == {(digest, applied)}
 
 
 def test_killed_follower_catches_up_after_restart(make_cluster):
@@ -69,7 +70,7 @@ def test_killed_follower_catches_up_after_restart(make_cluster):
     clients = [n.client() for n in survivors]
     more = []
     for i in range(40):
-        more.append(clients[i % 2].submit_task(shell_spec(["echo", f"during-{i}"])).task_id)
+        more.append(clients[i % 2].submit_task(shell_spec(["echo", f"during-{i}"])).task.id)
     for client in clients:
         client.close()
     _wait_all_completed(cluster, first + more)
@@ -85,7 +86,7 @@ def test_whole_cluster_restart_keeps_tasks_and_never_reruns_completed(make_clust
     runs = tmp_path / "runs.log"
     with cluster.nodes[0].client() as client:
         ids = [
-            client.submit_task(shell_spec(f'echo "$CORTEX_TASK_ID" >> {runs}')).task_id
+            client.submit_task(shell_spec(f'echo "$CORTEX_TASK_ID" >> {runs}')).task.id
             for _ in range(30)
         ]
     _wait_all_completed(cluster, ids)
@@ -97,11 +98,12 @@ def test_whole_cluster_restart_keeps_tasks_and_never_reruns_completed(make_clust
     # A task submitted after the restart completing means every agent has
     # reconciled what it found in its database.
     with cluster.nodes[1].client() as client:
-        sentinel = client.submit_task(shell_spec(["true"])).task_id
-        assert client.get_task_result(sentinel, wait=True, timeout_ms=60_000).state == "completed"
+        sentinel = client.submit_task(shell_spec(["true"])).task.id
+        result = client.get_task_result(sentinel, wait=True, timeout_ms=60_000)
+        assert result.task.state == pb.TASK_STATE_COMPLETED
         for task_id in ids:
-            task = client.get_task(task_id)
-            assert task.state == "completed" and task.attempt == 1
+            task = client.get_task(task_id).task
+            assert task.state == pb.TASK_STATE_COMPLETED and task.attempt == 1
     cluster.wait_converged()
     lines = runs.read_text().split()
     assert sorted(lines) == sorted(ids), "a completed task ran again after the restart"
@@ -116,9 +118,10 @@ def test_idempotency_key_on_two_nodes_yields_one_task(make_cluster):
         again = a.submit_task(shell_spec(["echo", "once"]), idempotency_key="same-key")
         elsewhere = b.submit_task(shell_spec(["echo", "once"]), idempotency_key="same-key")
         assert first.created and not again.created and not elsewhere.created
-        assert first.task_id == again.task_id == elsewhere.task_id
+        assert first.task.id == again.task.id == elsewhere.task.id
+        assert first.commit_index == again.commit_index == elsewhere.commit_index
         listed = a.list_tasks(page_size=1000)
-        assert [t.id for t in listed.tasks if t.idempotency_key == "same-key"] == [first.task_id]
+        assert [t.id for t in listed.tasks if t.idempotency_key == "same-key"] == [first.task.id]
     finally:
         a.close()
         b.close()
@@ -130,14 +133,14 @@ def test_fourth_node_joins_through_snapshot_and_converges(make_cluster):
     ids = []
     for i in range(500):
         spec = shell_spec([], type="noop")
-        ids.append(clients[i % 3].submit_task(spec, idempotency_key=f"j-{i}").task_id)
+        ids.append(clients[i % 3].submit_task(spec, idempotency_key=f"j-{i}").task.id)
     for client in clients:
         client.close()
     _wait_all_completed(cluster, ids)
     cluster.wait_converged()
     leader = cluster.leader()
     # The log has been compacted: the leader no longer holds every entry.
-    wait_until(lambda: leader.status().log_size < leader.status().last_applied // 2, 60,
+    wait_until(lambda: leader.status().log_size < leader.status().applied_index // 2, 60,
                what="log compaction")  # fmt: skip
     newcomer = cluster.add_node(extra_args=["--compaction-min-entries", "50"])
     newcomer.start(join=cluster.nodes[0].grpc)

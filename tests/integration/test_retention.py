@@ -24,7 +24,7 @@ PIPELINE = {
 }
 
 
-def _listed(node: ClusterNode) -> tuple[dict[str, str], set[str]]:
+def _listed(node: ClusterNode) -> tuple[dict[str, pb.TaskState], set[str]]:
     """Task states by id, and workflow ids, as this node's database has them."""
     with node.client() as client:
         tasks = client.list_tasks(page_size=1000)
@@ -51,18 +51,24 @@ def test_finished_tasks_are_purged_on_every_node_and_active_ones_stay(make_clust
     cluster.wait_ready()
 
     with cluster.nodes[0].client() as client:
-        done = [client.submit_task(shell_spec(["echo", f"done-{i}"])).task_id for i in range(12)]
-        assert client.submit_workflow(json.dumps(PIPELINE), "json").workflow_id
-        running = client.submit_task(shell_spec(["sleep", "300"])).task_id
+        done = [client.submit_task(shell_spec(["echo", f"done-{i}"])).task.id for i in range(12)]
+        assert client.submit_workflow(json.dumps(PIPELINE), pb.DEFINITION_FORMAT_JSON).workflow_id
+        running = client.submit_task(shell_spec(["sleep", "300"])).task.id
         queued = client.submit_task(
             shell_spec(["true"], constraints=pb.Constraints(node_labels=["no-such-label"]))
-        ).task_id
+        ).task.id
         dead = client.submit_task(
             shell_spec("exit 3", retry_policy=pb.RetryPolicy(max_retries=0))
-        ).task_id
-        wait_until(lambda: client.get_task(running).state == "running", 60, what="running task")
-        wait_until(lambda: client.get_task(dead).state == "dead_letter", 60, what="dead letter")
-    kept = {running: "running", queued: "queued", dead: "dead_letter"}
+        ).task.id
+        wait_until(lambda: client.get_task(running).task.state == pb.TASK_STATE_RUNNING, 60,
+                   what="running task")  # fmt: skip
+        wait_until(lambda: client.get_task(dead).task.state == pb.TASK_STATE_DEAD_LETTER, 60,
+                   what="dead letter")  # fmt: skip
+    kept = {
+        running: pb.TASK_STATE_RUNNING,
+        queued: pb.TASK_STATE_QUEUED,
+        dead: pb.TASK_STATE_DEAD_LETTER,
+    }
 
     def purged_everywhere() -> bool:
         return all(_listed(node) == (kept, set()) for node in cluster.nodes)
@@ -75,10 +81,10 @@ def test_finished_tasks_are_purged_on_every_node_and_active_ones_stay(make_clust
 
     digest, applied = cluster.wait_converged()
     statuses = [node.status() for node in cluster.nodes]
-    assert {(s.state_digest, s.last_applied) for s in statuses} == {(digest, applied)}
+    assert {(s.state_digest, s.applied_index) for s in statuses} == {(digest, applied)}
     for node in cluster.nodes:
         assert _listed(node) == (kept, set())
         with node.client() as client:
-            assert client.get_task(running).state == "running"
+            assert client.get_task(running).task.state == pb.TASK_STATE_RUNNING
             dead_letters = client.list_dead_letter_tasks()
         assert [t.id for t in dead_letters.tasks] == [dead]

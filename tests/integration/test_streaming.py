@@ -12,6 +12,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +60,19 @@ def _check_contiguous(data: list[pb.OutputData], start: int = 0) -> int:
     return position
 
 
-def _wait_state(node: ClusterNode, task_id: str, states: set[str], timeout: float = 30) -> pb.Task:
+def _wait_state(
+    node: ClusterNode, task_id: str, states: set[pb.TaskState], timeout: float = 30
+) -> pb.Task:
     def check() -> pb.Task | None:
         with node.client() as client:
-            task = client.get_task(task_id)
+            task = client.get_task(task_id).task
         return task if task.state in states else None
 
     return wait_until(check, timeout, what=f"task {task_id} in {states}")
+
+
+def _events(watched: Iterable[pb.WatchEventsResponse]) -> Iterator[pb.Event]:
+    return (message.event for message in watched)
 
 
 def _cli_env() -> dict[str, str]:
@@ -87,8 +95,8 @@ def test_live_output_is_relayed_in_order_from_the_executing_node(make_cluster) -
     cluster = make_cluster(3)
     executing, follower = cluster.nodes[1], cluster.nodes[2]
     with follower.client() as client:
-        task_id = client.submit_task(_pinned(TICKER, executing, retry_policy=NO_RETRY)).task_id
-        received: list[tuple[float, pb.OutputChunk]] = []
+        task_id = client.submit_task(_pinned(TICKER, executing, retry_policy=NO_RETRY)).task.id
+        received: list[tuple[float, pb.StreamTaskOutputResponse]] = []
         # Subscribed before the task is even assigned: the stream waits for it.
         for chunk in client.stream_task_output(task_id, follow=True, timeout_s=60):
             received.append((time.time(), chunk))
@@ -107,7 +115,7 @@ def test_live_output_is_relayed_in_order_from_the_executing_node(make_cluster) -
     assert [n for n, _, _ in lines] == list(range(50))
     assert buffer == b""
     end = last.end
-    assert (end.state, end.exit_code, end.attempt) == ("failed", 5, 1)
+    assert (end.state, end.exit_code, end.attempt) == (pb.TASK_STATE_FAILED, 5, 1)
     assert end.total_bytes == total and not end.interrupted
     # Live, not at the end: the first line arrived ~5 s before the task ended.
     first_seen = lines[0][2]
@@ -118,7 +126,7 @@ def test_live_output_is_relayed_in_order_from_the_executing_node(make_cluster) -
         f"median {statistics.median(delays):.1f} ms, max {max(delays):.1f} ms over {len(delays)} lines"
     )
     with follower.client() as client:
-        assert client.get_task(task_id).node == executing.node_id
+        assert client.get_task(task_id).task.node_id == executing.node_id
 
 
 # Raw bytes (every byte value), both streams, several writes per stream.
@@ -136,17 +144,22 @@ def test_late_subscribers_get_every_byte_and_resume_at_any_offset(make_cluster) 
     cluster = make_cluster(3)
     executing, other = cluster.nodes[0], cluster.nodes[2]
     with other.client() as client:
-        task_id = client.submit_task(_pinned(RAW, executing)).task_id
-        assert client.get_task_result(task_id, wait=True, timeout_ms=30_000).state == "completed"
+        task_id = client.submit_task(_pinned(RAW, executing)).task.id
+        result = client.get_task_result(task_id, wait=True, timeout_ms=30_000)
+        assert result.task.state == pb.TASK_STATE_COMPLETED
     for node in (executing, other):
         data, end = _collect(node, task_id)
-        assert (end.state, end.exit_code, end.interrupted) == ("completed", 0, False)
+        assert (end.state, end.exit_code, end.interrupted) == (pb.TASK_STATE_COMPLETED, 0, False)
         full = b"".join(d.data for d in data)
         assert _check_contiguous(data) == end.total_bytes == len(full)
         by_stream = {
-            s: b"".join(d.data for d in data if d.stream == s) for s in ("stdout", "stderr")
+            s: b"".join(d.data for d in data if d.stream == s)
+            for s in (pb.OUTPUT_STREAM_STDOUT, pb.OUTPUT_STREAM_STDERR)
         }
-        assert by_stream == {"stdout": EXPECTED_STDOUT, "stderr": EXPECTED_STDERR}
+        assert by_stream == {
+            pb.OUTPUT_STREAM_STDOUT: EXPECTED_STDOUT,
+            pb.OUTPUT_STREAM_STDERR: EXPECTED_STDERR,
+        }
     combined = data
     # Resume anywhere, even inside a chunk, and get exactly the rest.
     for offset in (1, 255, 260, len(full) // 2 + 3, len(full) - 1, len(full)):
@@ -154,13 +167,13 @@ def test_late_subscribers_get_every_byte_and_resume_at_any_offset(make_cluster) 
         assert b"".join(d.data for d in data) == full[offset:], offset
         assert _check_contiguous(data, offset) == len(full)
     # One stream only: its bytes, at their offsets in the combined output.
-    data, end = _collect(other, task_id, stream="stderr", from_offset=100)
+    data, end = _collect(other, task_id, stream=pb.OUTPUT_STREAM_STDERR, from_offset=100)
     stderr_from_100 = b"".join(
-        d.data[max(100 - d.offset, 0) :] for d in combined if d.stream == "stderr"
+        d.data[max(100 - d.offset, 0) :] for d in combined if d.stream == pb.OUTPUT_STREAM_STDERR
     )
     assert b"".join(d.data for d in data) == stderr_from_100
     for item in data:
-        assert item.stream == "stderr"
+        assert item.stream == pb.OUTPUT_STREAM_STDERR
         assert full[item.offset : item.offset + len(item.data)] == item.data
     # An explicit attempt number is the same attempt.
     data, end = _collect(other, task_id, attempt=1)
@@ -173,21 +186,22 @@ def test_bad_requests_and_tasks_that_have_not_run(make_cluster) -> None:
     with node.client() as client:
         with pytest.raises(NotFound, match="no task with id nope"):
             list(client.stream_task_output("nope"))
-        done = client.submit_task(shell_spec(["echo", "hi"])).task_id
+        done = client.submit_task(shell_spec(["echo", "hi"])).task.id
         client.get_task_result(done, wait=True, timeout_ms=30_000)
         with pytest.raises(NotFound, match="has no attempt 7"):
             list(client.stream_task_output(done, attempt=7))
         with pytest.raises(InvalidArgument, match="stream"):
-            list(client.stream_task_output(done, stream="stdin"))
+            list(client.stream_task_output(done, stream=7))
         with pytest.raises(InvalidArgument, match="from_offset"):
             list(client.stream_task_output(done, from_offset=-1))
         # A task no node can run yet: ends at once, or with follow waits.
         for n in cluster.nodes:
             client.cordon_node(n.node_id)
-        waiting = client.submit_task(shell_spec(["echo", "finally"])).task_id
+        waiting = client.submit_task(shell_spec(["echo", "finally"])).task.id
         (chunk,) = list(client.stream_task_output(waiting))
-        assert chunk.end.attempt == 0 and chunk.end.state == "queued"
-        followed: list[pb.OutputChunk] = []
+        assert chunk.end.attempt == 0 and chunk.end.state == pb.TASK_STATE_QUEUED
+        assert not chunk.end.HasField("exit_code")
+        followed: list[pb.StreamTaskOutputResponse] = []
         follower = threading.Thread(
             target=lambda: followed.extend(
                 client.stream_task_output(waiting, follow=True, timeout_s=60)
@@ -199,18 +213,19 @@ def test_bad_requests_and_tasks_that_have_not_run(make_cluster) -> None:
         follower.join(60)
         assert not follower.is_alive()
         assert [c.data.data for c in followed if c.HasField("data")] == [b"finally\n"]
-        assert followed[-1].end.attempt == 1 and followed[-1].end.state == "completed"
+        assert followed[-1].end.attempt == 1
+        assert followed[-1].end.state == pb.TASK_STATE_COMPLETED
         # An executor that writes no output (noop): the follower waits for the end.
-        noop = client.submit_task(pb.TaskSpec(type="noop", options_json='{"duration_ms": 300}'))
-        chunks = list(client.stream_task_output(noop.task_id, follow=True, timeout_s=60))
+        noop = client.submit_task(pb.TaskSpec(type="noop", options={"duration_ms": 300}))
+        chunks = list(client.stream_task_output(noop.task.id, follow=True, timeout_s=60))
         assert [(c.WhichOneof("kind"), c.end.state, c.end.total_bytes) for c in chunks] == [
-            ("end", "completed", 0)
+            ("end", pb.TASK_STATE_COMPLETED, 0)
         ]
         # Cancelled before it ever ran: the follower's stream ends with that.
         for n in cluster.nodes:
             client.cordon_node(n.node_id)
-        never = client.submit_task(shell_spec(["echo", "never"])).task_id
-        ended: list[pb.OutputChunk] = []
+        never = client.submit_task(shell_spec(["echo", "never"])).task.id
+        ended: list[pb.StreamTaskOutputResponse] = []
         follower = threading.Thread(
             target=lambda: ended.extend(client.stream_task_output(never, follow=True, timeout_s=60))
         )
@@ -218,7 +233,7 @@ def test_bad_requests_and_tasks_that_have_not_run(make_cluster) -> None:
         client.cancel_task(never)
         follower.join(60)
         assert not follower.is_alive()
-        assert [c.end.state for c in ended] == ["cancelled"]
+        assert [c.end.state for c in ended] == [pb.TASK_STATE_CANCELLED]
 
 
 def test_watch_events_live_and_filtered(make_cluster) -> None:
@@ -229,42 +244,53 @@ def test_watch_events_live_and_filtered(make_cluster) -> None:
             next(iter(client.watch_events(task_id="nope")))
         with pytest.raises(NotFound, match="no workflow"):
             next(iter(client.watch_events(workflow_id="nope")))
-        first = client.submit_task(shell_spec(["true"])).task_id
+        first = client.submit_task(shell_spec(["true"])).task.id
         client.get_task_result(first, wait=True, timeout_ms=30_000)
         # "From now": only what happens after the watch starts.
         _, live = client.watch_events_backlog(timeout_s=60)
         second = client.submit_task(shell_spec(["sh", "-c", "exit 2"], retry_policy=NO_RETRY))
         seen = []
-        for event in live:
+        for event in _events(live):
             seen.append(event)
-            if event.event == "failed":
+            if event.type == pb.EVENT_TYPE_FAILED:
                 break
-        assert {e.task_id for e in seen if e.task_id} == {second.task_id}
+        assert {e.task_id for e in seen if e.task_id} == {second.task.id}
         seen = [e for e in seen if e.task_id]
-        assert [e.event for e in seen] == ["submitted", "assigned", "started", "attempt_failed",
-                                           "failed"]  # fmt: skip
+        assert [e.type for e in seen] == [
+            pb.EVENT_TYPE_SUBMITTED, pb.EVENT_TYPE_ASSIGNED, pb.EVENT_TYPE_STARTED,
+            pb.EVENT_TYPE_ATTEMPT_FAILED, pb.EVENT_TYPE_FAILED,
+        ]  # fmt: skip
         assert [e.seq for e in seen] == sorted({e.seq for e in seen})
-        assert seen[1].node and seen[1].attempt == 1 and seen[0].entry_type == "TASK_SUBMIT"
+        assert seen[1].node_id and seen[1].attempt == 1 and seen[0].entry_type == "TASK_SUBMIT"
+        assert seen[-1].task_change.to_state == pb.TASK_STATE_FAILED
         # From the start, filtered by task and by event name; resumable by seq.
         backlog_end, events = client.watch_events_backlog(task_id=first, from_start=True)
         history = []
-        for event in events:
+        for event in _events(events):
             history.append(event)
             if event.seq >= backlog_end:
                 break
-        assert [e.event for e in history] == ["submitted", "assigned", "started", "completed"]
+        assert [e.type for e in history] == [
+            pb.EVENT_TYPE_SUBMITTED, pb.EVENT_TYPE_ASSIGNED, pb.EVENT_TYPE_STARTED,
+            pb.EVENT_TYPE_COMPLETED,
+        ]  # fmt: skip
         # Without follow the stream ends by itself after what already exists.
         unfollowed = list(client.watch_events(task_id=first, from_start=True, follow=False))
-        assert [e.seq for e in unfollowed] == [e.seq for e in history]
+        assert [m.event.seq for m in unfollowed] == [e.seq for e in history]
         everything = list(client.watch_events(from_start=True, follow=False))
-        assert len(everything) > len(history) and everything[-1].seq >= backlog_end
-        completed = list(_take(client.watch_events(events=["completed"], from_start=True), 1))
+        assert len(everything) > len(history) and everything[-1].event.seq >= backlog_end
+        watched = client.watch_events(types=[pb.EVENT_TYPE_COMPLETED], from_start=True)
+        completed = list(_take(_events(watched), 1))
         assert completed[0].task_id == first and completed[0].seq == history[-1].seq
-        after = list(_take(client.watch_events(task_id=first, after_seq=history[1].seq), 2))
+        after = list(
+            _take(_events(client.watch_events(task_id=first, after_seq=history[1].seq)), 2)
+        )
         assert [e.seq for e in after] == [e.seq for e in history[2:]]
         # Node events carry no task.
-        nodes = list(_take(client.watch_events(events=["node_joined"], from_start=True), 3))
-        assert {e.node for e in nodes} == {n.node_id for n in cluster.nodes}
+        watched = client.watch_events(types=[pb.EVENT_TYPE_NODE_JOINED], from_start=True)
+        nodes = list(_take(_events(watched), 3))
+        assert {e.node_id for e in nodes} == {n.node_id for n in cluster.nodes}
+        assert not any(e.task_id for e in nodes)
 
 
 def _take(events: Any, count: int) -> Any:
@@ -296,12 +322,12 @@ def test_follower_gets_a_clear_end_when_the_executing_node_dies(make_cluster) ->
         spec = _python(
             LOSES_ITS_NODE,
             constraints=pb.Constraints(forbidden_nodes=[leader.node_id]),
-            retry_policy=pb.RetryPolicy(backoff_ms=200),
+            retry_policy=pb.RetryPolicy(backoff=timedelta(milliseconds=200)),
         )
-        task_id = client.submit_task(spec).task_id
-        _wait_state(leader, task_id, {"running"})
+        task_id = client.submit_task(spec).task.id
+        _wait_state(leader, task_id, {pb.TASK_STATE_RUNNING})
         client.uncordon_node(spare.node_id)
-    relayed: list[pb.OutputChunk] = []
+    relayed: list[pb.StreamTaskOutputResponse] = []
     direct_error: list[BaseException] = []
 
     def follow_relayed() -> None:
@@ -333,11 +359,11 @@ def test_follower_gets_a_clear_end_when_the_executing_node_dies(make_cluster) ->
     print(f"\nrelay ended {time.monotonic() - killed_at:.2f} s after kill -9: {end.end.error}")
     assert len(direct_error) == 1 and isinstance(direct_error[0], Unavailable)
     # The retry runs elsewhere; its output is there by attempt number.
-    done = _wait_state(leader, task_id, {"completed"}, timeout=60)
-    assert done.attempt == 2 and done.node == spare.node_id
+    done = _wait_state(leader, task_id, {pb.TASK_STATE_COMPLETED}, timeout=60)
+    assert done.attempt == 2 and done.node_id == spare.node_id
     data, last = _collect(leader, task_id, attempt=2)
     assert b"".join(d.data for d in data) == b"second attempt\n"
-    assert (last.state, last.exit_code, last.interrupted) == ("completed", 0, False)
+    assert (last.state, last.exit_code, last.interrupted) == (pb.TASK_STATE_COMPLETED, 0, False)
     # Attempt 1's output went down with its node: a clear UNAVAILABLE.
     with pytest.raises(Unavailable, match=f"node {victim.node_id}"):
         _collect(leader, task_id, attempt=1)
@@ -365,7 +391,7 @@ while left:
         rng_expected.update(block)
         left -= len(block)
     with relaying.client() as client:
-        task_id = client.submit_task(_pinned(source, executing)).task_id
+        task_id = client.submit_task(_pinned(source, executing)).task.id
         digest, received, end = hashlib.sha256(), 0, None
         for chunk in client.stream_task_output(task_id, follow=True, timeout_s=120):
             if chunk.HasField("end"):
@@ -374,7 +400,7 @@ while left:
             assert chunk.data.offset == received
             digest.update(chunk.data.data)
             received += len(chunk.data.data)
-    assert end is not None and end.state == "completed" and end.total_bytes == size
+    assert end is not None and end.state == pb.TASK_STATE_COMPLETED and end.total_bytes == size
     assert received == size and digest.hexdigest() == rng_expected.hexdigest()
 
 
@@ -402,7 +428,7 @@ print("oops", file=sys.stderr, flush=True)
 sys.exit(3)
 """
     with asked.client() as client:
-        task_id = client.submit_task(_pinned(source, executing, retry_policy=NO_RETRY)).task_id
+        task_id = client.submit_task(_pinned(source, executing, retry_policy=NO_RETRY)).task.id
     follow = subprocess.Popen(
         [*CLI, "--node", asked.grpc, "logs", "-f", task_id],
         stdout=subprocess.PIPE,
@@ -414,7 +440,9 @@ sys.exit(3)
         assert _read_line(follow.stdout, 30) == b"line 0\n"
         # Live: the first line is out while the task still runs.
         with asked.client() as client:
-            assert client.get_task(task_id).state in ("assigned", "running")
+            assert client.get_task(task_id).task.state in (
+                pb.TASK_STATE_ASSIGNED, pb.TASK_STATE_RUNNING
+            )  # fmt: skip
         rest = follow.stdout.read()
         code = follow.wait(30)
     finally:
@@ -449,7 +477,7 @@ def test_cortex_logs_follow_stops_cleanly_on_ctrl_c(make_cluster) -> None:
     with node.client() as client:
         task_id = client.submit_task(
             _python("import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.1)")
-        ).task_id
+        ).task.id
     follow = subprocess.Popen(
         [*CLI, "--node", node.grpc, "logs", "-f", task_id],
         stdout=subprocess.PIPE,
@@ -492,10 +520,10 @@ def test_output_retention_keeps_the_newest_bytes(make_cluster, tmp_path: Path) -
     node = cluster.nodes[0]
     source = "import sys\nfor i in range(40000): sys.stdout.write('%099d\\n' % i)"
     with node.client() as client:
-        task_id = client.submit_task(_python(source)).task_id
+        task_id = client.submit_task(_python(source)).task.id
         client.get_task_result(task_id, wait=True, timeout_ms=30_000)
     data, end = _collect(node, task_id)
-    assert end.total_bytes == 4_000_000 and end.state == "completed"
+    assert end.total_bytes == 4_000_000 and end.state == pb.TASK_STATE_COMPLETED
     kept = b"".join(d.data for d in data)
     # Whole segments (1/8 of the limit) go, oldest first; the newest bytes stay.
     assert 768 * 1024 <= len(kept) <= 1024 * 1024 + 65536, len(kept)

@@ -41,10 +41,10 @@ def test_tasks_see_no_secret_and_only_what_is_passed_through(make_cluster):
         outputs = {}
         for node in cluster.nodes:
             spec = shell_spec(["env"], constraints=pb.Constraints(target_node=node.node_id))
-            task_id = client.submit_task(spec).task_id
-            task = client.get_task_result(task_id, wait=True, timeout_ms=30_000)
-            assert task.state == "completed", task
-            assert task.node == node.node_id
+            task_id = client.submit_task(spec).task.id
+            task = client.get_task_result(task_id, wait=True, timeout_ms=30_000).task
+            assert task.state == pb.TASK_STATE_COMPLETED, task
+            assert task.node_id == node.node_id
             chunks = client.stream_task_output(task_id, timeout_s=20)
             full = b"".join(c.data.data for c in chunks if c.HasField("data"))
             assert full == task.result.stdout  # the whole output, not only its tail

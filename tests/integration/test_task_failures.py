@@ -31,33 +31,33 @@ def test_bad_options_are_refused_and_a_missing_program_fails_at_once(make_cluste
     cluster = make_cluster(1)
     node = cluster.nodes[0]
     with node.client() as client:
-        for options in ('{"duration_ms": "abc"}', '{"duration_ms": 1e300}', '{"sleep": 1}'):
+        for options in ({"duration_ms": "abc"}, {"duration_ms": 1e300}, {"sleep": 1}):
             with pytest.raises(InvalidArgument, match=r"^spec\.options\.(duration_ms|sleep): "):
-                client.submit_task(pb.TaskSpec(type="noop", options_json=options))
+                client.submit_task(pb.TaskSpec(type="noop", options=options))
         workflow = json.dumps({
             "name": "bad-noop",
             "tasks": {"wait": {"type": "noop", "spec": {"options": {"duration_ms": "abc"}}}},
         })  # fmt: skip
         with pytest.raises(InvalidArgument, match=r"tasks\.wait\.spec\.options\.duration_ms"):
-            client.submit_workflow(workflow, "json")
+            client.submit_workflow(workflow, pb.DEFINITION_FORMAT_JSON)
         with pytest.raises(InvalidArgument, match=r"spec\.command\.1: contains a NUL byte"):
             client.submit_task(shell_spec(["echo", "a\x00b"]))
-        assert client.list_tasks().total == 0 and client.list_workflows().total == 0
+        assert client.list_tasks().total_size == 0 and client.list_workflows().total_size == 0
 
-        fine = client.submit_task(pb.TaskSpec(type="noop", options_json='{"duration_ms": 10}'))
-        assert client.get_task_result(fine.task_id, wait=True, timeout_ms=30_000).state == (
-            "completed"
-        )
+        fine = client.submit_task(pb.TaskSpec(type="noop", options={"duration_ms": 10}))
+        assert fine.task.spec.options["duration_ms"] == 10
+        result = client.get_task_result(fine.task.id, wait=True, timeout_ms=30_000)
+        assert result.task.state == pb.TASK_STATE_COMPLETED
 
-        missing = client.submit_task(shell_spec(["cortex-no-such-program", "--flag"])).task_id
-        task = client.get_task_result(missing, wait=True, timeout_ms=30_000)
-        assert (task.state, task.attempt) == ("failed", 1), task
+        missing = client.submit_task(shell_spec(["cortex-no-such-program", "--flag"])).task.id
+        task = client.get_task_result(missing, wait=True, timeout_ms=30_000).task
+        assert (task.state, task.attempt) == (pb.TASK_STATE_FAILED, 1), task
         assert task.error == (
             "could not start command: cortex-no-such-program: command not found "
             "(a permanent error: not retried)"
         )
-        events = [ev.event for ev in client.get_task(missing, include_events=True).events]
-        assert "retried" not in events and events.count("failed") == 1
+        events = [ev.type for ev in client.get_task(missing, include_events=True).events]
+        assert pb.EVENT_TYPE_RETRIED not in events and events.count(pb.EVENT_TYPE_FAILED) == 1
 
     shown = subprocess.run(
         [*CLI, "--node", node.grpc, "task", "get", missing],
@@ -71,7 +71,7 @@ def test_a_lone_node_keeps_its_secret_private(make_cluster):
     cluster = make_cluster(1, start=False)
     node = cluster.nodes[0]
     node.start(secret=None)  # no peers, no secret: it makes one up
-    wait_until(lambda: node.status().leader, 60, what="the lone node to lead")
+    wait_until(lambda: node.status().leader_raft_address, 60, what="the lone node to lead")
     path = node.data_dir / "secret"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(path.read_text().strip()) >= 16
@@ -79,7 +79,7 @@ def test_a_lone_node_keeps_its_secret_private(make_cluster):
     first = path.read_text()
     node.stop()
     node.start(secret=None)
-    wait_until(lambda: node.status().leader, 60, what="the node to lead again")
+    wait_until(lambda: node.status().leader_raft_address, 60, what="the node to lead again")
     assert path.read_text() == first and stat.S_IMODE(path.stat().st_mode) == 0o600
 
 

@@ -18,9 +18,9 @@ from cortex.api.auth import peer_metadata
 from cortex.api.client import CortexClient
 from cortex.api.tls import client_tls
 from cortex.errors import TlsError, Unavailable
+from cortex.internal.v1.peer_pb2 import GetAppliedIndexRequest
+from cortex.internal.v1.peer_pb2_grpc import PeerServiceStub
 from cortex.v1 import cortex_pb2 as pb
-from cortex.v1.peer_pb2 import AppliedIndexRequest
-from cortex.v1.peer_pb2_grpc import PeerStub
 from tests.cluster import SECRET, Cluster, ClusterNode, free_ports, shell_spec, wait_until
 from tests.tls import write_tls_files
 
@@ -37,7 +37,7 @@ def _cli(node: ClusterNode, *args: str, env: dict[str, str]) -> subprocess.Compl
 
 
 def _active(client: CortexClient) -> set[str]:
-    return {n.node_id for n in client.list_nodes().nodes if n.status == "active"}
+    return {n.id for n in client.list_nodes().nodes if n.status == pb.NODE_STATUS_ACTIVE}
 
 
 def test_a_tls_cluster_works_end_to_end_and_refuses_clients_that_do_not_fit(
@@ -50,35 +50,35 @@ def test_a_tls_cluster_works_end_to_end_and_refuses_clients_that_do_not_fit(
 
     with n1.client() as client:
         # Resource reports from every node reach n1: heartbeats run over TLS.
-        wait_until(lambda: all(n.has_resources for n in client.list_nodes().nodes), 30,
+        wait_until(lambda: all(n.HasField("resources") for n in client.list_nodes().nodes), 30,
                    what="heartbeats between TLS nodes")  # fmt: skip
         # Pinned to n3 and read through n1: a relay from n3 over TLS.
         spec = shell_spec("echo over-tls", constraints=pb.Constraints(target_node="n3"))
-        task_id = client.submit_task(spec).task_id
-        task = client.get_task_result(task_id, wait=True, timeout_ms=30_000)
-        assert (task.state, task.node) == ("completed", "n3")
+        task_id = client.submit_task(spec).task.id
+        task = client.get_task_result(task_id, wait=True, timeout_ms=30_000).task
+        assert (task.state, task.node_id) == (pb.TASK_STATE_COMPLETED, "n3")
         chunks = list(client.stream_task_output(task_id, timeout_s=20))
         assert b"".join(c.data.data for c in chunks if c.HasField("data")) == b"over-tls\n"
         assert chunks[-1].end.exit_code == 0
 
     # The peer listeners serve TLS as well: plain text gets nowhere there.
     with n1.client() as client:
-        peer_address = next(n.peer_address for n in client.list_nodes().nodes if n.node_id == "n2")
+        peer_address = next(n.peer_address for n in client.list_nodes().nodes if n.id == "n2")
     with grpc.insecure_channel(peer_address) as channel:
         with pytest.raises(grpc.RpcError) as plain_peer:
-            PeerStub(channel).AppliedIndex(
-                AppliedIndexRequest(), metadata=peer_metadata(SECRET), timeout=10
+            PeerServiceStub(channel).GetAppliedIndex(
+                GetAppliedIndexRequest(), metadata=peer_metadata(SECRET), timeout=10
             )
         assert plain_peer.value.code() == grpc.StatusCode.UNAVAILABLE
 
     # Clients that do not fit the node's TLS learn why.
     with CortexClient(n2.grpc, timeout_s=10, tls=False) as plain:
         with pytest.raises(Unavailable, match="serving TLS"):
-            plain.cluster_status()
+            plain.get_cluster_status()
     stranger = write_tls_files(tmp_path / "stranger")
     with CortexClient(n2.grpc, timeout_s=10, tls=client_tls(str(stranger.ca))) as wrong_ca:
         with pytest.raises(TlsError, match="certificate of the node .* is not trusted"):
-            wrong_ca.cluster_status()
+            wrong_ca.get_cluster_status()
 
     # The CLI: --tls-ca, or CORTEX_TLS_CA; without either, a message about TLS.
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
@@ -116,16 +116,17 @@ def test_mutual_tls_admits_only_clients_with_a_certificate_of_the_ca(
     mine = client_tls(str(files.ca), cert=str(files.cert), key=str(files.key))
     with CortexClient(n1.grpc, tls=mine) as client:
         # Each node presents its certificate when it calls the other.
-        wait_until(lambda: all(n.has_resources for n in client.list_nodes().nodes), 30,
+        wait_until(lambda: all(n.HasField("resources") for n in client.list_nodes().nodes), 30,
                    what="heartbeats between mutual-TLS nodes")  # fmt: skip
         spec = shell_spec("echo mutual", constraints=pb.Constraints(target_node="n2"))
-        task_id = client.submit_task(spec).task_id
-        assert client.get_task_result(task_id, wait=True, timeout_ms=30_000).state == "completed"
+        task_id = client.submit_task(spec).task.id
+        result = client.get_task_result(task_id, wait=True, timeout_ms=30_000)
+        assert result.task.state == pb.TASK_STATE_COMPLETED
         chunks = list(client.stream_task_output(task_id, timeout_s=20))
         assert b"".join(c.data.data for c in chunks if c.HasField("data")) == b"mutual\n"
     with CortexClient(n2.grpc, timeout_s=10, tls=client_tls(str(files.ca))) as no_cert:
         with pytest.raises(TlsError, match="client certificates"):
-            no_cert.cluster_status()
+            no_cert.get_cluster_status()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
     env |= {"CORTEX_TLS_CA": str(files.ca), "CORTEX_TLS_CERT": str(files.cert),
             "CORTEX_TLS_KEY": str(files.key)}  # fmt: skip

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "configs" / "workflows" / "build-and-deploy.yaml"
 FAST = ["--failure-timeout", "3", "--heartbeat-interval", "0.5", "--shutdown-drain", "0"]
-TERMINAL = ("completed", "failed", "cancelled")
+TERMINAL = (pb.WORKFLOW_STATE_COMPLETED, pb.WORKFLOW_STATE_FAILED, pb.WORKFLOW_STATE_CANCELLED)
+COMPLETED, SKIPPED = pb.TASK_STATE_COMPLETED, pb.TASK_STATE_SKIPPED
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +45,16 @@ def cluster(
 
 
 def _submit(client: Any, definition: dict[str, Any]) -> str:
-    return client.submit_workflow(json.dumps(definition), "json").workflow_id
+    return client.submit_workflow(json.dumps(definition), pb.DEFINITION_FORMAT_JSON).workflow_id
+
+
+def _workflow(client: Any, workflow_id: str) -> pb.Workflow:
+    return client.get_workflow(workflow_id).workflow
 
 
 def _wait(client: Any, workflow_id: str, timeout: float = 60) -> pb.Workflow:
     return wait_until(
-        lambda: (w := client.get_workflow_status(workflow_id)).state in TERMINAL and w,
+        lambda: (w := _workflow(client, workflow_id)).state in TERMINAL and w,
         timeout,
         what=f"workflow {workflow_id} to end",
     )
@@ -59,7 +64,7 @@ def _tasks(workflow: pb.Workflow) -> dict[str, pb.WorkflowTask]:
     return {t.key: t for t in workflow.tasks}
 
 
-def _events(client: Any, task_id: str) -> list[pb.TaskEvent]:
+def _events(client: Any, task_id: str) -> list[pb.Event]:
     return list(client.get_task(task_id, include_events=True).events)
 
 
@@ -114,7 +119,7 @@ def test_invalid_definitions_are_refused_and_write_nothing(cluster):
                 client.submit_workflow(text)
             assert expected in str(info.value), (problem, str(info.value))
     after = node.status()
-    assert (after.last_applied, after.state_digest) == (before.last_applied, before.state_digest)
+    assert (after.applied_index, after.state_digest) == (before.applied_index, before.state_digest)
 
 
 def test_build_and_deploy_runs_both_ways_through_the_cli(cluster):
@@ -131,7 +136,8 @@ def test_build_and_deploy_runs_both_ways_through_the_cli(cluster):
     assert skipped["skip_reason"] == "condition is false"
     deploy = next(t for t in done["tasks"] if t["key"] == "deploy")
     with cluster.nodes[2].client() as client:
-        assert client.get_task(deploy["task_id"]).result.stdout == b"deploying app-1.2.tar.gz\n"
+        deployed = client.get_task(deploy["task_id"]).task
+        assert deployed.result.stdout == b"deploying app-1.2.tar.gz\n"
 
     failure = _cli(
         node, "workflow", "submit", str(EXAMPLE), "--wait", "--json", "--set", "fail_build=true"
@@ -171,24 +177,26 @@ def test_fan_out_fan_in_joins_once_after_all_fifty(cluster):
     }
     with cluster.nodes[2].client() as client:
         workflow = _wait(client, _submit(client, definition))
-        assert workflow.state == "completed", workflow
+        assert workflow.state == pb.WORKFLOW_STATE_COMPLETED, workflow
         tasks = _tasks(workflow)
         finished = {}
         for key in shards:
             completed = [
-                ev for ev in _events(client, tasks[key].task_id) if ev.event == "completed"
+                ev
+                for ev in _events(client, tasks[key].task_id)
+                if ev.type == pb.EVENT_TYPE_COMPLETED
             ]
             assert len(completed) == 1
             finished[key] = completed[0].raft_index
         join_events = _events(client, tasks["join"].task_id)
-    assigned = [ev for ev in join_events if ev.event == "assigned"]
-    started = [ev for ev in join_events if ev.event == "started"]
-    released = [ev for ev in join_events if ev.event == "released"]
+    assigned = [ev for ev in join_events if ev.type == pb.EVENT_TYPE_ASSIGNED]
+    started = [ev for ev in join_events if ev.type == pb.EVENT_TYPE_STARTED]
+    released = [ev for ev in join_events if ev.type == pb.EVENT_TYPE_RELEASED]
     assert len(assigned) == 1 and len(started) == 1 and len(released) == 1
     assert tasks["join"].attempt == 1
     assert released[0].raft_index > max(finished.values())
     assert started[0].raft_index > max(finished.values())
-    used = {tasks[key].node for key in shards}
+    used = {tasks[key].node_id for key in shards}
     assert used == {n.node_id for n in cluster.nodes}, used
 
 
@@ -216,10 +224,11 @@ def test_context_flows_into_conditions_and_commands(cluster):
     with cluster.nodes[0].client() as client:
         workflow = _wait(client, _submit(client, definition))
         tasks = _tasks(workflow)
-        b = client.get_task(tasks["b"].task_id)
-    assert workflow.state == "completed"
-    assert json.loads(workflow.context_json) == {"stage": "test", "version": "1.2"}
-    assert tasks["b"].state == "completed" and tasks["c"].state == "skipped"
+        b = client.get_task(tasks["b"].task_id).task
+    assert workflow.state == pb.WORKFLOW_STATE_COMPLETED
+    assert dict(workflow.context) == {"stage": "test", "version": "1.2"}
+    assert tasks["b"].state == COMPLETED and tasks["c"].state == SKIPPED
+    assert tasks["b"].HasField("exit_code") and not tasks["c"].HasField("exit_code")
     assert json.loads(b.result.stdout) == {"stage": "test", "version": "1.2"}
     assert b.result.stderr.decode().strip() == f"{workflow.id}/b"
 
@@ -250,17 +259,19 @@ def test_hostile_conditions_are_skipped_quickly_and_the_cluster_carries_on(clust
         workflow = _wait(client, _submit(client, definition))
         tasks = _tasks(workflow)
         root_done = next(
-            ev for ev in _events(client, tasks["root"].task_id) if ev.event == "completed"
+            ev
+            for ev in _events(client, tasks["root"].task_id)
+            if ev.type == pb.EVENT_TYPE_COMPLETED
         )
         delays = {}
         for key in hostile:
             skipped = next(
-                ev for ev in _events(client, tasks[key].task_id) if ev.event == "skipped"
+                ev for ev in _events(client, tasks[key].task_id) if ev.type == pb.EVENT_TYPE_SKIPPED
             )
-            delays[key] = skipped.ts_ms - root_done.ts_ms
+            delays[key] = skipped.time.ToMilliseconds() - root_done.time.ToMilliseconds()
         print(f"condition decided after the root completed (ms): {delays}")
-        assert all(tasks[key].state == "skipped" for key in hostile), workflow
-        assert workflow.state == "completed"
+        assert all(tasks[key].state == SKIPPED for key in hostile), workflow
+        assert workflow.state == pb.WORKFLOW_STATE_COMPLETED
         assert "timed out after 100 ms" in tasks["loop"].skip_reason
         # Over the memory cap, or out of time first on a busy machine.
         reason = tasks["memory"].skip_reason
@@ -275,11 +286,12 @@ def test_hostile_conditions_are_skipped_quickly_and_the_cluster_carries_on(clust
         assert "process is not defined" in tasks["escape"].skip_reason
         assert max(delays.values()) < 1500, delays
         # The leader still schedules and decides.
-        after = client.submit_task(pb.TaskSpec(shell="echo still here")).task_id
-        assert client.get_task_result(after, wait=True, timeout_ms=30_000).state == "completed"
+        after = client.submit_task(pb.TaskSpec(shell="echo still here")).task.id
+        result = client.get_task_result(after, wait=True, timeout_ms=30_000)
+        assert result.task.state == COMPLETED
         again = _wait(client, _submit(client, {"name": "after", "tasks": {
             "x": {"type": "noop"}, "y": {"type": "noop", "dependsOn": ["x"], "condition": "true"}}}))  # fmt: skip
-        assert again.state == "completed"
+        assert again.state == pb.WORKFLOW_STATE_COMPLETED
     assert leader.alive
     cluster.wait_converged()
 
@@ -294,22 +306,32 @@ def test_cancel_and_lookup_errors(cluster):
     }
     with cluster.nodes[1].client() as client:
         workflow_id = _submit(client, definition)
-        wait_until(lambda: _tasks(client.get_workflow_status(workflow_id))["slow"].state == "running",
-                   30, what="slow task running")  # fmt: skip
+        wait_until(
+            lambda: _tasks(_workflow(client, workflow_id))["slow"].state == pb.TASK_STATE_RUNNING,
+            30,
+            what="slow task running",
+        )
         cancelled = client.cancel_workflow(workflow_id, "changed my mind")
-        assert cancelled.state == "cancelled" and cancelled.error == "changed my mind"
-        assert {t.state for t in cancelled.tasks} == {"cancelled"}
+        assert cancelled.commit_index and cancelled.header.applied_index >= cancelled.commit_index
+        cancelled_workflow = cancelled.workflow
+        assert cancelled_workflow.state == pb.WORKFLOW_STATE_CANCELLED
+        assert cancelled_workflow.error == "changed my mind"
+        assert {t.state for t in cancelled_workflow.tasks} == {pb.TASK_STATE_CANCELLED}
         with pytest.raises(FailedPrecondition, match="already cancelled"):
             client.cancel_workflow(workflow_id)
         with pytest.raises(NotFound):
-            client.get_workflow_status("no-such-workflow")
-        with pytest.raises(InvalidArgument, match="unknown workflow state"):
-            client.list_workflows(states=["bogus"])
-        listed = client.list_workflows(states=["cancelled"])
+            client.get_workflow("no-such-workflow")
+        with pytest.raises(InvalidArgument, match="states"):
+            client.list_workflows(states=[pb.WORKFLOW_STATE_UNSPECIFIED])
+        listed = client.list_workflows(states=[pb.WORKFLOW_STATE_CANCELLED])
         assert workflow_id in [w.id for w in listed.workflows]
-        again = client.submit_workflow(json.dumps(definition), "json", "same-key")
+        again = client.submit_workflow(
+            json.dumps(definition), pb.DEFINITION_FORMAT_JSON, "same-key"
+        )
         assert (
-            client.submit_workflow(json.dumps(definition), "", "same-key").workflow_id
+            client.submit_workflow(
+                json.dumps(definition), pb.DEFINITION_FORMAT_UNSPECIFIED, "same-key"
+            ).workflow_id
             == again.workflow_id
         )
         client.cancel_workflow(again.workflow_id)
@@ -337,22 +359,23 @@ def test_a_leader_killed_mid_workflow_does_not_lose_or_repeat_decisions(make_clu
     with survivor.client() as client:
         workflow_id = _submit(client, definition)
         wait_until(
-            lambda: any(t.state == "running" for t in client.get_workflow_status(workflow_id).tasks
-                        if t.key.startswith("mid-")),
+            lambda: any(t.state == pb.TASK_STATE_RUNNING
+                        for t in _workflow(client, workflow_id).tasks if t.key.startswith("mid-")),
             30, what="the middle tasks running",
         )  # fmt: skip
         killed_at = int(time.time() * 1000)
         leader.kill9()
         workflow = _wait(client, workflow_id, timeout=90)
         tasks = _tasks(workflow)
-        decisions = {key: [ev for ev in _events(client, t.task_id) if ev.event in ("released", "skipped")]
+        decided = (pb.EVENT_TYPE_RELEASED, pb.EVENT_TYPE_SKIPPED)
+        decisions = {key: [ev for ev in _events(client, t.task_id) if ev.type in decided]
                      for key, t in tasks.items()}  # fmt: skip
-    assert workflow.state == "completed", workflow
+    assert workflow.state == pb.WORKFLOW_STATE_COMPLETED, workflow
     states = {key: t.state for key, t in tasks.items()}
-    assert states == {"start": "completed", **{k: "completed" for k in mids}, "ok": "completed",
-                      "never": "skipped", "after-never": "skipped", "final": "completed"}  # fmt: skip
+    assert states == {"start": COMPLETED, **{k: COMPLETED for k in mids}, "ok": COMPLETED,
+                      "never": SKIPPED, "after-never": SKIPPED, "final": COMPLETED}  # fmt: skip
     assert all(len(decisions[key]) == 1 for key in tasks if key != "start"), decisions
     # The joins were decided by the new leader, after the old one died.
     for key in ("ok", "never", "after-never", "final"):
-        assert decisions[key][0].ts_ms >= killed_at, key
+        assert decisions[key][0].time.ToMilliseconds() >= killed_at, key
     cluster.wait_converged()

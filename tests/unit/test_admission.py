@@ -140,9 +140,7 @@ class BlockingServicer(pb_grpc.CortexServiceServicer):
             self._hold(context)
         return pb.GetTaskResultResponse(task=pb.Task(id=request.task_id, state=self.state))
 
-    def StreamTaskOutput(
-        self, request: Any, context: Any
-    ) -> Iterator[pb.StreamTaskOutputResponse]:
+    def StreamTaskOutput(self, request: Any, context: Any) -> Iterator[pb.StreamTaskOutputResponse]:
         self._hold(context)
         yield pb.StreamTaskOutputResponse(attempt=1)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -35,7 +36,7 @@ def submit(api: ApiState, *task_ids: str) -> None:
         assert api.log.one(e.TaskSubmit(task_id, SHELL))["ok"]
 
 
-def list_tasks(api: ApiState, **fields: object) -> pb.ListTasksResponse:
+def list_tasks(api: ApiState, **fields: Any) -> pb.ListTasksResponse:
     response: pb.ListTasksResponse = api.call("ListTasks", pb.ListTasksRequest(**fields))
     return response
 
