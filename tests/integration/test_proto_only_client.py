@@ -87,9 +87,12 @@ PROGRAM = textwrap.dedent(
     final = {t.key: t.state for t in status().tasks}
     assert final == {"hello": pb.TASK_STATE_COMPLETED, "wait": pb.TASK_STATE_CANCELLED}, final
 
+    here = sys.path[0]
     for name, module in sys.modules.items():
         path = getattr(module, "__file__", None) or ""
-        assert not path.startswith(repo + "/"), f"{name} came from the project: {path}"
+        assert not path.startswith(repo + "/cortex/"), f"{name} came from the project: {path}"
+        if name == "cortex" or name.startswith("cortex."):
+            assert path.startswith(here + "/"), f"{name} is not the compiled client: {path}"
     print("proto-only client: ok")
     '''
 )
