@@ -167,9 +167,7 @@ class LeaderReadIndex:
             )
         node = next((n for n in self._reader.nodes() if n.raft_address == leader), None)
         if node is None or not node.peer_address:
-            raise Unavailable(
-                f"the leader ({leader}) has no known peer address yet; retry shortly"
-            )
+            raise Unavailable(f"the leader ({leader}) has no known peer address yet; retry shortly")
         return self._ask(node.peer_address, timeout_s)
 
 

@@ -22,7 +22,7 @@ TERMINAL_WORKFLOW_STATES = frozenset({"completed", "failed", "cancelled"})
 
 
 def enum_value(enum: Any, name: str) -> int:
-    """"dead_letter" -> TASK_STATE_DEAD_LETTER; ValueError naming the choices
+    """ "dead_letter" -> TASK_STATE_DEAD_LETTER; ValueError naming the choices
     for a name the enum does not have."""
     value = int(proto_enum_value(enum, name))
     if value == 0:

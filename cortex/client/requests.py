@@ -99,7 +99,7 @@ def workflow_definition(
 
 
 def consistency(value: str | int | None) -> pb.ReadConsistency:
-    """"stale" / "session" / "linearizable" (or the enum's value)."""
+    """The value named "stale", "session" or "linearizable" (or the value itself)."""
     if value is None:
         return pb.READ_CONSISTENCY_SESSION
     if isinstance(value, int):

@@ -34,7 +34,9 @@ def test_the_readme_example_runs_as_written(
 ) -> None:
     cluster = make_cluster(3)
     example = _readme_example()
-    for default, node in zip(("127.0.0.1:7200", "127.0.0.1:7201", "127.0.0.1:7202"), cluster.nodes):
+    for default, node in zip(
+        ("127.0.0.1:7200", "127.0.0.1:7201", "127.0.0.1:7202"), cluster.nodes, strict=True
+    ):
         assert default in example
         example = example.replace(default, node.grpc)
     script = tmp_path / "example.py"
