@@ -22,8 +22,8 @@ TERMINAL_WORKFLOW_STATES = frozenset({"completed", "failed", "cancelled"})
 
 
 def enum_value(enum: Any, name: str) -> int:
-    """ "dead_letter" -> TASK_STATE_DEAD_LETTER; ValueError naming the choices
-    for a name the enum does not have."""
+    """The value of a lower-case name (TASK_STATE_DEAD_LETTER for
+    "dead_letter"); ValueError naming the choices for a name it lacks."""
     value = int(proto_enum_value(enum, name))
     if value == 0:
         choices = ", ".join(enum_names(enum))
