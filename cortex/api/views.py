@@ -184,6 +184,8 @@ def node_json(node: pb.Node) -> dict[str, Any]:
     data: dict[str, Any] = {
         "node_id": node.id,
         "status": enum_name(pb.NodeStatus, node.status),
+        # Added with observers ("voter" or "observer"); no key was changed.
+        "role": enum_name(pb.NodeRole, node.role) or "voter",
         "leader": node.leader,
         "connected": node.connected,
         "raft_address": node.raft_address,

@@ -141,6 +141,18 @@ def test_an_observer_replicates_serves_reads_forwards_writes_and_runs_nothing(
         assert reply.header.applied_index >= written.commit_index
         assert reply.task.id == written.task.id
 
+    # LINEARIZABLE on an observer: it asks the leader for the read index,
+    # so a write acknowledged on a voter is seen without handing any index over.
+    for number in range(5):
+        with voters[number % 3].client() as writer:
+            fresh = writer.submit_task(shell_spec(["echo", "fresh"]), f"fresh-{number}").task
+        for observer in observers:
+            with observer.client() as client:
+                client.consistency = pb.READ_CONSISTENCY_LINEARIZABLE
+                reply = client.get_task(fresh.id)
+            assert reply.header.consistency == pb.READ_CONSISTENCY_LINEARIZABLE
+            assert reply.task.id == fresh.id
+
     # Voters and observers hold the same state.
     cluster.wait_converged([*voters, *observers])
     for voter in voters:
