@@ -14,7 +14,6 @@ its own writes on any node."""
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Generator, Iterable, Iterator
 from datetime import timedelta
@@ -23,10 +22,10 @@ from typing import Any, Literal, TypeAlias, cast
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
-from google.protobuf.message import Message
 
 from cortex.api.auth import default_token, token_metadata
 from cortex.api.channels import open_channel, retry_after_s, rpc_error
+from cortex.api.session import Session
 from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.errors import CortexError, ResourceExhausted
 from cortex.v1 import cortex_pb2 as pb
@@ -82,9 +81,7 @@ class CortexClient:
         self.address = address
         self.timeout_s = timeout_s
         self.busy_retries = busy_retries
-        self.consistency = consistency
-        self._session_index = session_index
-        self._session_lock = threading.Lock()
+        self.session = Session(cast(pb.ReadConsistency, consistency), session_index)
         self._metadata = token_metadata(token if token is not None else default_token())
         self._tls = client_tls_from_env() if tls is None else (tls or None)
         self._channel = open_channel(address, self._tls)
@@ -107,33 +104,27 @@ class CortexClient:
     # -- session consistency ------------------------------------------------------
 
     @property
+    def consistency(self) -> int:
+        """What every read asks for; may be changed between calls."""
+        return self.session.consistency
+
+    @consistency.setter
+    def consistency(self, value: int) -> None:
+        self.session.consistency = cast(pb.ReadConsistency, value)
+
+    @property
     def session_index(self) -> int:
         """The highest Raft index this client has seen: every read asks for it."""
-        with self._session_lock:
-            return self._session_index
+        return self.session.index
 
     def advance_session(self, index: int) -> None:
         """Raises the session index to `index` (never lowers it), e.g. to read
         what another client wrote."""
-        with self._session_lock:
-            self._session_index = max(self._session_index, index)
-
-    def _observe(self, response: Message, write: bool) -> None:
-        """Raises the session index to what a response says: its header's
-        applied index, and a write's commit index."""
-        message: Any = response
-        index = 0
-        if "header" in message.DESCRIPTOR.fields_by_name and message.HasField("header"):
-            index = message.header.applied_index
-        if write:
-            index = max(index, message.commit_index)
-        if index:
-            self.advance_session(index)
+        self.session.observe_index(index)
 
     def read_options(self) -> pb.ReadOptions:
         """What the next read asks for."""
-        consistency = cast(pb.ReadConsistency, self.consistency)
-        return pb.ReadOptions(consistency=consistency, min_index=self.session_index)
+        return self.session.read_options()
 
     # -- calls ---------------------------------------------------------------------
 
@@ -157,7 +148,7 @@ class CortexClient:
                     raise self._error(err) from None
                 time.sleep(busy_pause(hint, retry))
                 continue
-            self._observe(response, write)
+            self.session.observe(response, write)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -9,15 +9,14 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import grpc
 
-from cortex.api.auth import default_token, token_metadata
 from cortex.api.channels import rpc_error
-from cortex.api.tls import ClientTls, client_tls_from_env
+from cortex.api.session import Retry, retry_pause
 from cortex.client import requests as rq
-from cortex.client.blocking import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+from cortex.client.base import ClientBase
 from cortex.client.models import (
     Node,
     OutputChunk,
@@ -25,45 +24,22 @@ from cortex.client.models import (
     Page,
     Task,
     Workflow,
-    enum_value,
     output_item,
 )
-from cortex.client.session import Retry, Rotation, Session, addresses, retry_pause
 from cortex.errors import FailedPrecondition
 from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import cortex_pb2_grpc as pb_grpc
 
 
-def _channel(address: str, tls: ClientTls | None) -> grpc.aio.Channel:
-    if tls is None:
-        return grpc.aio.insecure_channel(address)
-    return grpc.aio.secure_channel(address, tls.credentials(), options=tls.options())
-
-
-class AsyncClient:
+class AsyncClient(ClientBase):
     """`Client` for asyncio: `async with AsyncClient([...]) as cortex:` and
     `await cortex.submit_task([...])`. See `cortex.client.Client`."""
 
-    def __init__(
-        self,
-        target: str | Sequence[str],
-        *,
-        token: str | None = None,
-        tls: ClientTls | Literal[False] | None = None,
-        consistency: str | int = "session",
-        timeout: float = DEFAULT_TIMEOUT_S,
-        retries: int = DEFAULT_RETRIES,
-        session_index: int = 0,
-    ) -> None:
-        self.addresses = addresses(target)
-        self.timeout = timeout
-        self.retries = retries
-        self.session = Session(rq.consistency(consistency), session_index)
-        self._metadata = token_metadata(token if token is not None else default_token())
-        self._tls = client_tls_from_env() if tls is None else (tls or None)
-        self._channels = [_channel(address, self._tls) for address in self.addresses]
-        self._stubs = [pb_grpc.CortexServiceStub(channel) for channel in self._channels]
-        self._rotation = Rotation(len(self.addresses))
+    def _open_channel(self, address: str) -> grpc.aio.Channel:
+        if self._tls is None:
+            return grpc.aio.insecure_channel(address)
+        return grpc.aio.secure_channel(
+            address, self._tls.credentials(), options=self._tls.options()
+        )
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -116,21 +92,16 @@ class AsyncClient:
         page_token: str = "",
         newest_first: bool = True,
     ) -> Page:
-        request = pb.ListTasksRequest(
-            states=rq.states(pb.TaskState, states),  # type: ignore[arg-type]
+        request = rq.list_tasks(
+            states=states,
             type=type,
             workflow_id=workflow_id,
             node_id=node_id,
             page_size=page_size,
             page_token=page_token,
-            order=rq.order(newest_first),
+            newest_first=newest_first,
         )
-        response = await self._unary("ListTasks", request)
-        return Page(
-            [Task.from_proto(t) for t in response.tasks],
-            response.next_page_token,
-            response.total_size,
-        )
+        return Page.of_tasks(await self._unary("ListTasks", request))
 
     async def cancel_task(self, task_id: str, reason: str = "") -> Task:
         request = pb.CancelTaskRequest(task_id=task_id, reason=reason)
@@ -142,6 +113,15 @@ class AsyncClient:
                 return task
             raise
 
+    async def list_dead_letter_tasks(self, page_size: int = 100, page_token: str = "") -> Page:
+        request = pb.ListDeadLetterTasksRequest(page_size=page_size, page_token=page_token)
+        return Page.of_tasks(await self._unary("ListDeadLetterTasks", request))
+
+    async def retry_dead_letter_task(self, task_id: str) -> Task:
+        request = pb.RetryDeadLetterTaskRequest(task_id=task_id)
+        response = await self._unary("RetryDeadLetterTask", request, retry=Retry.UNSENT_ONLY)
+        return Task.from_proto(response.task)
+
     async def stream_output(
         self,
         task_id: str,
@@ -151,13 +131,7 @@ class AsyncClient:
         follow: bool = True,
         stream: str | None = None,
     ) -> AsyncIterator[OutputChunk | OutputEnd]:
-        request = pb.StreamTaskOutputRequest(
-            task_id=task_id,
-            attempt=attempt,
-            from_offset=from_offset,
-            follow=follow,
-            stream=enum_value(pb.OutputStream, stream) if stream else 0,  # type: ignore[arg-type]
-        )
+        request = rq.output_request(task_id, attempt, from_offset, follow, stream)
         failures = 0
         while True:
             index = self._rotation.start()
@@ -207,6 +181,19 @@ class AsyncClient:
             await asyncio.sleep(min(pause, remaining))
             pause = min(pause * 2, 2.0)
 
+    async def list_workflows(
+        self,
+        *,
+        states: Sequence[str] = (),
+        page_size: int = 100,
+        page_token: str = "",
+        newest_first: bool = True,
+    ) -> Page:
+        request = rq.list_workflows(
+            states=states, page_size=page_size, page_token=page_token, newest_first=newest_first
+        )
+        return Page.of_workflows(await self._unary("ListWorkflows", request))
+
     async def cancel_workflow(self, workflow_id: str, reason: str = "") -> Workflow:
         request = pb.CancelWorkflowRequest(workflow_id=workflow_id, reason=reason)
         try:
@@ -222,6 +209,9 @@ class AsyncClient:
             "ListNodes", pb.ListNodesRequest(include_removed=include_removed)
         )
         return [Node.from_proto(n) for n in response.nodes]
+
+    async def cluster_status(self) -> pb.GetClusterStatusResponse:
+        return await self._unary("GetClusterStatus", pb.GetClusterStatusRequest())
 
     async def _unary(
         self,

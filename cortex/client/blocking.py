@@ -8,14 +8,14 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import grpc
 
-from cortex.api.auth import default_token, token_metadata
 from cortex.api.channels import open_channel, rpc_error
-from cortex.api.tls import ClientTls, client_tls_from_env
+from cortex.api.session import Retry, retry_pause
 from cortex.client import requests as rq
+from cortex.client.base import ClientBase
 from cortex.client.models import (
     Node,
     OutputChunk,
@@ -23,21 +23,16 @@ from cortex.client.models import (
     Page,
     Task,
     Workflow,
-    enum_value,
     output_item,
 )
-from cortex.client.session import Retry, Rotation, Session, addresses, retry_pause
 from cortex.errors import FailedPrecondition
 from cortex.v1 import cortex_pb2 as pb
-from cortex.v1 import cortex_pb2_grpc as pb_grpc
 
-DEFAULT_TIMEOUT_S = 30.0
-DEFAULT_RETRIES = 5
 # How long a workflow wait sleeps between two looks, at most.
 _WORKFLOW_POLL_MAX_S = 2.0
 
 
-class Client:
+class Client(ClientBase):
     """A client of a Cortex cluster.
 
     `target` is one node's `host:port` or a list of them; calls go round-robin
@@ -47,26 +42,8 @@ class Client:
     `token` defaults to $CORTEX_API_TOKEN; `tls` to the $CORTEX_TLS_* settings
     (False: plain text). Safe to share between threads."""
 
-    def __init__(
-        self,
-        target: str | Sequence[str],
-        *,
-        token: str | None = None,
-        tls: ClientTls | Literal[False] | None = None,
-        consistency: str | int = "session",
-        timeout: float = DEFAULT_TIMEOUT_S,
-        retries: int = DEFAULT_RETRIES,
-        session_index: int = 0,
-    ) -> None:
-        self.addresses = addresses(target)
-        self.timeout = timeout
-        self.retries = retries
-        self.session = Session(rq.consistency(consistency), session_index)
-        self._metadata = token_metadata(token if token is not None else default_token())
-        self._tls = client_tls_from_env() if tls is None else (tls or None)
-        self._channels = [open_channel(address, self._tls) for address in self.addresses]
-        self._stubs = [pb_grpc.CortexServiceStub(channel) for channel in self._channels]
-        self._rotation = Rotation(len(self.addresses))
+    def _open_channel(self, address: str) -> grpc.Channel:
+        return open_channel(address, self._tls)
 
     def __enter__(self) -> Client:
         return self
@@ -131,21 +108,16 @@ class Client:
         page_token: str = "",
         newest_first: bool = True,
     ) -> Page:
-        request = pb.ListTasksRequest(
-            states=rq.states(pb.TaskState, states),  # type: ignore[arg-type]
+        request = rq.list_tasks(
+            states=states,
             type=type,
             workflow_id=workflow_id,
             node_id=node_id,
             page_size=page_size,
             page_token=page_token,
-            order=rq.order(newest_first),
+            newest_first=newest_first,
         )
-        response = self._unary("ListTasks", request)
-        return Page(
-            [Task.from_proto(t) for t in response.tasks],
-            response.next_page_token,
-            response.total_size,
-        )
+        return Page.of_tasks(self._unary("ListTasks", request))
 
     def cancel_task(self, task_id: str, reason: str = "") -> Task:
         """Cancels a task; a retry that finds it cancelled already returns it."""
@@ -160,12 +132,7 @@ class Client:
 
     def list_dead_letter_tasks(self, page_size: int = 100, page_token: str = "") -> Page:
         request = pb.ListDeadLetterTasksRequest(page_size=page_size, page_token=page_token)
-        response = self._unary("ListDeadLetterTasks", request)
-        return Page(
-            [Task.from_proto(t) for t in response.tasks],
-            response.next_page_token,
-            response.total_size,
-        )
+        return Page.of_tasks(self._unary("ListDeadLetterTasks", request))
 
     def retry_dead_letter_task(self, task_id: str) -> Task:
         request = pb.RetryDeadLetterTaskRequest(task_id=task_id)
@@ -184,13 +151,7 @@ class Client:
     ) -> Iterator[OutputChunk | OutputEnd]:
         """An attempt's output (the latest attempt by default): chunks, then
         its end. A dropped stream resumes at the next byte on the next node."""
-        request = pb.StreamTaskOutputRequest(
-            task_id=task_id,
-            attempt=attempt,
-            from_offset=from_offset,
-            follow=follow,
-            stream=enum_value(pb.OutputStream, stream) if stream else 0,  # type: ignore[arg-type]
-        )
+        request = rq.output_request(task_id, attempt, from_offset, follow, stream)
         failures = 0
         while True:
             stub_index = self._rotation.start()
@@ -255,18 +216,10 @@ class Client:
         page_token: str = "",
         newest_first: bool = True,
     ) -> Page:
-        request = pb.ListWorkflowsRequest(
-            states=rq.states(pb.WorkflowState, states),  # type: ignore[arg-type]
-            page_size=page_size,
-            page_token=page_token,
-            order=rq.order(newest_first),
+        request = rq.list_workflows(
+            states=states, page_size=page_size, page_token=page_token, newest_first=newest_first
         )
-        response = self._unary("ListWorkflows", request)
-        return Page(
-            [Workflow.from_proto(w) for w in response.workflows],
-            response.next_page_token,
-            response.total_size,
-        )
+        return Page.of_workflows(self._unary("ListWorkflows", request))
 
     def cancel_workflow(self, workflow_id: str, reason: str = "") -> Workflow:
         """Cancels a workflow; a retry that finds it cancelled already returns it."""

@@ -238,6 +238,17 @@ class Page:
     next_page_token: str
     total_size: int
 
+    @classmethod
+    def of_tasks(cls, response: Any) -> Page:
+        """A page of ListTasks or ListDeadLetterTasks."""
+        tasks = [Task.from_proto(t) for t in response.tasks]
+        return cls(tasks, response.next_page_token, response.total_size)
+
+    @classmethod
+    def of_workflows(cls, response: pb.ListWorkflowsResponse) -> Page:
+        workflows = [Workflow.from_proto(w) for w in response.workflows]
+        return cls(workflows, response.next_page_token, response.total_size)
+
 
 @dataclass(frozen=True)
 class Node:

@@ -107,9 +107,57 @@ def consistency(value: str | int | None) -> pb.ReadConsistency:
     return enum_value(pb.ReadConsistency, value)  # type: ignore[return-value]
 
 
-def states(enum: Any, names: Sequence[str] | None) -> list[int]:
+def states_of(enum: Any, names: Sequence[str] | None) -> list[int]:
     return [enum_value(enum, name) for name in names or ()]
 
 
 def order(newest_first: bool) -> pb.ListOrder:
     return pb.LIST_ORDER_NEWEST_FIRST if newest_first else pb.LIST_ORDER_OLDEST_FIRST
+
+
+def list_tasks(
+    *,
+    states: Sequence[str] = (),
+    type: str = "",
+    workflow_id: str = "",
+    node_id: str = "",
+    page_size: int = 100,
+    page_token: str = "",
+    newest_first: bool = True,
+) -> pb.ListTasksRequest:
+    return pb.ListTasksRequest(
+        states=states_of(pb.TaskState, states),  # type: ignore[arg-type]
+        type=type,
+        workflow_id=workflow_id,
+        node_id=node_id,
+        page_size=page_size,
+        page_token=page_token,
+        order=order(newest_first),
+    )
+
+
+def list_workflows(
+    *,
+    states: Sequence[str] = (),
+    page_size: int = 100,
+    page_token: str = "",
+    newest_first: bool = True,
+) -> pb.ListWorkflowsRequest:
+    return pb.ListWorkflowsRequest(
+        states=states_of(pb.WorkflowState, states),  # type: ignore[arg-type]
+        page_size=page_size,
+        page_token=page_token,
+        order=order(newest_first),
+    )
+
+
+def output_request(
+    task_id: str, attempt: int, from_offset: int, follow: bool, stream: str | None
+) -> pb.StreamTaskOutputRequest:
+    return pb.StreamTaskOutputRequest(
+        task_id=task_id,
+        attempt=attempt,
+        from_offset=from_offset,
+        follow=follow,
+        stream=enum_value(pb.OutputStream, stream) if stream else 0,  # type: ignore[arg-type]
+    )

@@ -1,4 +1,4 @@
-"""What the blocking and asyncio clients share besides messages: the session
+"""What every client of the public API shares besides messages: the session
 (the highest Raft index seen, sent with every read so it reflects the
 client's own writes on whichever node answers), the rotation over
 addresses, and when a failed call is tried again."""
@@ -55,6 +55,10 @@ class Session:
     def index(self) -> int:
         return self._index
 
+    def read_options(self) -> pb.ReadOptions:
+        """What the next read asks for."""
+        return pb.ReadOptions(consistency=self.consistency, min_index=self._index)
+
     def stamp(self, request: Any) -> Any:
         """Adds read options to a read request; other requests pass unchanged."""
         if "read_options" in request.DESCRIPTOR.fields_by_name:
@@ -62,13 +66,18 @@ class Session:
             request.read_options.min_index = max(request.read_options.min_index, self._index)
         return request
 
-    def observe(self, response: Any) -> None:
-        """Takes the applied index an answer reports (for a write, at or past
-        its commit index: writes answer once applied on their node). Raft's own
-        commit index is no use here: entries of Raft's own (membership, a new
-        leader's no-op) never reach the applied index a read waits for."""
+    def observe(self, response: Any, write: bool = False) -> None:
+        """Takes the applied index an answer reports, and a write's commit
+        index (the header's is at or past it: writes answer once applied on
+        their node). Raft's own commit index (GetClusterStatus) is no use:
+        entries of Raft's own (membership, a new leader's no-op) never reach
+        the applied index a read waits for."""
+        index = 0
         if "header" in response.DESCRIPTOR.fields_by_name and response.HasField("header"):
-            self.observe_index(response.header.applied_index)
+            index = response.header.applied_index
+        if write:
+            index = max(index, response.commit_index)
+        self.observe_index(index)
 
     def observe_index(self, index: int) -> None:
         """Reads from now on reflect at least `index` (e.g. another client's
