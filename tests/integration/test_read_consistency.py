@@ -1,8 +1,8 @@
 """Read-your-writes across nodes on a real 3-node cluster: the public client's
 session (one Client over every node, round-robin), LINEARIZABLE reads on a
 follower after a write acknowledged elsewhere, separate CLI invocations on
-different nodes, and an old leader cut off from its quorum refusing
-LINEARIZABLE reads while a newer leader commits."""
+different nodes, and an old leader cut off from its quorum after a newer
+leader committed refusing LINEARIZABLE reads."""
 
 from __future__ import annotations
 
@@ -126,10 +126,15 @@ def test_an_old_leader_cut_off_from_its_quorum_refuses_linearizable_reads(
             os.kill(node.process.pid, signal.SIGSTOP)
         os.kill(old.process.pid, signal.SIGCONT)
         index = cluster.nodes.index(old)
-        with _client(cluster, index, consistency="stale", timeout=5) as stale:
-            # The old leader answers STALE reads from what it has: without the write.
-            with pytest.raises(NotFound):
+        with _client(cluster, index, consistency="stale", timeout=5, retries=0) as stale:
+            # STALE reads are answered from what the node has, quorum or not.
+            # Whether that includes the write depends on whether the new
+            # leader's appends sat in the frozen node's socket buffer (the
+            # kernel takes them while the process is stopped).
+            try:
                 stale.get_task(task.id)
+            except NotFound:
+                pass
         with _client(cluster, index, consistency="linearizable", timeout=4, retries=0) as strict:
             with pytest.raises(Unavailable):
                 strict.get_task(task.id)
