@@ -234,8 +234,8 @@ class Cluster:
 
         def same() -> tuple[str, int] | None:
             statuses = [n.status() for n in nodes]
-            digests = {(s.state_digest, s.applied_index) for s in statuses}
-            if len(digests) == 1 and statuses[0].commit_index <= statuses[0].applied_index:
+            digests = {(s.state_digest, s.raft_last_applied) for s in statuses}
+            if len(digests) == 1 and statuses[0].commit_index <= statuses[0].raft_last_applied:
                 return next(iter(digests))
             return None
 

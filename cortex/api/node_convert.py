@@ -99,6 +99,7 @@ def cluster_to_proto(view: ClusterView) -> pb.GetClusterStatusResponse:
         node_role=enum_value(pb.NodeRole, view.node_role),
         has_quorum=view.has_quorum,
         applied_index=view.applied_index,
+        raft_last_applied=view.last_applied,
         commit_index=view.commit_index,
         state_digest=view.state_digest,
         nodes=[node_to_proto(n) for n in view.nodes],

@@ -152,7 +152,7 @@ def status_json(status: pb.GetClusterStatusResponse) -> dict[str, Any]:
         "term": status.term,
         "raft_state": enum_name(pb.RaftRole, status.raft_role) or "unknown",
         "has_quorum": status.has_quorum,
-        "last_applied": status.applied_index,
+        "last_applied": status.raft_last_applied,
         "applied_index": status.applied_index,
         "commit_index": status.commit_index,
         "log_size": status.log_size,

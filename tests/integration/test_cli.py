@@ -371,7 +371,7 @@ def test_status_and_node_list_answer_without_a_leader_and_task_reads_say_why_not
 
     status = run_json("--node", survivor.grpc, "status", "--json")
     assert status["node_id"] == survivor.node_id
-    assert status["applied_index"] == status["last_applied"] >= 1
+    assert status["last_applied"] >= status["applied_index"] >= 1
     nodes = run_json("--node", survivor.grpc, "node", "list", "--json")
     assert {n["node_id"] for n in nodes} == {n.node_id for n in cluster.nodes}
 
