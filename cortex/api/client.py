@@ -25,6 +25,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from cortex.api.auth import default_token, token_metadata
 from cortex.api.channels import open_channel, retry_after_s, rpc_error
+from cortex.api.convert import duration
 from cortex.api.session import Session
 from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.errors import CortexError, ResourceExhausted
@@ -53,12 +54,6 @@ def busy_pause(hint_s: float, retry: int) -> float:
     the node's hint, doubled per retry, capped, with jitter so refused
     clients do not all come back at once."""
     return min(hint_s * 2**retry, MAX_BUSY_PAUSE_S) * random.uniform(0.5, 1.0)
-
-
-def _millis(ms: int) -> Duration:
-    span = Duration()
-    span.FromMilliseconds(ms)
-    return span
 
 
 class CortexClient:
@@ -189,7 +184,7 @@ class CortexClient:
             if remaining_s <= 0:
                 return self._call("GetTaskResult", self._result(task_id))
             request = self._result(
-                task_id, wait=True, timeout=_millis(max(int(remaining_s * 1000), 1))
+                task_id, wait=True, timeout=duration(max(int(remaining_s * 1000), 1))
             )
             try:
                 return self._call(
@@ -414,7 +409,7 @@ class CortexClient:
         """`deadline` (or `deadline_ms`): how long running tasks may take
         (unset or 0: the node's default)."""
         if deadline is None and deadline_ms:
-            deadline = _millis(deadline_ms)
+            deadline = duration(deadline_ms)
         request = pb.DrainNodeRequest(node_id=node_id, deadline=deadline)
         return self._call("DrainNode", request, write=True)
 

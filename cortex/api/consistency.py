@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Protocol
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
 
 from cortex.errors import InvalidArgument, Unavailable
 from cortex.membership.board import ResourceBoard
@@ -126,14 +125,8 @@ class ReadGate:
         if not self._raft.is_leader:
             age = self._leader_contact_age_s()
             if age is not None:
-                header.leader_contact_age.CopyFrom(_duration(age))
+                header.leader_contact_age.FromMilliseconds(round(age * 1000))
         return header
-
-
-def _duration(seconds: float) -> Duration:
-    value = Duration()
-    value.FromNanoseconds(int(seconds * 1e9))
-    return value
 
 
 def _consistency_name(value: int) -> str:
@@ -174,14 +167,22 @@ class LeaderReadIndex:
 def leader_contact_age(
     raft: RaftView, reader: StateReader, board: ResourceBoard
 ) -> Callable[[], float | None]:
-    """How long since the leader's last heartbeat reached this node."""
+    """How long since the leader's last heartbeat reached this node. Every
+    response's header asks, so the leader's node id is looked up in SQLite
+    only when the leader changes."""
+    known: dict[str, str] = {}
 
     def age() -> float | None:
         leader = raft.leader_address
         if leader is None:
             return None
-        node = next((n for n in reader.nodes() if n.raft_address == leader), None)
-        report = board.get(node.id) if node is not None else None
+        if leader not in known:
+            node = next((n for n in reader.nodes() if n.raft_address == leader), None)
+            if node is None:
+                return None  # not registered yet: look again next time
+            known.clear()
+            known[leader] = node.id
+        report = board.get(known[leader])
         return None if report is None else board.age_s(report)
 
     return age
