@@ -11,6 +11,8 @@ MAX_ID_CHARS = 128
 MAX_IDEMPOTENCY_KEY = 256
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
+# Longest a single call may wait for a task to end.
+MAX_WAIT_MS = 600_000
 
 
 def check_id(value: str, name: str) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.errors import FailedPrecondition, NotFound
+from cortex.id_prefixes import resolve_prefix
 from cortex.membership.board import ResourceBoard
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
@@ -20,7 +21,7 @@ from cortex.spec import parse_task_spec
 from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
-from cortex.state.paging import PageKey
+from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
 
 TASK_STATES = (
@@ -97,11 +98,19 @@ class TaskOperations:
         return TaskWrite(self.get(task_id), index or self._machine.applied_index)
 
     def get(self, task_id: str) -> TaskView:
+        """The task with this id, or with the one id this unique prefix starts."""
         check_id(task_id, "task_id")
         task = self._reader.get_task(task_id)
         if task is None:
+            full_id = resolve_prefix("task", task_id, self._reader.task_ids_with_prefix)
+            task = self._reader.get_task(full_id)
+        if task is None:
             raise NotFound(f"no task with id {task_id}")
         return task
+
+    def resolve_id(self, task_id: str) -> str:
+        """The full id of the task an id or unique prefix names."""
+        return self.get(task_id).id
 
     def events(self, task_id: str) -> list[EventView]:
         return self._reader.task_events(task_id)
@@ -123,7 +132,7 @@ class TaskOperations:
             if remaining <= 0:
                 break
             self._machine.wait_applied(self._machine.applied_index + 1, min(remaining, 0.5))
-            task = self.get(task_id)
+            task = self.get(task.id)
         return task
 
     def list_tasks(
@@ -135,14 +144,16 @@ class TaskOperations:
         limit: int = 100,
         after: PageKey | None = None,
         newest_first: bool = True,
+        created: CreatedWindow | None = None,
     ) -> TaskPage:
         check_states(states, TASK_STATES, "task")
         return self._reader.list_tasks(
-            states, task_type, workflow_id, node, limit, after, newest_first
+            states, task_type, workflow_id, node, limit, after, newest_first, created
         )
 
     def cancel(self, task_id: str, reason: str = "") -> TaskWrite:
         task = self.get(task_id)
+        task_id = task.id
         if task.state in TERMINAL_STATES:
             raise FailedPrecondition(f"task {task_id} is already {task.state}")
         entry = e.Entry.create(
@@ -155,12 +166,19 @@ class TaskOperations:
         return written
 
     def list_dead_letter(
-        self, limit: int = 100, after: PageKey | None = None, newest_first: bool = True
+        self,
+        limit: int = 100,
+        after: PageKey | None = None,
+        newest_first: bool = True,
+        created: CreatedWindow | None = None,
     ) -> TaskPage:
-        return self.list_tasks(["dead_letter"], limit=limit, after=after, newest_first=newest_first)
+        return self.list_tasks(
+            ["dead_letter"], limit=limit, after=after, newest_first=newest_first, created=created
+        )
 
     def retry_dead_letter(self, task_id: str) -> TaskWrite:
         task = self.get(task_id)
+        task_id = task.id
         if task.state != "dead_letter":
             raise FailedPrecondition(f"task {task_id} is {task.state}, not dead_letter")
         entry = e.Entry.create(

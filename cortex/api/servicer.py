@@ -42,6 +42,7 @@ from cortex.membership.administration import NodeAdministration
 from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
 from cortex.output import EventFilter, EventWatch, StreamingService
 from cortex.proto_enums import enum_name
+from cortex.requests import MAX_WAIT_MS
 from cortex.state.queries import TaskView
 from cortex.task_operations import TaskOperations
 from cortex.v1 import cortex_pb2 as pb
@@ -61,7 +62,6 @@ STATUS_FOR_ERROR: dict[type[CortexError], grpc.StatusCode] = {
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 DEFAULT_WAIT_MS = 30_000
-MAX_WAIT_MS = 600_000
 
 
 def status_for(err: CortexError) -> grpc.StatusCode:

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -18,12 +19,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.markup import escape
+
 from cortex.api.client import CortexClient
 from cortex.cli import render
+from cortex.config import DEFAULT_GRPC_ADDRESS
 from cortex.errors import CortexError, Unavailable
 from cortex.v1 import cortex_pb2 as pb
 
 _STATE_FILE = "dev-cluster.json"
+# `cortex demo` without --base-port: Raft on 17100.., gRPC on 17200.., clear
+# of the defaults of `cortex node start` and `cortex dev` (7100 and 7200).
+DEMO_BASE_PORT = 17100
 
 
 @dataclass(frozen=True)
@@ -62,21 +69,49 @@ def plan_nodes(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
     ]
 
 
+def check_plan(nodes: list[DevNode], data_dir: Path) -> None:
+    """Refuses a plan whose ports are taken or whose data dir holds a
+    running dev cluster, naming the flag that changes it."""
+    if not 1 <= len(nodes) <= 9:
+        raise CortexError("--nodes must be between 1 and 9")
+    ports = [_port(n.raft) for n in nodes] + [_port(n.grpc) for n in nodes]
+    if min(ports) < 1 or max(ports) > 65535:
+        raise CortexError(
+            f"--base-port {ports[0]} gives ports {min(ports)}-{max(ports)}, outside 1-65535"
+        )
+    if (data_dir / _STATE_FILE).exists():
+        raise CortexError(
+            f"a dev cluster already runs from {data_dir}; stop it with `{stop_command(data_dir)}`"
+        )
+    busy = [n.raft for n in nodes if not port_free(_port(n.raft))]
+    busy += [n.grpc for n in nodes if not port_free(_port(n.grpc))]
+    if busy:
+        raise CortexError(
+            f"ports already in use: {', '.join(busy)}; choose others with --base-port N "
+            "(Raft ports from N, gRPC ports from N+100)"
+        )
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1])
+
+
+def stop_command(data_dir: Path) -> str:
+    """The command that stops the dev cluster of `data_dir`, from any directory."""
+    return f"cortex dev stop --data-dir {shlex.quote(str(data_dir.resolve()))}"
+
+
+def describe_plan(nodes: list[DevNode], data_dir: Path) -> str:
+    """One line: every node's ports and the data dir."""
+    ports = ", ".join(f"{n.node_id} raft {n.raft} grpc {n.grpc}" for n in nodes)
+    return f"{len(nodes)} nodes ({ports}), data in {data_dir}"
+
+
 def start_cluster(
     count: int, base_port: int, data_dir: Path, extra_args: Sequence[str] = ()
 ) -> list[DevNode]:
-    if not 1 <= count <= 9:
-        raise CortexError("--nodes must be between 1 and 9")
-    state_file = data_dir / _STATE_FILE
-    if state_file.exists():
-        raise CortexError(
-            f"a dev cluster already runs from {data_dir}; stop it with `cortex dev stop`"
-        )
     nodes = plan_nodes(count, base_port, data_dir)
-    busy = [n.raft for n in nodes if not port_free(int(n.raft.rsplit(":", 1)[1]))]
-    busy += [n.grpc for n in nodes if not port_free(int(n.grpc.rsplit(":", 1)[1]))]
-    if busy:
-        raise CortexError(f"ports already in use: {', '.join(busy)} (try --base-port)")
+    check_plan(nodes, data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(24)
     peers = ",".join(n.raft for n in nodes)
@@ -111,7 +146,9 @@ def start_cluster(
         )
         log_file.close()
         started.append(DevNode(node.node_id, node.raft, node.grpc, node.data_dir, process.pid))
-    state_file.write_text(json.dumps({"nodes": [n.__dict__ for n in started]}, indent=2))
+    (data_dir / _STATE_FILE).write_text(
+        json.dumps({"nodes": [n.__dict__ for n in started]}, indent=2)
+    )
     return started
 
 
@@ -139,7 +176,9 @@ def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
 def stop_cluster(data_dir: Path, timeout_s: float = 15.0) -> list[DevNode]:
     state_file = data_dir / _STATE_FILE
     if not state_file.exists():
-        raise CortexError(f"no dev cluster recorded in {data_dir}")
+        raise CortexError(
+            f"no dev cluster recorded in {data_dir}; give the --data-dir `cortex dev` printed"
+        )
     nodes = [DevNode(**n) for n in json.loads(state_file.read_text())["nodes"]]
     for node in nodes:
         try:
@@ -176,6 +215,13 @@ def run(args: argparse.Namespace) -> int:
         nodes = stop_cluster(data_dir)
         print(f"stopped {len(nodes)} nodes ({', '.join(n.node_id for n in nodes)})")
         return 0
+    plan = plan_nodes(args.nodes, args.base_port, data_dir)
+    check_plan(plan, data_dir)
+    print(
+        f"starting a local cluster of {describe_plan(plan, data_dir)}; "
+        f"stop it with: {stop_command(data_dir)}",
+        flush=True,
+    )
     nodes = start_cluster(args.nodes, args.base_port, data_dir)
     try:
         wait_ready(nodes)
@@ -183,17 +229,17 @@ def run(args: argparse.Namespace) -> int:
         stop_cluster(data_dir)
         raise
     render.console.print(
-        f"[green]local cluster of {len(nodes)} nodes is up[/] (data in {data_dir})"
+        f"[green]local cluster of {len(nodes)} nodes is up[/] (data in {escape(str(data_dir))})"
     )
     for node in nodes:
         render.console.print(
             f"  {node.node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}"
         )
     first = nodes[0].grpc
-    flag = "" if first == "127.0.0.1:7200" else f" --node {first}"
+    flag = "" if first == DEFAULT_GRPC_ADDRESS else f" --node {first}"
     render.console.print(f"try:  cortex{flag} task submit --wait -- echo hello")
     render.console.print(f"      cortex{flag} status")
-    render.console.print(f"stop: cortex dev stop --data-dir {args.data_dir}")
+    render.console.print(f"stop: {escape(stop_command(data_dir))}")
     return 0
 
 
@@ -210,11 +256,17 @@ DEMO_TASKS: list[tuple[str, list[str] | str]] = [
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    base_port = DEMO_BASE_PORT if args.base_port is None else args.base_port
+    own_dir = not args.data_dir
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-demo-")).resolve()
-    base_port = next(p for p in range(17100, 30000, 10) if all(
-        port_free(p + i) and port_free(p + 100 + i) for i in range(args.nodes)))  # fmt: skip
-    render.console.print(f"starting a local {args.nodes}-node cluster (data in {data_dir}) ...")
-    nodes = start_cluster(args.nodes, base_port, data_dir)
+    plan = plan_nodes(args.nodes, base_port, data_dir)
+    print(f"starting a local cluster of {describe_plan(plan, data_dir)} ...", flush=True)
+    try:
+        nodes = start_cluster(args.nodes, base_port, data_dir)
+    except CortexError:
+        if own_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        raise
     try:
         wait_ready(nodes)
         render.console.print(
@@ -255,11 +307,11 @@ def run_demo(args: argparse.Namespace) -> int:
     finally:
         if args.keep:
             render.console.print(
-                f"cluster left running; stop it with: cortex dev stop --data-dir {data_dir}"
+                f"cluster left running; stop it with: {escape(stop_command(data_dir))}"
             )
         else:
             stop_cluster(data_dir)
-            if not args.data_dir:
+            if own_dir:
                 shutil.rmtree(data_dir, ignore_errors=True)
             render.console.print("cluster stopped")
     return 0

@@ -27,6 +27,9 @@ TERMINAL = frozenset(
         pb.TASK_STATE_DEAD_LETTER,
     }
 )
+WORKFLOW_TERMINAL = frozenset(
+    {pb.WORKFLOW_STATE_COMPLETED, pb.WORKFLOW_STATE_FAILED, pb.WORKFLOW_STATE_CANCELLED}
+)
 _NEXT_ATTEMPT_POLL_S = 0.25
 
 
@@ -120,6 +123,26 @@ def _wait_next_attempt(client: CortexClient, task_id: str, after: int) -> pb.Tas
         time.sleep(_NEXT_ATTEMPT_POLL_S)
 
 
+def _say_if_not_started(client: CortexClient, task_id: str) -> None:
+    """One line saying why `logs -f` waits, for a task that has not run yet."""
+    task = client.get_task(task_id).task
+    if task.attempt or task.state in TERMINAL:
+        return
+    why = f" ({'; '.join(task.pending_reasons)})" if task.pending_reasons else ""
+    _notice(
+        f"task {task.id} is {enum_name(pb.TaskState, task.state)}{why}; waiting for it to start"
+    )
+
+
+def _say_never_ran(task_id: str, end: pb.OutputEnd, follow: bool) -> None:
+    state = enum_name(pb.TaskState, end.state)
+    if end.state in TERMINAL:
+        why = f" ({end.error})" if end.error else ""
+        _notice(f"task {task_id} was {state} before it ran{why}; it has no output")
+    elif not follow:
+        _notice(f"task {task_id} is {state} and has not run yet; -f waits for its output")
+
+
 def run_logs(args: argparse.Namespace) -> int:
     if args.attempt < 0:
         raise InvalidArgument("--attempt must be 1 or more")
@@ -128,8 +151,12 @@ def run_logs(args: argparse.Namespace) -> int:
     printer = _Printer(args.json)
     try:
         with connect(args, "linearizable") as client:
+            if args.follow and not args.attempt:
+                _say_if_not_started(client, args.task_id)
             end = _stream_attempt(client, args, args.attempt, printer)
             poll_in_session(client, args)
+            if end.attempt == 0:
+                _say_never_ran(args.task_id, end, args.follow)
             # Following the task (not one attempt): go on with its retries.
             while args.follow and not args.attempt and end.state not in TERMINAL:
                 how = "was interrupted" if end.interrupted else "ended"
@@ -192,24 +219,118 @@ def _event_json(event: pb.Event) -> dict[str, object]:
     }
 
 
+_TASK_TERMINAL_NAMES = frozenset(enum_name(pb.TaskState, s) for s in TERMINAL)
+_WORKFLOW_TERMINAL_NAMES = frozenset(enum_name(pb.WorkflowState, s) for s in WORKFLOW_TERMINAL)
+
+
+class _Subject:
+    """The task or workflow `events -f --task/--workflow` follows, and
+    whether it has ended: a task in a final state; a workflow in a final
+    state with every task of it in one too (a cancelled workflow's tasks are
+    cancelled in batches after it)."""
+
+    def __init__(self, client: CortexClient, task_id: str, workflow_id: str) -> None:
+        self._client = client
+        self.kind = "task" if task_id else "workflow"
+        self.id = task_id or workflow_id
+        # Once the workflow has ended: how many of its tasks are still to end.
+        self._unfinished: int | None = None
+
+    def state(self) -> tuple[str, bool]:
+        """Its state's name, and whether it has ended."""
+        if self.kind == "task":
+            task = self._client.get_task(self.id).task
+            return enum_name(pb.TaskState, task.state), task.state in TERMINAL
+        workflow = self._client.get_workflow(self.id).workflow
+        name = enum_name(pb.WorkflowState, workflow.state)
+        if workflow.state not in WORKFLOW_TERMINAL:
+            return name, False
+        self._unfinished = sum(c.count for c in workflow.task_counts if c.state not in TERMINAL)
+        return name, self._unfinished == 0
+
+    def may_have_ended(self, event: pb.Event) -> bool:
+        """Whether `event` may be the subject's last, so its state is worth
+        asking for (asking on every event would cost a read each)."""
+        before, after = event_change(event)
+        if self.kind == "task":
+            return event.task_id == self.id and after in _TASK_TERMINAL_NAMES
+        if event.WhichOneof("change") == "workflow_change":
+            return after in _WORKFLOW_TERMINAL_NAMES
+        if self._unfinished is None or not event.task_id:
+            return False
+        if after in _TASK_TERMINAL_NAMES and before not in _TASK_TERMINAL_NAMES:
+            self._unfinished -= 1
+        return self._unfinished <= 0
+
+
+class _EventPrinter:
+    def __init__(self, as_json: bool, types: list[int]) -> None:
+        self._json = as_json
+        self._types = frozenset(types)
+        self.last_seq = 0
+
+    def print(self, event: pb.Event) -> None:
+        self.last_seq = event.seq
+        if self._types and event.type not in self._types:
+            return
+        if self._json:
+            print(json.dumps(_event_json(event)), flush=True)
+        else:
+            print(_event_line(event), flush=True)
+
+
+def _follow_subject(
+    client: CortexClient, subject: _Subject, printer: _EventPrinter, after_seq: int
+) -> None:
+    """Prints the subject's events until it has ended, then says so."""
+    state, ended = subject.state()
+    if not ended:
+        _notice(f"{subject.kind} {subject.id} is {state}; following its events until it ends")
+    task_id, workflow_id = (subject.id, "") if subject.kind == "task" else ("", subject.id)
+    printer.last_seq = after_seq
+    # Unfiltered by type: the events that end the subject must come through.
+    events = client.watch_events(
+        task_id, workflow_id, after_seq=after_seq, from_start=not after_seq, follow=not ended
+    )
+    try:
+        for reply in events:
+            printer.print(reply.event)
+            if not ended and subject.may_have_ended(reply.event):
+                state, ended = subject.state()
+                if ended:
+                    break
+    finally:
+        events.close()
+    # What the entries that ended it wrote after the event that showed it.
+    rest = client.watch_events(
+        task_id, workflow_id, after_seq=printer.last_seq, from_start=not printer.last_seq,
+        follow=False,
+    )  # fmt: skip
+    for reply in rest:
+        printer.print(reply.event)
+    _notice(f"{subject.kind} {subject.id} ended: {state}")
+
+
 def run_events(args: argparse.Namespace) -> int:
     if args.after_seq < 0:
         raise InvalidArgument("--after-seq must not be negative")
-    filters = {
-        "task_id": args.task or "",
-        "workflow_id": args.workflow or "",
-        "types": [enum_value(pb.EventType, name, "--event") for name in args.event],
-        "after_seq": args.after_seq,
-        "from_start": not args.after_seq,
-    }
+    types = [enum_value(pb.EventType, name, "--event") for name in args.event]
     try:
         with connect(args, "linearizable") as client:
-            for reply in client.watch_events(follow=args.follow, **filters):
-                event = reply.event
-                if args.json:
-                    print(json.dumps(_event_json(event)), flush=True)
-                else:
-                    print(_event_line(event), flush=True)
+            if args.follow and (args.task or args.workflow):
+                subject = _Subject(client, args.task or "", args.workflow or "")
+                _follow_subject(client, subject, _EventPrinter(args.json, types), args.after_seq)
+                return 0
+            printer = _EventPrinter(args.json, [])
+            for reply in client.watch_events(
+                task_id=args.task or "",
+                workflow_id=args.workflow or "",
+                types=types,
+                after_seq=args.after_seq,
+                from_start=not args.after_seq,
+                follow=args.follow,
+            ):
+                printer.print(reply.event)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

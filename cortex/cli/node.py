@@ -60,7 +60,7 @@ def run_node(args: argparse.Namespace) -> int:
         "env_passthrough": args.env_passthrough or None,
         "tls_cert": args.tls_cert,
         "tls_key": args.tls_key,
-        "tls_ca": args.node_tls_ca,
+        "tls_ca": args.tls_ca,
         "tls_client_auth": args.tls_client_auth,
         "labels": parse_labels(args.label) or None,
         "capabilities": parse_pairs(args.capability, "--capability") or None,

@@ -16,6 +16,8 @@ from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader
 
 DEFAULT_DRAIN_MS = 300_000
+# Longest a drain may give running tasks: 30 days.
+MAX_DRAIN_DEADLINE_MS = 30 * 86_400_000
 
 
 class NodeAdministration:
@@ -65,8 +67,10 @@ class NodeAdministration:
         return self.set_status(node_id, "active", "uncordoned by request")
 
     def drain(self, node_id: str, deadline_ms: int = 0) -> NodeStatusView:
-        if deadline_ms < 0:
-            raise InvalidArgument("deadline_ms must not be negative")
+        if not 0 <= deadline_ms <= MAX_DRAIN_DEADLINE_MS:
+            raise InvalidArgument(
+                f"deadline must be from 0 to {MAX_DRAIN_DEADLINE_MS // 1000} s, not {deadline_ms} ms"
+            )
         until = int(time.time() * 1000) + (deadline_ms or DEFAULT_DRAIN_MS)
         return self.set_status(node_id, "draining", "drained by request", until)
 

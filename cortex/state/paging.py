@@ -1,6 +1,8 @@
 """Keyset paging for the listings: a page continues after the last item of
 the previous one, by its (submit_index, id), so rows inserted meanwhile never
-repeat or shift an item (as an offset would)."""
+repeat or shift an item (as an offset would). Indexes on (submit_index, id,
+created_at) let a page walk in order from where the last one ended, checking
+a creation window without reading the rows it skips."""
 
 from __future__ import annotations
 
@@ -26,6 +28,27 @@ def keyset(after: PageKey | None, newest_first: bool) -> tuple[str, list[object]
     return f"(submit_index, id) {beyond} (?, ?)", [after.submit_index, after.id], order
 
 
+@dataclass(frozen=True)
+class CreatedWindow:
+    """Items created (by `created_at`, ms since the epoch) at or after
+    `start_ms` and before `end_ms`; None leaves that side open."""
+
+    start_ms: int | None = None
+    end_ms: int | None = None
+
+    def clauses(self) -> tuple[list[str], list[object]]:
+        """The conditions on `created_at` and their parameters."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.start_ms is not None:
+            clauses.append("created_at >= ?")
+            params.append(self.start_ms)
+        if self.end_ms is not None:
+            clauses.append("created_at < ?")
+            params.append(self.end_ms)
+        return clauses, params
+
+
 def where(clauses: list[str]) -> str:
     """A WHERE clause of the conditions that are not empty (or nothing)."""
     present = [clause for clause in clauses if clause]
@@ -40,3 +63,18 @@ def page_end(rows: list[sqlite3.Row], limit: int) -> tuple[list[sqlite3.Row], Pa
     rows = rows[:limit]
     last = rows[-1]
     return rows, PageKey(last["submit_index"], last["id"])
+
+
+# Above every character an id can hold: `prefix + _ID_CEILING` bounds the ids
+# starting with `prefix` from above.
+_ID_CEILING = "\U0010ffff"
+
+
+def ids_with_prefix(conn: sqlite3.Connection, table: str, prefix: str, limit: int) -> list[str]:
+    """Up to `limit` ids of `table` (tasks or workflows) starting with
+    `prefix`, in id order: a range over the primary key's index, not a scan."""
+    rows = conn.execute(
+        f"SELECT id FROM {table} WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+        (prefix, prefix + _ID_CEILING, limit),
+    )
+    return [row[0] for row in rows]

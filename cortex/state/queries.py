@@ -10,7 +10,7 @@ from typing import Any
 
 from cortex.state.digest import stored_digest
 from cortex.state.node_transitions import removal_index
-from cortex.state.paging import PageKey, keyset, page_end, where
+from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
 from cortex.state.workflow_queries import WorkflowQueries
@@ -172,11 +172,11 @@ class StateReader(WorkflowQueries):
         limit: int = 100,
         after: PageKey | None = None,
         newest_first: bool = False,
+        created: CreatedWindow | None = None,
     ) -> TaskPage:
         """A page of the tasks matching the filters, in submission order
         (newest first when asked), continuing after `after`."""
-        clauses: list[str] = []
-        params: list[object] = []
+        clauses, params = (created or CreatedWindow()).clauses()
         if states:
             clauses.append(f"state IN ({','.join('?' * len(states))})")
             params.extend(states)
@@ -202,6 +202,11 @@ class StateReader(WorkflowQueries):
             conn.execute("COMMIT")
         rows, next_key = page_end(rows, limit)
         return TaskPage([TaskView.from_row(r) for r in rows], next_key, total)
+
+    def task_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Up to `limit` task ids starting with `prefix`, in id order (a range
+        over the primary key, not a scan)."""
+        return ids_with_prefix(self._conn(), "tasks", prefix, limit)
 
     def task_events(self, task_id: str) -> list[EventView]:
         rows = (

@@ -153,6 +153,13 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE nodes ADD COLUMN role TEXT NOT NULL DEFAULT 'voter';
     """,
+    # 8: listings page in submission order (keyset on submit_index, id) and
+    # filter on creation time without reading the rows they skip.
+    """
+    CREATE INDEX tasks_by_submit ON tasks (submit_index, id, created_at);
+    CREATE INDEX tasks_by_state_submit ON tasks (state, submit_index, id, created_at);
+    CREATE INDEX workflows_by_submit ON workflows (submit_index, id, created_at);
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.

@@ -8,7 +8,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortex.state.paging import PageKey, keyset, page_end, where
+from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
 from cortex.state.transitions import TERMINAL_STATES
 
 
@@ -153,15 +153,15 @@ class WorkflowQueries:
         limit: int = 100,
         after: PageKey | None = None,
         newest_first: bool = True,
+        created: CreatedWindow | None = None,
     ) -> WorkflowPage:
         """A page of workflows in submission order (newest first unless
         asked otherwise), continuing after `after`; with task counts, without
         tasks."""
-        clauses: list[str] = []
-        params: list[object] = []
+        clauses, params = (created or CreatedWindow()).clauses()
         if states:
             clauses.append(f"state IN ({','.join('?' * len(states))})")
-            params = list(states)
+            params.extend(states)
         beyond, page_params, order = keyset(after, newest_first)
         conn = self._conn()
         conn.execute("BEGIN")
@@ -179,6 +179,10 @@ class WorkflowQueries:
             conn.execute("COMMIT")
         views = [_workflow_view(r, counts=counts[r["id"]]) for r in rows]
         return WorkflowPage(views, next_key, total)
+
+    def workflow_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        """Up to `limit` workflow ids starting with `prefix`, in id order."""
+        return ids_with_prefix(self._conn(), "workflows", prefix, limit)
 
     def workflow_by_idempotency_key(self, key: str) -> str | None:
         row = (

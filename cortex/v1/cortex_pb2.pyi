@@ -200,6 +200,14 @@ class ResponseHeader(_message.Message):
     consistency: ReadConsistency
     def __init__(self, node_id: _Optional[str] = ..., applied_index: _Optional[int] = ..., leader_commit_index: _Optional[int] = ..., leader_contact_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., consistency: _Optional[_Union[ReadConsistency, str]] = ...) -> None: ...
 
+class TimeRange(_message.Message):
+    __slots__ = ("start_time", "end_time")
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class RetryPolicy(_message.Message):
     __slots__ = ("max_retries", "backoff", "backoff_multiplier", "retryable")
     MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
@@ -466,7 +474,7 @@ class GetTaskResultResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
-    __slots__ = ("states", "type", "workflow_id", "node_id", "page_size", "page_token", "order", "read_options")
+    __slots__ = ("states", "type", "workflow_id", "node_id", "page_size", "page_token", "order", "read_options", "create_time_range")
     STATES_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
@@ -475,6 +483,7 @@ class ListTasksRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
     READ_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[TaskState]
     type: str
     workflow_id: str
@@ -483,7 +492,8 @@ class ListTasksRequest(_message.Message):
     page_token: str
     order: ListOrder
     read_options: ReadOptions
-    def __init__(self, states: _Optional[_Iterable[_Union[TaskState, str]]] = ..., type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., node_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[ListOrder, str]] = ..., read_options: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+    create_time_range: TimeRange
+    def __init__(self, states: _Optional[_Iterable[_Union[TaskState, str]]] = ..., type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., node_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[ListOrder, str]] = ..., read_options: _Optional[_Union[ReadOptions, _Mapping]] = ..., create_time_range: _Optional[_Union[TimeRange, _Mapping]] = ...) -> None: ...
 
 class ListTasksResponse(_message.Message):
     __slots__ = ("tasks", "next_page_token", "total_size", "header")
@@ -516,16 +526,18 @@ class CancelTaskResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
 
 class ListDeadLetterTasksRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "order", "read_options")
+    __slots__ = ("page_size", "page_token", "order", "read_options", "create_time_range")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
     READ_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     order: ListOrder
     read_options: ReadOptions
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[ListOrder, str]] = ..., read_options: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+    create_time_range: TimeRange
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[ListOrder, str]] = ..., read_options: _Optional[_Union[ReadOptions, _Mapping]] = ..., create_time_range: _Optional[_Union[TimeRange, _Mapping]] = ...) -> None: ...
 
 class ListDeadLetterTasksResponse(_message.Message):
     __slots__ = ("tasks", "next_page_token", "total_size", "header")
@@ -646,18 +658,20 @@ class GetWorkflowResponse(_message.Message):
     def __init__(self, workflow: _Optional[_Union[Workflow, _Mapping]] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
 
 class ListWorkflowsRequest(_message.Message):
-    __slots__ = ("states", "page_size", "page_token", "order", "read_options")
+    __slots__ = ("states", "page_size", "page_token", "order", "read_options", "create_time_range")
     STATES_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
     READ_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[WorkflowState]
     page_size: int
     page_token: str
     order: ListOrder
     read_options: ReadOptions
-    def __init__(self, states: _Optional[_Iterable[_Union[WorkflowState, str]]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[ListOrder, str]] = ..., read_options: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+    create_time_range: TimeRange
+    def __init__(self, states: _Optional[_Iterable[_Union[WorkflowState, str]]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., order: _Optional[_Union[ListOrder, str]] = ..., read_options: _Optional[_Union[ReadOptions, _Mapping]] = ..., create_time_range: _Optional[_Union[TimeRange, _Mapping]] = ...) -> None: ...
 
 class ListWorkflowsResponse(_message.Message):
     __slots__ = ("workflows", "next_page_token", "total_size", "header")

@@ -40,6 +40,12 @@ class CortexServiceStub:
     no quorum, or the node could not catch up with min_index in time: retry),
     RESOURCE_EXHAUSTED (the node is busy; trailing metadata `retry-after-ms`
     says when to come back), UNAUTHENTICATED (a missing or wrong API token).
+
+    Wherever a request names a task or workflow by id, a unique prefix of the
+    id (at least 4 characters) will do: an id not found as given is looked up as
+    a prefix. A prefix several ids share is refused with INVALID_ARGUMENT naming
+    some of them; one no id starts with is NOT_FOUND. Writes resolve the prefix
+    before proposing, so the log only ever holds full ids.
     """
 
     def __init__(self, channel):
@@ -160,6 +166,12 @@ class CortexServiceServicer:
     no quorum, or the node could not catch up with min_index in time: retry),
     RESOURCE_EXHAUSTED (the node is busy; trailing metadata `retry-after-ms`
     says when to come back), UNAUTHENTICATED (a missing or wrong API token).
+
+    Wherever a request names a task or workflow by id, a unique prefix of the
+    id (at least 4 characters) will do: an id not found as given is looked up as
+    a prefix. A prefix several ids share is refused with INVALID_ARGUMENT naming
+    some of them; one no id starts with is NOT_FOUND. Writes resolve the prefix
+    before proposing, so the log only ever holds full ids.
     """
 
     def SubmitTask(self, request, context):
@@ -427,6 +439,12 @@ class CortexService:
     no quorum, or the node could not catch up with min_index in time: retry),
     RESOURCE_EXHAUSTED (the node is busy; trailing metadata `retry-after-ms`
     says when to come back), UNAUTHENTICATED (a missing or wrong API token).
+
+    Wherever a request names a task or workflow by id, a unique prefix of the
+    id (at least 4 characters) will do: an id not found as given is looked up as
+    a prefix. A prefix several ids share is refused with INVALID_ARGUMENT naming
+    some of them; one no id starts with is NOT_FOUND. Writes resolve the prefix
+    before proposing, so the log only ever holds full ids.
     """
 
     @staticmethod

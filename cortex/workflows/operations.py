@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from cortex.id_prefixes import resolve_prefix
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
 from cortex.requests import check_id, check_idempotency_key, check_states
 from cortex.spec import DEFAULT_MAX_SPEC_BYTES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
-from cortex.state.paging import PageKey
+from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import StateReader
 from cortex.state.workflow_queries import WorkflowPage, WorkflowView
 from cortex.state.workflow_rules import WORKFLOW_STATES, WORKFLOW_TERMINAL_STATES
@@ -201,11 +202,22 @@ class WorkflowOperations:
                 time.sleep(0.2)
 
     def get(self, workflow_id: str) -> WorkflowView:
+        """The workflow with this id, or with the one id this unique prefix starts."""
         check_id(workflow_id, "workflow_id")
         workflow = self._reader.get_workflow(workflow_id)
         if workflow is None:
+            full_id = resolve_prefix("workflow", workflow_id, self._reader.workflow_ids_with_prefix)
+            workflow = self._reader.get_workflow(full_id)
+        if workflow is None:
             raise NotFound(f"no workflow with id {workflow_id}")
         return workflow
+
+    def resolve_id(self, workflow_id: str) -> str:
+        """The full id of the workflow an id or unique prefix names."""
+        check_id(workflow_id, "workflow_id")
+        if self._reader.get_workflow(workflow_id, with_tasks=False) is not None:
+            return workflow_id
+        return resolve_prefix("workflow", workflow_id, self._reader.workflow_ids_with_prefix)
 
     def list_workflows(
         self,
@@ -213,12 +225,14 @@ class WorkflowOperations:
         limit: int = 100,
         after: PageKey | None = None,
         newest_first: bool = True,
+        created: CreatedWindow | None = None,
     ) -> WorkflowPage:
         check_states(states, WORKFLOW_STATES, "workflow")
-        return self._reader.list_workflows(states, limit, after, newest_first)
+        return self._reader.list_workflows(states, limit, after, newest_first, created)
 
     def cancel(self, workflow_id: str, reason: str = "") -> WorkflowWrite:
         workflow = self.get(workflow_id)
+        workflow_id = workflow.id
         if workflow.state in WORKFLOW_TERMINAL_STATES:
             raise FailedPrecondition(f"workflow {workflow_id} is already {workflow.state}")
         if len(reason) > MAX_REASON_CHARS:

@@ -1,0 +1,229 @@
+"""How the command line checks what it is given, in one place: every flag's
+value goes through a type here, so a bad value is refused while parsing,
+as one line naming the flag as typed, before anything is sent.
+
+Bounds are read from where the rules live (the task spec and node config
+models, the API's field types), so the CLI cannot drift from what a node
+accepts. Every value must also be UTF-8 text: argv arrives decoded with
+surrogate escapes, and a message carrying one could not be sent."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+from annotated_types import Ge, Gt, Le, Lt
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from pydantic import BaseModel
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# Seconds a duration flag may name when the rule sets no upper bound: a
+# century, well inside what timestamps and timers can carry.
+MAX_SECONDS = 100 * 365 * 86_400.0
+
+_PROTO_INT_MAX = {
+    FieldDescriptor.TYPE_INT32: INT32_MAX,
+    FieldDescriptor.TYPE_SINT32: INT32_MAX,
+    FieldDescriptor.TYPE_UINT32: 2**32 - 1,
+    FieldDescriptor.TYPE_INT64: INT64_MAX,
+    FieldDescriptor.TYPE_SINT64: INT64_MAX,
+    FieldDescriptor.TYPE_UINT64: 2**64 - 1,
+}
+
+
+def text(value: str) -> str:
+    """The value itself, if it is valid UTF-8 (argv decodes undecodable
+    bytes to lone surrogates, which no message can carry)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = value[err.start : err.end].encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(
+            f"not valid UTF-8 text (byte {bad[:1].hex(' ')} at position {err.start})"
+        ) from None
+    return value
+
+
+class Integer:
+    """A whole number between `low` and `high`, both included."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+
+    def __call__(self, value: str) -> int:
+        raw = text(value).strip()
+        try:
+            number = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number from {self.low} to {self.high} (got {value!r})"
+            ) from None
+        if not self.low <= number <= self.high:
+            raise argparse.ArgumentTypeError(
+                f"must be from {self.low} to {self.high} (got {_shown(raw)})"
+            )
+        return number
+
+    def __repr__(self) -> str:  # argparse names the type in some messages
+        return "integer"
+
+    @classmethod
+    def of_field(cls, model: type[BaseModel], name: str, high: int | None = None) -> Integer:
+        """The bounds of a pydantic model's field; `high` where it sets none."""
+        low, low_open, top, _ = _field_bounds(model, name)
+        upper = top if top is not None else high
+        if upper is None:
+            raise ValueError(f"{model.__name__}.{name} has no upper bound: give one")
+        start = 0 if low is None else int(low) + (1 if low_open else 0)
+        return cls(start, int(upper))
+
+    @classmethod
+    def of_proto(cls, message: type[Message], name: str, low: int = 0) -> Integer:
+        """From `low` to the largest value the API field's type can carry."""
+        field = message.DESCRIPTOR.fields_by_name[name]
+        return cls(low, _PROTO_INT_MAX[field.type])
+
+
+class Number:
+    """A finite decimal number in a range; `low_open` excludes the low end."""
+
+    def __init__(self, low: float, high: float, *, low_open: bool = False) -> None:
+        self.low, self.high, self.low_open = float(low), float(high), low_open
+
+    def __call__(self, value: str) -> float:
+        raw = text(value).strip()
+        try:
+            number = float(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be a number {self._range()} (got {value!r})"
+            ) from None
+        too_low = number <= self.low if self.low_open else number < self.low
+        if not math.isfinite(number) or too_low or number > self.high:
+            raise argparse.ArgumentTypeError(f"must be {self._range()} (got {_shown(raw)})")
+        return number
+
+    def __repr__(self) -> str:
+        return "number"
+
+    def _range(self) -> str:
+        low, high = _plain(self.low), _plain(self.high)
+        if self.low_open:
+            return f"above {low} and at most {high}"
+        return f"from {low} to {high}"
+
+    @classmethod
+    def of_field(cls, model: type[BaseModel], name: str, high: float = MAX_SECONDS) -> Number:
+        low, low_open, top, _ = _field_bounds(model, name)
+        return cls(
+            0.0 if low is None else float(low),
+            float(top) if top is not None else high,
+            low_open=low_open,
+        )
+
+
+_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def point_in_time(value: str, now: Callable[[], float] | None = None) -> float:
+    """An age (`90s`, `10m`, `2h`, `3d`, `1w`: that long ago) or an ISO-8601
+    date or time (`2026-11-24`, `2026-11-24T09:30`, with an offset or local
+    time), as Unix seconds."""
+    raw = text(value).strip()
+    age = _AGE.fullmatch(raw)
+    if age:
+        seconds = float(age.group(1)) * _UNIT_SECONDS[age.group(2).lower()]
+        if seconds > MAX_SECONDS:
+            raise argparse.ArgumentTypeError(f"is more than a century ago (got {raw!r})")
+        return (now or _now)() - seconds
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an age such as 30s, 10m, 2h, 3d, 1w or an ISO-8601 time such as "
+            f"2026-11-24T09:30 (got {value!r})"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # the local time zone, as people read dates
+    return moment.astimezone(UTC).timestamp()
+
+
+def _now() -> float:
+    return datetime.now(UTC).timestamp()
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if number.is_integer() else f"{number:g}"
+
+
+def _shown(raw: str) -> str:
+    return raw if len(raw) <= 40 else f"{raw[:20]}…{raw[-8:]} ({len(raw)} characters)"
+
+
+def _field_bounds(
+    model: type[BaseModel], name: str
+) -> tuple[float | None, bool, float | None, bool]:
+    """(low, low is exclusive, high, high is exclusive) of a model field."""
+    low: float | None = None
+    high: float | None = None
+    low_open = high_open = False
+    for rule in model.model_fields[name].metadata:
+        if isinstance(rule, Ge):
+            low = rule.ge  # type: ignore[assignment]
+        elif isinstance(rule, Gt):
+            low, low_open = rule.gt, True  # type: ignore[assignment]
+        elif isinstance(rule, Le):
+            high = rule.le  # type: ignore[assignment]
+        elif isinstance(rule, Lt):
+            high, high_open = rule.lt, True  # type: ignore[assignment]
+    return low, low_open, high, high_open
+
+
+# -- the parser ------------------------------------------------------------
+
+
+class CortexArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose usage errors are one line naming the problem
+    and where to read more, exit code 2; options are never abbreviated."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            # Never fail on printing: a message may quote undecodable bytes.
+            sys.stderr.write(message.encode("utf-8", "backslashreplace").decode("utf-8"))
+        sys.exit(status)
+
+
+def walk(parser: argparse.ArgumentParser) -> Iterator[tuple[list[str], argparse.ArgumentParser]]:
+    """Every parser in the tree with the words that reach it, root first."""
+    yield [], parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for word, sub in action.choices.items():
+                for words, found in walk(sub):
+                    yield [word, *words], found
+
+
+def require_text(parser: argparse.ArgumentParser) -> None:
+    """Gives every value-taking argument of the tree that has no type of its
+    own the UTF-8 check; typed ones check it themselves."""
+    for _, found in walk(parser):
+        for action in found._actions:
+            if action.nargs == 0 or isinstance(action, argparse._SubParsersAction):
+                continue
+            if action.type is None:
+                action.type = text
