@@ -18,6 +18,11 @@ class FailedPrecondition(CortexError):
     """The request is valid but the target is in the wrong state for it."""
 
 
+class AlreadyExists(CortexError):
+    """An idempotency key is already taken by a task or workflow submitted with
+    a different spec or definition; the message names it. Nothing was written."""
+
+
 class Unavailable(CortexError):
     """No leader or no quorum: the request could not be committed. Retrying
     with the same idempotency key is safe."""

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from cortex.errors import CortexError, FailedPrecondition, InvalidArgument, NotFound
+from cortex.errors import (
+    AlreadyExists,
+    CortexError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
 from cortex.state import reasons as r
 
 _ERROR_FOR_CODE: dict[str, type[CortexError]] = {
@@ -21,6 +27,7 @@ _ERROR_FOR_CODE: dict[str, type[CortexError]] = {
     r.DUPLICATE_ID: FailedPrecondition,
     r.STALE_REPORT: FailedPrecondition,
     r.ILLEGAL_TRANSITION: FailedPrecondition,
+    r.IDEMPOTENCY_CONFLICT: AlreadyExists,
 }
 
 

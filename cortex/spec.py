@@ -29,6 +29,7 @@ __all__ = [
     "TaskSpec",
     "describe_validation_error",
     "parse_task_spec",
+    "validation_problems",
 ]
 
 DEFAULT_MAX_SPEC_BYTES = 1024 * 1024
@@ -130,14 +131,19 @@ class TaskSpec(_Strict):
         return self
 
 
-def describe_validation_error(err: ValidationError, prefix: str = "") -> str:
+def validation_problems(err: ValidationError, prefix: str = "") -> list[str]:
     """One readable line per problem, each naming the offending field."""
     lines = []
     for problem in err.errors():
         where = prefix + ".".join(str(part) for part in problem["loc"])
         message = problem["msg"].removeprefix("Value error, ")
         lines.append(f"{where.rstrip('.') or 'spec'}: {message}")
-    return "; ".join(lines)
+    return lines
+
+
+def describe_validation_error(err: ValidationError, prefix: str = "") -> str:
+    """`validation_problems` on one line."""
+    return "; ".join(validation_problems(err, prefix))
 
 
 # -- checks made before a spec is proposed -------------------------------------

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cortex.errors import FailedPrecondition, NotFound
+from cortex.errors import AlreadyExists, FailedPrecondition, NotFound
 from cortex.id_prefixes import resolve_prefix
 from cortex.membership.board import ResourceBoard
 from cortex.raft.proposer import Proposer
@@ -23,6 +23,7 @@ from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
+from cortex.state.transitions import same_spec
 
 TASK_STATES = (
     "pending", "queued", "assigned", "running", "completed",
@@ -48,6 +49,19 @@ class TaskWrite:
     raft_index: int
 
 
+@dataclass(frozen=True)
+class DeadLetterRetry(TaskWrite):
+    """A dead letter queued again: its fresh retry budget (the retries it may
+    spend before it is dead-lettered again; its retry count starts from 0),
+    and for a workflow task its workflow's state when retried and whether it
+    rejoined the workflow (False: it runs on its own, and the workflow stays
+    as it ended)."""
+
+    retry_budget: int = 0
+    workflow_state: str | None = None
+    rejoined_workflow: bool = False
+
+
 class TaskOperations:
     def __init__(
         self,
@@ -70,17 +84,23 @@ class TaskOperations:
         self._timeout = propose_timeout_s
 
     def submit(self, spec: dict[str, Any], idempotency_key: str | None = None) -> SubmitOutcome:
+        """A key already used with the same spec gives that task back; with a
+        different spec, AlreadyExists naming it. Apply decides the same way,
+        so two submitters racing with one key cannot both win."""
         check_idempotency_key(idempotency_key)
-        parsed = parse_task_spec(spec, self._max_spec_bytes)
+        canonical = parse_task_spec(spec, self._max_spec_bytes).model_dump(mode="json")
         if idempotency_key:
             known = self._reader.task_by_idempotency_key(idempotency_key)
-            if known is not None:
-                return self._submitted(known, False)
+            task = self._reader.get_task(known) if known is not None else None
+            if task is not None:
+                if not same_spec(task.spec, canonical):
+                    raise AlreadyExists(
+                        f"idempotency key {idempotency_key!r} is already used by task {task.id},"
+                        " submitted with a different spec"
+                    )
+                return self._submitted(task.id, False)
         entry = e.Entry.create(
-            e.TaskSubmit(
-                str(uuid.uuid4()), parsed.model_dump(mode="json"), idempotency_key or None
-            ),
-            self.node_id,
+            e.TaskSubmit(str(uuid.uuid4()), canonical, idempotency_key or None), self.node_id
         )
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
@@ -176,7 +196,10 @@ class TaskOperations:
             ["dead_letter"], limit=limit, after=after, newest_first=newest_first, created=created
         )
 
-    def retry_dead_letter(self, task_id: str) -> TaskWrite:
+    def retry_dead_letter(self, task_id: str) -> DeadLetterRetry:
+        """Queues a dead letter again with a fresh retry budget; a workflow
+        task rejoins its running workflow or, once the workflow has failed,
+        runs on its own (`cortex.state.dead_letters`)."""
         task = self.get(task_id)
         task_id = task.id
         if task.state != "dead_letter":
@@ -187,4 +210,11 @@ class TaskOperations:
         result = self._proposer.propose_one(entry, self._timeout)
         if not result.get("ok"):
             raise refusal_error(result, f"task {task_id} could not be retried")
-        return self._committed(entry, task_id)
+        written = self._committed(entry, task_id)
+        return DeadLetterRetry(
+            written.task,
+            written.raft_index,
+            retry_budget=int(result.get("retry_budget", 0)),
+            workflow_state=result.get("workflow_state"),
+            rejoined_workflow=bool(result.get("rejoined", False)),
+        )

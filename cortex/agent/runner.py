@@ -167,9 +167,13 @@ class Agent:
                 running = self._running.get(task.id)
             if running is not None and running.attempt == task.attempt:
                 continue
+            if attempt in self._started:
+                # Started here already: it may have ended and reported while
+                # this read was taken, and must never run twice.
+                continue
             if task.state == "assigned":
                 self._start(task)
-            elif attempt not in self._started and attempt not in self._reported_lost:
+            elif attempt not in self._reported_lost:
                 # Running here, but not started by this process: it died with
                 # an earlier one. Looked at on every pass, not only the first:
                 # a node catching up may apply the start after its first pass.
@@ -186,8 +190,23 @@ class Agent:
                 if not r.finished and (r.task_id, r.attempt) not in still_mine
             ]
         for running in lost:
-            log.warning("task %s attempt %d is no longer this node's; killing it",
-                        running.task_id, running.attempt)  # fmt: skip
+            current = self._reader.get_task(running.task_id)
+            state = current.state if current is not None else "gone"
+            same_attempt = (
+                current is not None
+                and current.attempt == running.attempt
+                and current.node == self._node_id
+            )
+            # The log already holds this attempt's outcome, or ended it on
+            # request: expected, unlike an attempt given to another node.
+            if same_attempt and state in ("completed", "failed", "dead_letter"):
+                level = logging.DEBUG
+            elif same_attempt and state == "cancelled":
+                level = logging.INFO
+            else:
+                level = logging.WARNING
+            log.log(level, "task %s attempt %d is no longer this node's (%s); killing it",
+                    running.task_id, running.attempt, state)  # fmt: skip
             running.superseded = True
             running.cancel.set()
 

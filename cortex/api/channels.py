@@ -12,6 +12,7 @@ import grpc
 
 from cortex.api.tls import TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV, TLS_SERVER_NAME_ENV, ClientTls
 from cortex.errors import (
+    AlreadyExists,
     CortexError,
     FailedPrecondition,
     InvalidArgument,
@@ -32,6 +33,7 @@ _ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,

@@ -209,8 +209,10 @@ class CortexClient:
         page_size: int = 0,
         page_token: str = "",
         order: int = pb.LIST_ORDER_UNSPECIFIED,
+        create_time_range: pb.TimeRange | None = None,
     ) -> pb.ListTasksResponse:
-        """`states`: TaskState values (none: all); `order`: a ListOrder."""
+        """`states`: TaskState values (none: all); `order`: a ListOrder;
+        `create_time_range`: only tasks created within it."""
         request = pb.ListTasksRequest(
             states=cast(Iterable[pb.TaskState], states),
             type=type,
@@ -220,6 +222,7 @@ class CortexClient:
             page_token=page_token,
             order=cast(pb.ListOrder, order),
             read_options=self.read_options(),
+            create_time_range=create_time_range,
         )
         return self._call("ListTasks", request)
 
@@ -232,12 +235,14 @@ class CortexClient:
         page_size: int = 0,
         page_token: str = "",
         order: int = pb.LIST_ORDER_UNSPECIFIED,
+        create_time_range: pb.TimeRange | None = None,
     ) -> pb.ListDeadLetterTasksResponse:
         request = pb.ListDeadLetterTasksRequest(
             page_size=page_size,
             page_token=page_token,
             order=cast(pb.ListOrder, order),
             read_options=self.read_options(),
+            create_time_range=create_time_range,
         )
         return self._call("ListDeadLetterTasks", request)
 
@@ -271,14 +276,17 @@ class CortexClient:
         page_size: int = 0,
         page_token: str = "",
         order: int = pb.LIST_ORDER_UNSPECIFIED,
+        create_time_range: pb.TimeRange | None = None,
     ) -> pb.ListWorkflowsResponse:
-        """`states`: WorkflowState values (none: all); `order`: a ListOrder."""
+        """`states`: WorkflowState values (none: all); `order`: a ListOrder;
+        `create_time_range`: only workflows created within it."""
         request = pb.ListWorkflowsRequest(
             states=cast(Iterable[pb.WorkflowState], states),
             page_size=page_size,
             page_token=page_token,
             order=cast(pb.ListOrder, order),
             read_options=self.read_options(),
+            create_time_range=create_time_range,
         )
         return self._call("ListWorkflows", request)
 

@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cortex.errors import InvalidArgument
 from cortex.proto_enums import UNSPECIFIED, Enum, enum_name, enum_names, enum_value
 from cortex.state import TERMINAL_STATES
+from cortex.state.paging import CreatedWindow
 from cortex.state.queries import EventView, TaskView
 from cortex.v1 import cortex_pb2 as pb
 
@@ -119,6 +120,22 @@ def known_value(enum: type[Enum], value: int, field: str) -> int:
 def newest_first(order: int, field: str = "order") -> bool:
     """Whether a ListOrder asks for newest first (the default)."""
     return known_value(pb.ListOrder, order, field) != pb.LIST_ORDER_OLDEST_FIRST
+
+
+def _ceil_ms(stamp: Timestamp) -> int:
+    """A Timestamp in whole milliseconds, rounded up: created_at (whole ms)
+    >= the stamp exactly when it is >= this."""
+    return -(-(stamp.seconds * 1_000_000_000 + stamp.nanos) // 1_000_000)
+
+
+def created_window(span: pb.TimeRange, field: str = "create_time_range") -> CreatedWindow:
+    """The creation window a listing's TimeRange asks for; an end not after
+    the start is refused, naming the field."""
+    start = _ceil_ms(span.start_time) if span.HasField("start_time") else None
+    end = _ceil_ms(span.end_time) if span.HasField("end_time") else None
+    if start is not None and end is not None and end <= start:
+        raise InvalidArgument(f"{field}: end_time must be after start_time")
+    return CreatedWindow(start, end)
 
 
 # -- task specs -------------------------------------------------------------------

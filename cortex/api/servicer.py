@@ -17,6 +17,7 @@ import grpc
 from cortex.api.channels import RETRY_AFTER_HEADER
 from cortex.api.consistency import ReadGate
 from cortex.api.convert import (
+    created_window,
     duration_ms,
     event_to_proto,
     known_value,
@@ -30,6 +31,7 @@ from cortex.api.page_tokens import PageTokens, page_size
 from cortex.api.peer_convert import removal_to_proto
 from cortex.api.workflow_convert import workflow_to_proto
 from cortex.errors import (
+    AlreadyExists,
     CortexError,
     FailedPrecondition,
     InvalidArgument,
@@ -43,6 +45,7 @@ from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
 from cortex.output import EventFilter, EventWatch, StreamingService
 from cortex.proto_enums import enum_name
 from cortex.requests import MAX_WAIT_MS
+from cortex.state.paging import CreatedWindow
 from cortex.state.queries import TaskView
 from cortex.task_operations import TaskOperations
 from cortex.v1 import cortex_pb2 as pb
@@ -55,6 +58,7 @@ STATUS_FOR_ERROR: dict[type[CortexError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
     NotFound: grpc.StatusCode.NOT_FOUND,
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -117,6 +121,12 @@ def _wait_ms(request: pb.GetTaskResultRequest) -> int:
     return wait_ms or DEFAULT_WAIT_MS
 
 
+def _window_filter(created: CreatedWindow) -> dict[str, int]:
+    """A creation window's part of a page token's filters (none when open)."""
+    bounds = {"created_from_ms": created.start_ms, "created_before_ms": created.end_ms}
+    return {key: value for key, value in bounds.items() if value is not None}
+
+
 class CortexServicer(pb_grpc.CortexServiceServicer):
     def __init__(
         self,
@@ -136,6 +146,16 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
 
     def _task(self, task: TaskView) -> pb.Task:
         return task_to_proto(task, self._tasks.pending_reasons(task))
+
+    def _workflow_filter(self, workflow_id: str) -> str:
+        """A workflow filter's full id; one no workflow has (any more) stays
+        as given, matching nothing."""
+        if not workflow_id:
+            return ""
+        try:
+            return self._workflows.resolve_id(workflow_id)
+        except NotFound:
+            return workflow_id
 
     # -- tasks --------------------------------------------------------------------
 
@@ -188,11 +208,13 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     ) -> pb.ListTasksResponse:
         states = names_filter(pb.TaskState, request.states, "states")
         newest = newest_first(request.order)
+        created = created_window(request.create_time_range)
         filters = {
             "states": sorted(states),
             "type": request.type,
             "workflow_id": request.workflow_id,
             "node_id": request.node_id,
+            **_window_filter(created),
         }
         tokens = PageTokens("tasks", filters, newest)
         after = tokens.read(request.page_token)
@@ -201,11 +223,12 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
         page = self._tasks.list_tasks(
             states or None,
             request.type or None,
-            request.workflow_id or None,
+            self._workflow_filter(request.workflow_id) or None,
             request.node_id or None,
             limit,
             after,
             newest,
+            created,
         )
         return pb.ListTasksResponse(
             tasks=[task_to_proto(task) for task in page.tasks],
@@ -230,11 +253,12 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
         self, request: pb.ListDeadLetterTasksRequest, context: grpc.ServicerContext
     ) -> pb.ListDeadLetterTasksResponse:
         newest = newest_first(request.order)
-        tokens = PageTokens("dead_letter_tasks", {}, newest)
+        created = created_window(request.create_time_range)
+        tokens = PageTokens("dead_letter_tasks", _window_filter(created), newest)
         after = tokens.read(request.page_token)
         limit = page_size(request.page_size)
         served = self._reads.before_read(request.read_options, context)
-        page = self._tasks.list_dead_letter(limit, after, newest)
+        page = self._tasks.list_dead_letter(limit, after, newest, created)
         return pb.ListDeadLetterTasksResponse(
             tasks=[task_to_proto(task) for task in page.tasks],
             next_page_token=tokens.issue(page.next_key),
@@ -288,11 +312,13 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     ) -> pb.ListWorkflowsResponse:
         states = names_filter(pb.WorkflowState, request.states, "states")
         newest = newest_first(request.order)
-        tokens = PageTokens("workflows", {"states": sorted(states)}, newest)
+        created = created_window(request.create_time_range)
+        filters = {"states": sorted(states), **_window_filter(created)}
+        tokens = PageTokens("workflows", filters, newest)
         after = tokens.read(request.page_token)
         limit = page_size(request.page_size)
         served = self._reads.before_read(request.read_options, context)
-        page = self._workflows.list_workflows(states or None, limit, after, newest)
+        page = self._workflows.list_workflows(states or None, limit, after, newest, created)
         return pb.ListWorkflowsResponse(
             workflows=[workflow_to_proto(w) for w in page.workflows],
             next_page_token=tokens.issue(page.next_key),
@@ -324,6 +350,8 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     ) -> Iterator[pb.StreamTaskOutputResponse]:
         streaming = self._streams("output")
         self._reads.before_read(request.read_options, context)
+        if request.task_id:
+            request.task_id = self._tasks.resolve_id(request.task_id)
         yield from streaming.task_output(request, context)
 
     @maps_stream_errors
@@ -332,13 +360,17 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     ) -> Iterator[pb.WatchEventsResponse]:
         streaming = self._streams("events")
         types = names_filter(pb.EventType, request.types, "types")
+        self._reads.before_read(request.read_options, context)
+        task_id = self._tasks.resolve_id(request.task_id) if request.task_id else None
+        workflow_id = (
+            self._workflows.resolve_id(request.workflow_id) if request.workflow_id else None
+        )
         watch = EventWatch(
-            EventFilter(request.task_id or None, request.workflow_id or None, tuple(types)),
+            EventFilter(task_id, workflow_id, tuple(types)),
             after_seq=request.after_seq,
             from_start=request.from_start,
             follow=request.follow,
         )
-        self._reads.before_read(request.read_options, context)
         for event in streaming.watch_events(watch, context):
             yield pb.WatchEventsResponse(event=event_to_proto(event))
 

@@ -28,8 +28,9 @@ from cortex.errors import CortexError, Unavailable
 from cortex.v1 import cortex_pb2 as pb
 
 _STATE_FILE = "dev-cluster.json"
-# `cortex demo` without --base-port: Raft on 17100.., gRPC on 17200.., clear
-# of the defaults of `cortex node start` and `cortex dev` (7100 and 7200).
+# Where `cortex demo` without --base-port looks for free ports: Raft from
+# 17100, gRPC from 17200, clear of the defaults of `cortex node start` and
+# `cortex dev` (7100 and 7200).
 DEMO_BASE_PORT = 17100
 
 
@@ -255,13 +256,28 @@ DEMO_TASKS: list[tuple[str, list[str] | str]] = [
 ]
 
 
+def _first_free_base(count: int) -> int:
+    """The first base port from DEMO_BASE_PORT, in steps of 10, whose Raft
+    and gRPC ports are all free."""
+    for base in range(DEMO_BASE_PORT, DEMO_BASE_PORT + 1000, 10):
+        if all(port_free(base + i) and port_free(base + 100 + i) for i in range(count)):
+            return base
+    raise CortexError(
+        f"no free ports from {DEMO_BASE_PORT} to {DEMO_BASE_PORT + 1099}; choose others with"
+        " --base-port N (Raft ports from N, gRPC ports from N+100)"
+    )
+
+
 def run_demo(args: argparse.Namespace) -> int:
-    base_port = DEMO_BASE_PORT if args.base_port is None else args.base_port
+    chosen = args.base_port is not None
+    base_port = args.base_port if chosen else _first_free_base(args.nodes)
     own_dir = not args.data_dir
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-demo-")).resolve()
     plan = plan_nodes(args.nodes, base_port, data_dir)
-    print(f"starting a local cluster of {describe_plan(plan, data_dir)} ...", flush=True)
+    how = "" if chosen else f" (the first free from {DEMO_BASE_PORT}; --base-port N chooses)"
     try:
+        check_plan(plan, data_dir)
+        print(f"starting a local cluster of {describe_plan(plan, data_dir)}{how} ...", flush=True)
         nodes = start_cluster(args.nodes, base_port, data_dir)
     except CortexError:
         if own_dir:

@@ -20,48 +20,99 @@ from cortex.api.client import CortexClient
 from cortex.api.views import node_json, state_counts
 from cortex.cli import render
 from cortex.cli.connect import connect
+from cortex.cli.tables import Column, fit_widths, natural_widths, render_table, table_width
 from cortex.errors import CortexError
 from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
 
-def _bar(percent: float, width: int = 12) -> Text:
+def _bar(percent: float, width: int) -> Text:
+    """A usage bar `width` cells wide (none for 0) and the percentage."""
     percent = max(0.0, min(100.0, percent))
-    filled = round(percent / 100 * width)
     style = "green" if percent < 60 else "yellow" if percent < 85 else "red"
+    filled = round(percent / 100 * width)
     bar = Text("█" * filled, style=style)
     bar.append("░" * (width - filled), style="dim")
-    bar.append(f" {percent:5.1f}%")
+    if width:
+        bar.append(" ")
+    bar.append(f"{percent:3.0f}%")
     return bar
 
 
-def nodes_table(nodes: list[pb.Node]) -> Table:
-    table = Table("node", "status", "cpu", "memory", "disk", "tasks", "labels", box=None)
-    for node in nodes:
-        name = node.id + (" *" if node.leader else "")
-        status = enum_name(pb.NodeStatus, node.status)
-        if not node.connected and node.status != pb.NODE_STATUS_REMOVED:
-            status += " (unreachable)"
-        if node.HasField("resources"):
-            r = node.resources
-            mem_used = 100 - (
-                r.memory_available_mb / r.memory_total_mb * 100 if r.memory_total_mb else 100
-            )
-            disk_used = 100 - (
-                r.disk_available_gb / r.disk_total_gb * 100 if r.disk_total_gb else 100
-            )
-            declared = "memory_total_mb" in r.declared
-            mem = _bar(mem_used)
-            mem.append(
-                f" {r.memory_available_mb:,.0f} MB free" + (" (declared)" if declared else "")
-            )
-            cpu, disk = _bar(r.cpu_usage_percent), _bar(disk_used)
-        else:
-            cpu = mem = disk = Text("no report yet", style="dim")
-        tasks = f"{node.running_tasks}" + (f"/{node.max_tasks}" if node.max_tasks else "")
-        labels = ", ".join(f"{k}={v}" if v else k for k, v in sorted(node.labels.items()))
-        table.add_row(name, status, cpu, mem, disk, tasks, labels)
-    return table
+def _size_mb(mb: float) -> str:
+    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:.0f} MB"
+
+
+def _size_gb(gb: float) -> str:
+    return f"{gb / 1000:.1f} TB" if gb >= 1000 else f"{gb:.1f} GB"
+
+
+def _used(available: float, total: float) -> float:
+    return 100 - (available / total * 100 if total else 100)
+
+
+def _node_cells(node: pb.Node, bar: int, free: bool, wide: bool) -> list[Text]:
+    name = Text(node.id + (" *" if node.leader else ""))
+    status = Text(enum_name(pb.NodeStatus, node.status))
+    if not node.connected and node.status != pb.NODE_STATUS_REMOVED:
+        status.append(" (unreachable)", style="red")
+    if node.HasField("resources"):
+        r = node.resources
+        cpu = _bar(r.cpu_usage_percent, bar)
+        mem = _bar(_used(r.memory_available_mb, r.memory_total_mb), bar)
+        disk = _bar(_used(r.disk_available_gb, r.disk_total_gb), bar)
+        if free:
+            mem.append(f" {_size_mb(r.memory_available_mb)} free")
+            disk.append(f" {_size_gb(r.disk_available_gb)} free")
+        if wide and "memory_total_mb" in r.declared:
+            mem.append(" (declared)", style="dim")
+    else:
+        cpu = mem = disk = Text("no report", style="dim")
+    tasks = Text(f"{node.running_tasks}" + (f"/{node.max_tasks}" if node.max_tasks else ""))
+    labels = Text(", ".join(f"{k}={v}" if v else k for k, v in sorted(node.labels.items())))
+    if not wide:
+        return [name, status, cpu, mem, disk, tasks, labels]
+    role = Text(enum_name(pb.NodeRole, node.role) or "voter")
+    age = f"{node.report_age.ToMilliseconds() / 1000:.1f}s" if node.HasField("report_age") else ""
+    load = f"{node.resources.load_1m:.2f}" if node.HasField("resources") else ""
+    return [name, status, role, Text(node.grpc_address), cpu, Text(load), mem, disk, tasks,
+            Text(", ".join(node.executors)), Text(age), labels]  # fmt: skip
+
+
+def _node_columns(wide: bool) -> list[Column]:
+    if wide:
+        names = ["node", "status", "role", "grpc", "cpu", "load", "memory", "disk", "tasks",
+                 "executors", "report", "labels"]  # fmt: skip
+        return [Column(name, keep=True) for name in names]
+    return [
+        Column("node", keep=True),
+        Column("status", keep=True),
+        Column("cpu", keep=True),
+        Column("memory", keep=True),
+        Column("disk", keep=True),
+        Column("tasks", keep=True, justify="right"),
+        Column("labels", min_width=6),
+    ]
+
+
+# Bar widths and free-space notes, richest first: the first that fits the
+# console is used.
+_LAYOUTS = ((10, True), (10, False), (5, False), (0, False))
+
+
+def nodes_table(nodes: list[pb.Node], width: int, wide: bool = False) -> Text:
+    """The nodes as a table: as much detail as fits `width` (every column
+    always shown), or every column in full when `wide`."""
+    columns = _node_columns(wide)
+    if wide:
+        rows = [_node_cells(node, 10, True, True) for node in nodes]
+        return render_table(columns, natural_widths(columns, rows), rows)
+    for bar, free in _LAYOUTS:
+        rows = [_node_cells(node, bar, free, False) for node in nodes]
+        widths = fit_widths(columns, rows, width)
+        if table_width(widths) <= width:
+            break
+    return render_table(columns, widths, rows)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,10 +122,15 @@ def run(args: argparse.Namespace) -> int:
     if args.node_command == "list":
         with connect(args, "stale") as client:
             nodes = list(client.list_nodes(include_removed=args.all).nodes)
-        if args.json:
-            render.print_json([node_json(n) for n in nodes])
+        fmt = render.output_format(args)
+        if fmt in ("json", "yaml"):
+            render.print_data([node_json(n) for n in nodes], fmt)
+        elif fmt == "name":
+            for node in nodes:
+                print(node.id)
         else:
-            render.console.print(nodes_table(nodes))
+            table = nodes_table(nodes, render.console.width, wide=fmt == "wide")
+            render.console.print(table, soft_wrap=True)
         return 0
     with connect(args, "linearizable") as client:
         if args.node_command == "drain":
@@ -125,11 +181,12 @@ def _top_view(client: CortexClient) -> Group:
         + "   [dim](q to quit)[/]"
     )
     tasks = Table("task", "state", "node", "attempt", "prio", "command", box=None)
+    shorts = render.short_ids(task.id for task in queue.tasks)
     for task in queue.tasks:
-        command = task.spec.shell or " ".join(task.spec.command) or task.type
-        tasks.add_row(task.id[:8], render.styled_state(render.state_name(task.state)),
-                      task.node_id, str(task.attempt), str(task.priority), command[:50])  # fmt: skip
-    return Group(header, Text(""), nodes_table(nodes), Text(""),
+        command = render.command_text(task.spec, 50) or task.type
+        tasks.add_row(shorts[task.id], render.styled_state(render.state_name(task.state)),
+                      task.node_id, str(task.attempt), str(task.priority), command)  # fmt: skip
+    return Group(header, Text(""), nodes_table(nodes, render.console.width), Text(""),
                  Text(f"queue ({queue.total_size} active)", style="bold"), tasks)  # fmt: skip
 
 

@@ -69,9 +69,10 @@ def _add_global_options(parser: argparse.ArgumentParser, *, root: bool) -> None:
     group.add_argument(
         "--node",
         type=node_address,
+        metavar="HOST[:PORT]",
         default=default(None),
-        help="gRPC HOST[:PORT] of the node to talk to (default $CORTEX_NODE or "
-        "127.0.0.1:7200; the port defaults to 7200)",
+        help="the node to talk to (default $CORTEX_NODE or 127.0.0.1:7200; the port "
+        "defaults to 7200)",
     )
     token = group.add_mutually_exclusive_group()
     token.add_argument(
@@ -109,7 +110,8 @@ def _add_output(parser: argparse.ArgumentParser, formats: tuple[str, ...]) -> No
         "-o",
         "--output",
         choices=formats,
-        help="output format (default table; wide: every column, full ids)",
+        metavar="FORMAT",
+        help=f"{'|'.join(formats)} (default table{'; wide: every column, full ids' if 'wide' in formats else ''})",
     )
     parser.add_argument("--json", action="store_true", help="print JSON (same as -o json)")
     if "wide" in formats:
@@ -140,10 +142,14 @@ def _add_listing(parser: argparse.ArgumentParser, what: str) -> None:
         "--limit",
         type=Integer(1, MAX_PAGE_SIZE),
         default=100,
+        metavar="N",
         help=f"{what} per page (1-{MAX_PAGE_SIZE}, default 100)",
     )
     parser.add_argument(
-        "--page-token", default="", help="the page a previous listing's `next:` hint named"
+        "--page-token",
+        default="",
+        metavar="TOKEN",
+        help="the page a previous listing's `next:` hint named",
     )
     parser.add_argument(
         "--all", dest="all_pages", action="store_true", help="every page, streamed as it comes"
@@ -395,7 +401,7 @@ def _add_task(commands: Commands) -> None:
     listing.add_argument(
         "--state", action="append", default=[], help="only tasks in this state (repeatable)"
     )
-    listing.add_argument("--on-node", dest="on_node", default="", help="only tasks on this node")
+    listing.add_argument("--on-node", default="", metavar="NODE_ID", help="only tasks on this node")
     listing.add_argument("--workflow", default="", metavar="WORKFLOW_ID", help="only its tasks")
     listing.add_argument("--type", default="", help="only tasks of this executor type")
     _add_listing(listing, "tasks")

@@ -1,16 +1,26 @@
-"""`cortex task ...` and `cortex status`."""
+"""`cortex task ...`, `cortex dlq ...` and `cortex status`."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+
+from rich.text import Text
 
 from cortex.api.client import CortexClient
 from cortex.api.views import enum_value
 from cortex.cli import render
-from cortex.cli.connect import connect
+from cortex.cli.connect import connect, poll_in_session
+from cortex.cli.listing import Listing, Page, created_range, next_command, order, run_listing
 from cortex.cli.node import parse_pairs
+from cortex.cli.tables import Column
 from cortex.errors import InvalidArgument
 from cortex.v1 import cortex_pb2 as pb
+
+# The longest task state's name: the state column never changes width.
+_STATE_CHARS = len("dead_letter")
+# The retries a task gets when its spec names none (as the spec rules say).
+DEFAULT_MAX_RETRIES = 3
 
 
 def _spec(args: argparse.Namespace) -> pb.TaskSpec:
@@ -72,69 +82,187 @@ def submit(client: CortexClient, args: argparse.Namespace) -> int:
     return task.result.exit_code or 1 if task.HasField("result") else 1
 
 
+# -- listings ---------------------------------------------------------------------
+
+
+def _task_columns(dead_letters: bool) -> Callable[[bool], list[Column]]:
+    def columns(wide: bool) -> list[Column]:
+        if wide:
+            return [
+                Column("id", keep=True),
+                Column("state", keep=True, min_width=_STATE_CHARS),
+                Column("type", keep=True),
+                Column("attempt", keep=True, justify="right"),
+                Column("priority", keep=True, justify="right"),
+                Column("node", keep=True),
+                Column("workflow", keep=True),
+                Column("key", max_width=40),
+                Column("created", keep=True),
+                Column("exit", keep=True, justify="right"),
+                Column("error", max_width=80),
+                Column("command", max_width=120),
+            ]
+        middle = [Column("error", min_width=5)] if dead_letters else []
+        state = [] if dead_letters else [Column("state", keep=True, min_width=_STATE_CHARS)]
+        return [
+            Column("id", keep=True),
+            *state,
+            Column("attempt", keep=True, justify="right"),
+            Column("node", min_width=4, max_width=24),
+            Column("age", keep=True, justify="right"),
+            Column("exit", keep=True, justify="right"),
+            *middle,
+            Column("command", min_width=7),
+        ]
+
+    return columns
+
+
+def _task_row(dead_letters: bool) -> Callable[[pb.Task, bool, dict[str, str]], list[Text]]:
+    def row(task: pb.Task, wide: bool, shorts: dict[str, str]) -> list[Text]:
+        state = render.state_text(render.state_name(task.state))
+        exit_code = Text(str(task.result.exit_code) if task.HasField("result") else "")
+        command = render.command_text(task.spec, 200) or f"({task.type})"
+        if wide:
+            return [
+                Text(task.id), state, Text(task.type), Text(str(task.attempt)),
+                Text(str(task.priority)), Text(task.node_id), Text(task.workflow_id),
+                Text(task.workflow_key), Text(render.local_time(task, "create_time")),
+                exit_code, Text(render.bounded(task.error, 200)), Text(command),
+            ]  # fmt: skip
+        cells = [Text(shorts[task.id])]
+        if not dead_letters:
+            cells.append(state)
+        cells += [Text(str(task.attempt)), Text(task.node_id), Text(render.age(task, "create_time")),
+                  exit_code]  # fmt: skip
+        if dead_letters:
+            cells.append(Text(render.bounded(task.error, 200), style="red"))
+        cells.append(Text(command, style="" if task.spec.shell or task.spec.command else "dim"))
+        return cells
+
+    return row
+
+
+def _task_listing(
+    client: CortexClient,
+    args: argparse.Namespace,
+    fetch: Callable[[str], Page[pb.Task]],
+    dead_letters: bool,
+    command: list[str],
+) -> Listing[pb.Task]:
+    return Listing(
+        what="dead-lettered tasks" if dead_letters else "tasks",
+        key="tasks",
+        fetch=fetch,
+        item_id=lambda task: task.id,
+        item_json=lambda task: render.task_json(task),
+        columns=_task_columns(dead_letters),
+        row=_task_row(dead_letters),
+        command=command,
+        after_first_page=lambda: poll_in_session(client, args),
+    )
+
+
+def list_tasks(client: CortexClient, args: argparse.Namespace) -> int:
+    states = [enum_value(pb.TaskState, state, "--state") for state in args.state]
+    workflow = getattr(args, "workflow", "") or ""
+    task_type = getattr(args, "type", "") or ""
+    span = created_range(args)
+
+    def fetch(token: str) -> Page[pb.Task]:
+        reply = client.list_tasks(
+            states=states,
+            type=task_type,
+            workflow_id=workflow,
+            node_id=args.on_node,
+            page_size=args.limit,
+            page_token=token,
+            order=order(args),
+            create_time_range=span,
+        )
+        return Page(list(reply.tasks), reply.next_page_token, reply.total_size)
+
+    filters = [word for state in args.state for word in ("--state", state)]
+    for flag, value in (
+        ("--on-node", args.on_node),
+        ("--workflow", workflow),
+        ("--type", task_type),
+    ):
+        if value:
+            filters += [flag, value]
+    command = next_command(args, ["task", "list"], filters)
+    return run_listing(_task_listing(client, args, fetch, False, command), args)
+
+
+def list_dead_letters(client: CortexClient, args: argparse.Namespace) -> int:
+    span = created_range(args)
+
+    def fetch(token: str) -> Page[pb.Task]:
+        reply = client.list_dead_letter_tasks(
+            page_size=args.limit, page_token=token, order=order(args), create_time_range=span
+        )
+        return Page(list(reply.tasks), reply.next_page_token, reply.total_size)
+
+    command = next_command(args, ["dlq", "list"], [])
+    return run_listing(_task_listing(client, args, fetch, True, command), args)
+
+
+# -- commands ---------------------------------------------------------------------
+
+
+def _print_written(task: pb.Task, args: argparse.Namespace, note: str = "") -> None:
+    if render.output_format(args) == "json":
+        render.print_json(render.task_json(task))
+    else:
+        print(f"{task.id} {note or render.state_name(task.state)}")
+
+
 def run(args: argparse.Namespace) -> int:
     with connect(args, "linearizable") as client:
         if args.task_command == "submit":
             return submit(client, args)
         if args.task_command == "get":
             found = client.get_task(args.task_id, include_events=args.events)
-            if args.json:
-                render.print_json(render.task_json(found.task, found.events))
+            fmt = render.output_format(args)
+            if fmt in ("json", "yaml"):
+                render.print_data(render.task_json(found.task, found.events), fmt)
             else:
                 render.print_task(found.task, found.events)
             return 0
         if args.task_command == "list":
-            reply = client.list_tasks(
-                states=[enum_value(pb.TaskState, state, "--state") for state in args.state],
-                node_id=args.on_node,
-                page_size=args.limit,
-                page_token=args.page_token,
-            )
-            if args.json:
-                render.print_json(
-                    {
-                        "tasks": [render.task_json(t) for t in reply.tasks],
-                        "total": reply.total_size,
-                        "next_page_token": reply.next_page_token or None,
-                    }
-                )
-            else:
-                render.print_task_table(list(reply.tasks), reply.total_size, reply.next_page_token)
-            return 0
+            return list_tasks(client, args)
         if args.task_command == "cancel":
-            task = client.cancel_task(args.task_id, args.reason).task
-            if args.json:
-                render.print_json(render.task_json(task))
-            else:
-                print(f"{task.id} {render.state_name(task.state)}")
+            _print_written(client.cancel_task(args.task_id, args.reason).task, args)
             return 0
     return 2
+
+
+def _budget(task: pb.Task) -> str:
+    policy = task.spec.retry_policy
+    retries = policy.max_retries if policy.HasField("max_retries") else DEFAULT_MAX_RETRIES
+    if policy.HasField("retryable") and not policy.retryable:
+        return "queued again (its spec does not retry a failure)"
+    return (
+        f"queued again with a fresh retry budget ({retries} "
+        f"{'retry' if retries == 1 else 'retries'})"
+    )
 
 
 def run_dlq(args: argparse.Namespace) -> int:
     with connect(args, "linearizable") as client:
         if args.dlq_command == "list":
-            reply = client.list_dead_letter_tasks(page_size=args.limit)
-            if args.json:
-                render.print_json(
-                    {"tasks": [render.task_json(t) for t in reply.tasks], "total": reply.total_size}
-                )
-            else:
-                render.print_task_table(list(reply.tasks), reply.total_size)
-            return 0
+            return list_dead_letters(client, args)
         task = client.retry_dead_letter_task(args.task_id).task
-    if args.json:
-        render.print_json(render.task_json(task))
-    else:
-        print(f"{task.id} {render.state_name(task.state)}")
+    _print_written(task, args, _budget(task))
     return 0
 
 
 def show_status(args: argparse.Namespace) -> int:
     with connect(args, "stale") as client:
         status = client.get_cluster_status()
-    if args.json:
-        render.print_json(render.status_json(status))
+    fmt = render.output_format(args)
+    if fmt in ("json", "yaml"):
+        render.print_data(render.status_json(status), fmt)
     else:
         render.print_status(status)
     return 0

@@ -7,14 +7,11 @@ import argparse
 import json
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.message import Message
 from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
@@ -22,6 +19,8 @@ from cortex.api.client import CortexClient
 from cortex.api.views import enum_value, state_counts, struct_json, workflow_json
 from cortex.cli import render
 from cortex.cli.connect import connect, poll_in_session
+from cortex.cli.listing import Listing, Page, created_range, next_command, order, run_listing
+from cortex.cli.tables import Column
 from cortex.errors import InvalidArgument
 from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
@@ -47,16 +46,6 @@ def _styled(state: str) -> str:
     return f"[{style}]{state}[/]"
 
 
-def _clock(message: Message, field: str) -> str:
-    """A Timestamp field as a local time for tables: HH:MM:SS today, else the
-    date too; empty when unset."""
-    if not message.HasField(field):
-        return ""
-    moment = datetime.fromtimestamp(getattr(message, field).ToMilliseconds() / 1000)
-    same_day = moment.date() == datetime.now().date()
-    return moment.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S")
-
-
 def _duration(task: pb.WorkflowTask, now_ms: int) -> str:
     if not task.HasField("start_time"):
         return ""
@@ -65,8 +54,11 @@ def _duration(task: pb.WorkflowTask, now_ms: int) -> str:
     return f"{max(end - started, 0) / 1000:.1f}s"
 
 
-def _task_label(task: pb.WorkflowTask, now_ms: int) -> str:
-    parts = [f"[bold]{escape(task.key)}[/]", _styled(render.state_name(task.state))]
+def _task_label(task: pb.WorkflowTask, now_ms: int, short_id: str, flat: bool = False) -> str:
+    """One task's line: key, short id, state and facts; a task shown away
+    from its first dependency (`flat`) names every dependency."""
+    parts = [f"[bold]{escape(task.key)}[/]", f"[dim]{escape(short_id)}[/]"]
+    parts.append(_styled(render.state_name(task.state)))
     facts = [task.type]
     if task.node_id:
         facts.append(f"on {escape(task.node_id)}")
@@ -78,25 +70,45 @@ def _task_label(task: pb.WorkflowTask, now_ms: int) -> str:
     if task.HasField("exit_code"):
         facts.append(f"exit {task.exit_code}")
     parts.append(f"[dim]{', '.join(facts)}[/]")
-    others = list(task.depends_on)[1:]
-    if others:
-        shown = ", ".join(others[:3]) + (f" +{len(others) - 3} more" if len(others) > 3 else "")
-        parts.append(f"[dim]after {escape(task.depends_on[0])}, {escape(shown)}[/]")
+    after = list(task.depends_on) if flat else list(task.depends_on)[1:]
+    if after:
+        shown = ", ".join(after[:3]) + (f" +{len(after) - 3} more" if len(after) > 3 else "")
+        lead = "" if flat else f"{task.depends_on[0]}, "
+        parts.append(f"[dim]after {escape(lead + shown)}[/]")
     if task.condition:
-        parts.append(f"[italic]if {escape(task.condition)}[/]")
+        parts.append(f"[italic]if {escape(render.bounded(task.condition, 200))}[/]")
     if task.skip_reason:
-        parts.append(f"[dim]({escape(task.skip_reason)})[/]")
+        parts.append(f"[dim]({escape(render.bounded(task.skip_reason, 200))})[/]")
     return " ".join(parts)
 
 
-def workflow_tree(workflow: pb.Workflow, show_all: bool = False) -> Tree:
+def _state_summary(tasks: list[pb.WorkflowTask]) -> str:
+    counts: dict[str, int] = {}
+    for task in tasks:
+        name = render.state_name(task.state)
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{_styled(s)} {n}" for s, n in sorted(counts.items()))
+
+
+def tree_depth(width: int) -> int:
+    """Levels a tree may nest at this console width: each indents 4 cells,
+    and a task's line needs room of its own."""
+    return max(2, (width - 44) // 4)
+
+
+def workflow_tree(workflow: pb.Workflow, show_all: bool = False, width: int | None = None) -> Tree:
     """The DAG as a tree: each task under its first dependency (its other
-    dependencies named on its line), roots under the workflow."""
+    dependencies named on its line), roots under the workflow. Wide fan-outs
+    and branches deeper than the console allows are summarised ("… N more
+    tasks below"); with `show_all` every task is shown, branches too deep
+    for the console going on at the deepest level that fits."""
     now_ms = int(time.time() * 1000)
+    max_depth = tree_depth(width or render.console.width)
+    shorts = render.short_ids(task.task_id for task in workflow.tasks)
     state = enum_name(pb.WorkflowState, workflow.state)
     header = f"[bold]{escape(workflow.name)}[/] {_styled(state)} [dim]{workflow.id}[/]"
     if workflow.error:
-        header += f" [red]{escape(workflow.error)}[/]"
+        header += f" [red]{escape(render.bounded(workflow.error, 200))}[/]"
     tree = Tree(header)
     children: dict[str, list[pb.WorkflowTask]] = {}
     roots = []
@@ -106,60 +118,129 @@ def workflow_tree(workflow: pb.Workflow, show_all: bool = False) -> Tree:
         else:
             roots.append(task)
 
-    def add(parent: Tree, tasks: list[pb.WorkflowTask]) -> None:
+    def label(task: pb.WorkflowTask, flat: bool = False) -> Text:
+        text = _task_label(task, now_ms, shorts.get(task.task_id, task.task_id), flat)
+        return Text.from_markup(text, overflow="fold")
+
+    def below(tasks: list[pb.WorkflowTask]) -> list[pb.WorkflowTask]:
+        """Every task under these, depth first (without recursing)."""
+        found: list[pb.WorkflowTask] = []
+        stack = list(reversed(tasks))
+        while stack:
+            task = stack.pop()
+            found.append(task)
+            stack.extend(reversed(children.get(task.key, [])))
+        return found
+
+    def add(parent: Tree, tasks: list[pb.WorkflowTask], depth: int) -> None:
         shown = tasks if show_all or len(tasks) <= MAX_CHILDREN else tasks[: MAX_CHILDREN - 2]
         for task in shown:
-            label = Text.from_markup(_task_label(task, now_ms), overflow="fold")
-            add(parent.add(label), children.get(task.key, []))
+            branch = parent.add(label(task))
+            kids = children.get(task.key, [])
+            if not kids:
+                continue
+            if depth + 1 < max_depth:
+                add(branch, kids, depth + 1)
+            elif show_all:
+                for descendant in below(kids):
+                    branch.add(label(descendant, flat=True))
+            else:
+                hidden = below(kids)
+                branch.add(
+                    f"[dim]… {len(hidden):,} more task{'s' if len(hidden) != 1 else ''} below "
+                    f"({_state_summary(hidden)}[dim]); --all shows them[/]"
+                )
         rest = tasks[len(shown) :]
         if rest:
-            counts: dict[str, int] = {}
-            for task in rest:
-                name = render.state_name(task.state)
-                counts[name] = counts.get(name, 0) + 1
-            summary = ", ".join(f"{_styled(s)} {n}" for s, n in sorted(counts.items()))
-            parent.add(f"[dim]… {len(rest)} more ({summary}[dim]); --all shows them[/]")
+            parent.add(
+                f"[dim]… {len(rest):,} more ({_state_summary(rest)}[dim]); --all shows them[/]"
+            )
             # Dependents of the tasks not shown still appear, one level up.
-            add(parent, [child for task in rest for child in children.get(task.key, [])])
+            add(parent, [child for task in rest for child in children.get(task.key, [])], depth)
 
-    add(tree, roots)
+    add(tree, roots, 0)
     return tree
 
 
 def print_workflow(workflow: pb.Workflow, show_all: bool = False) -> None:
     render.console.print(workflow_tree(workflow, show_all), soft_wrap=False)
-    counts: dict[str, int] = {}
-    for task in workflow.tasks:
-        name = render.state_name(task.state)
-        counts[name] = counts.get(name, 0) + 1
-    summary = ", ".join(f"{_styled(s)} {n}" for s, n in sorted(counts.items()))
-    render.console.print(f"[dim]{len(workflow.tasks)} tasks:[/] {summary}")
+    summary = _state_summary(list(workflow.tasks))
+    render.console.print(f"[dim]{len(workflow.tasks):,} tasks:[/] {summary}")
     context = struct_json(workflow.context)
     if context:
-        render.console.print(f"[dim]context:[/] {escape(json.dumps(context))}")
+        text = render.bounded(json.dumps(context), render.DETAIL_CHARS)
+        render.console.print(f"[dim]context:[/] {escape(text)}")
 
 
-def print_workflow_table(
-    workflows: list[pb.Workflow], total: int, next_page_token: str = ""
-) -> None:
-    table = Table(box=None)
-    table.add_column("id", no_wrap=True, min_width=36)
-    table.add_column("name", overflow="ellipsis", no_wrap=True, max_width=32)
-    table.add_column("state", no_wrap=True, min_width=9)
-    table.add_column("created", no_wrap=True, min_width=8)
-    table.add_column("ended", no_wrap=True, min_width=8)
-    table.add_column("tasks", no_wrap=True)
-    table.add_column("error", overflow="ellipsis", no_wrap=True)
-    for w in workflows:
-        counts = Text(" ").join(
-            Text(f"{count} {state}", style=render.STATE_STYLES.get(state, ""))
-            for state, count in state_counts(w.task_counts).items()
+def _columns(wide: bool) -> list[Column]:
+    if wide:
+        return [
+            Column("id", keep=True),
+            Column("name", max_width=60),
+            Column("state", keep=True, min_width=len("submitting")),
+            Column("tasks", keep=True),
+            Column("created", keep=True),
+            Column("ended", keep=True),
+            Column("took", keep=True, justify="right"),
+            Column("error", max_width=80),
+        ]
+    return [
+        Column("id", keep=True),
+        Column("name", min_width=6, max_width=30),
+        Column("state", keep=True, min_width=len("submitting")),
+        Column("tasks", min_width=5),
+        Column("age", keep=True, justify="right"),
+        Column("took", keep=True, justify="right"),
+        Column("error", min_width=5),
+    ]
+
+
+def _row(workflow: pb.Workflow, wide: bool, shorts: dict[str, str]) -> list[Text]:
+    counts = Text(" ").join(
+        Text(f"{count} {state}", style=render.STATE_STYLES.get(state, ""))
+        for state, count in state_counts(workflow.task_counts).items()
+    )
+    state = Text(enum_name(pb.WorkflowState, workflow.state))
+    state.stylize(WORKFLOW_STYLES.get(state.plain) or "")
+    took = Text(render.took(workflow, "create_time", "finish_time"))
+    error = Text(render.bounded(workflow.error, 200), style="red")
+    if wide:
+        return [
+            Text(workflow.id), Text(workflow.name), state, counts,
+            Text(render.local_time(workflow, "create_time")),
+            Text(render.local_time(workflow, "finish_time")), took, error,
+        ]  # fmt: skip
+    return [Text(shorts[workflow.id]), Text(workflow.name), state, counts,
+            Text(render.age(workflow, "create_time")), took, error]  # fmt: skip
+
+
+def list_workflows(client: CortexClient, args: argparse.Namespace) -> int:
+    states = [enum_value(pb.WorkflowState, s, "--state") for s in args.state]
+    span = created_range(args)
+
+    def fetch(token: str) -> Page[pb.Workflow]:
+        reply = client.list_workflows(
+            states=states,
+            page_size=args.limit,
+            page_token=token,
+            order=order(args),
+            create_time_range=span,
         )
-        table.add_row(w.id, escape(w.name), _styled(enum_name(pb.WorkflowState, w.state)),
-                      _clock(w, "create_time"), _clock(w, "finish_time"), counts,
-                      escape(w.error or ""))  # fmt: skip
-    render.console.print(table)
-    render.console.print(render.page_note(len(workflows), total, "workflows", next_page_token))
+        return Page(list(reply.workflows), reply.next_page_token, reply.total_size)
+
+    filters = [word for state in args.state for word in ("--state", state)]
+    listing = Listing(
+        what="workflows",
+        key="workflows",
+        fetch=fetch,
+        item_id=lambda workflow: workflow.id,
+        item_json=workflow_json,
+        columns=_columns,
+        row=_row,
+        command=next_command(args, ["workflow", "list"], filters),
+        after_first_page=lambda: poll_in_session(client, args),
+    )
+    return run_listing(listing, args)
 
 
 # -- commands ---------------------------------------------------------------------
@@ -258,28 +339,14 @@ def run(args: argparse.Namespace) -> int:
             return submit(client, args)
         if args.workflow_command == "status":
             workflow = client.get_workflow(args.workflow_id).workflow
-            if args.json:
-                render.print_json(workflow_json(workflow))
+            fmt = render.output_format(args)
+            if fmt in ("json", "yaml"):
+                render.print_data(workflow_json(workflow), fmt)
             else:
                 print_workflow(workflow, args.all)
             return 0
         if args.workflow_command == "list":
-            reply = client.list_workflows(
-                states=[enum_value(pb.WorkflowState, s, "--state") for s in args.state],
-                page_size=args.limit,
-                page_token=args.page_token,
-            )
-            if args.json:
-                render.print_json(
-                    {
-                        "workflows": [workflow_json(w) for w in reply.workflows],
-                        "total": reply.total_size,
-                        "next_page_token": reply.next_page_token or None,
-                    }
-                )
-            else:
-                print_workflow_table(list(reply.workflows), reply.total_size, reply.next_page_token)
-            return 0
+            return list_workflows(client, args)
         if args.workflow_command == "cancel":
             workflow = client.cancel_workflow(args.workflow_id, args.reason).workflow
             if args.json:

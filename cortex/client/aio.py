@@ -91,7 +91,13 @@ class AsyncClient(ClientBase):
         page_size: int = 100,
         page_token: str = "",
         newest_first: bool = True,
+        since: rq.Moment | None = None,
+        until: rq.Moment | None = None,
     ) -> Page:
+        """A page of tasks, newest first unless asked otherwise. Ids, and the
+        workflow_id filter, may be unique prefixes. `since`/`until`: only
+        tasks created at or after / before these moments (datetimes or Unix
+        seconds)."""
         request = rq.list_tasks(
             states=states,
             type=type,
@@ -100,6 +106,8 @@ class AsyncClient(ClientBase):
             page_size=page_size,
             page_token=page_token,
             newest_first=newest_first,
+            since=since,
+            until=until,
         )
         return Page.of_tasks(await self._unary("ListTasks", request))
 
@@ -113,8 +121,23 @@ class AsyncClient(ClientBase):
                 return task
             raise
 
-    async def list_dead_letter_tasks(self, page_size: int = 100, page_token: str = "") -> Page:
-        request = pb.ListDeadLetterTasksRequest(page_size=page_size, page_token=page_token)
+    async def list_dead_letter_tasks(
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        *,
+        newest_first: bool = True,
+        since: rq.Moment | None = None,
+        until: rq.Moment | None = None,
+    ) -> Page:
+        """A page of dead-lettered tasks; `since`/`until` as in list_tasks."""
+        request = rq.list_dead_letter_tasks(
+            page_size=page_size,
+            page_token=page_token,
+            newest_first=newest_first,
+            since=since,
+            until=until,
+        )
         return Page.of_tasks(await self._unary("ListDeadLetterTasks", request))
 
     async def retry_dead_letter_task(self, task_id: str) -> Task:
@@ -188,9 +211,17 @@ class AsyncClient(ClientBase):
         page_size: int = 100,
         page_token: str = "",
         newest_first: bool = True,
+        since: rq.Moment | None = None,
+        until: rq.Moment | None = None,
     ) -> Page:
+        """A page of workflows; `since`/`until` as in list_tasks."""
         request = rq.list_workflows(
-            states=states, page_size=page_size, page_token=page_token, newest_first=newest_first
+            states=states,
+            page_size=page_size,
+            page_token=page_token,
+            newest_first=newest_first,
+            since=since,
+            until=until,
         )
         return Page.of_workflows(await self._unary("ListWorkflows", request))
 

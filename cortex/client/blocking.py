@@ -107,7 +107,13 @@ class Client(ClientBase):
         page_size: int = 100,
         page_token: str = "",
         newest_first: bool = True,
+        since: rq.Moment | None = None,
+        until: rq.Moment | None = None,
     ) -> Page:
+        """A page of tasks, newest first unless asked otherwise. Ids, and the
+        workflow_id filter, may be unique prefixes. `since`/`until`: only
+        tasks created at or after / before these moments (datetimes or Unix
+        seconds)."""
         request = rq.list_tasks(
             states=states,
             type=type,
@@ -116,6 +122,8 @@ class Client(ClientBase):
             page_size=page_size,
             page_token=page_token,
             newest_first=newest_first,
+            since=since,
+            until=until,
         )
         return Page.of_tasks(self._unary("ListTasks", request))
 
@@ -130,8 +138,23 @@ class Client(ClientBase):
                 return task
             raise
 
-    def list_dead_letter_tasks(self, page_size: int = 100, page_token: str = "") -> Page:
-        request = pb.ListDeadLetterTasksRequest(page_size=page_size, page_token=page_token)
+    def list_dead_letter_tasks(
+        self,
+        page_size: int = 100,
+        page_token: str = "",
+        *,
+        newest_first: bool = True,
+        since: rq.Moment | None = None,
+        until: rq.Moment | None = None,
+    ) -> Page:
+        """A page of dead-lettered tasks; `since`/`until` as in list_tasks."""
+        request = rq.list_dead_letter_tasks(
+            page_size=page_size,
+            page_token=page_token,
+            newest_first=newest_first,
+            since=since,
+            until=until,
+        )
         return Page.of_tasks(self._unary("ListDeadLetterTasks", request))
 
     def retry_dead_letter_task(self, task_id: str) -> Task:
@@ -215,9 +238,17 @@ class Client(ClientBase):
         page_size: int = 100,
         page_token: str = "",
         newest_first: bool = True,
+        since: rq.Moment | None = None,
+        until: rq.Moment | None = None,
     ) -> Page:
+        """A page of workflows; `since`/`until` as in list_tasks."""
         request = rq.list_workflows(
-            states=states, page_size=page_size, page_token=page_token, newest_first=newest_first
+            states=states,
+            page_size=page_size,
+            page_token=page_token,
+            newest_first=newest_first,
+            since=since,
+            until=until,
         )
         return Page.of_workflows(self._unary("ListWorkflows", request))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,9 @@ from cortex.v1 import cortex_pb2 as pb
 
 # Seconds, or a timedelta.
 Seconds = float | int | timedelta
+# A moment: an aware datetime (a naive one is taken as local time), or
+# seconds since the epoch.
+Moment = datetime | float | int
 
 
 def duration(value: Seconds) -> Duration:
@@ -115,6 +118,20 @@ def order(newest_first: bool) -> pb.ListOrder:
     return pb.LIST_ORDER_NEWEST_FIRST if newest_first else pb.LIST_ORDER_OLDEST_FIRST
 
 
+def time_range(since: Moment | None = None, until: Moment | None = None) -> pb.TimeRange | None:
+    """The creation window of a listing: at or after `since`, before `until`
+    (None when both are open)."""
+    if since is None and until is None:
+        return None
+    span = pb.TimeRange()
+    for stamp, moment in ((span.start_time, since), (span.end_time, until)):
+        if moment is None:
+            continue
+        seconds = moment.timestamp() if isinstance(moment, datetime) else float(moment)
+        stamp.FromNanoseconds(round(seconds * 1_000_000_000))
+    return span
+
+
 def list_tasks(
     *,
     states: Sequence[str] = (),
@@ -124,6 +141,8 @@ def list_tasks(
     page_size: int = 100,
     page_token: str = "",
     newest_first: bool = True,
+    since: Moment | None = None,
+    until: Moment | None = None,
 ) -> pb.ListTasksRequest:
     return pb.ListTasksRequest(
         states=states_of(pb.TaskState, states),  # type: ignore[arg-type]
@@ -133,6 +152,23 @@ def list_tasks(
         page_size=page_size,
         page_token=page_token,
         order=order(newest_first),
+        create_time_range=time_range(since, until),
+    )
+
+
+def list_dead_letter_tasks(
+    *,
+    page_size: int = 100,
+    page_token: str = "",
+    newest_first: bool = True,
+    since: Moment | None = None,
+    until: Moment | None = None,
+) -> pb.ListDeadLetterTasksRequest:
+    return pb.ListDeadLetterTasksRequest(
+        page_size=page_size,
+        page_token=page_token,
+        order=order(newest_first),
+        create_time_range=time_range(since, until),
     )
 
 
@@ -142,12 +178,15 @@ def list_workflows(
     page_size: int = 100,
     page_token: str = "",
     newest_first: bool = True,
+    since: Moment | None = None,
+    until: Moment | None = None,
 ) -> pb.ListWorkflowsRequest:
     return pb.ListWorkflowsRequest(
         states=states_of(pb.WorkflowState, states),  # type: ignore[arg-type]
         page_size=page_size,
         page_token=page_token,
         order=order(newest_first),
+        create_time_range=time_range(since, until),
     )
 
 

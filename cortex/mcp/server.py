@@ -1,21 +1,22 @@
 """The MCP server: every task-engine operation as a typed tool for agents,
-mapped onto the gRPC client. Errors become tool errors with readable text;
-the server itself keeps serving."""
+mapped onto the gRPC client. Each tool's input schema is strict (no unknown
+arguments, every number bounded, the bounds read from the task spec model
+and the request limits); a call that breaks it, and any failure of the
+node, is a tool error naming what went wrong; the server keeps serving."""
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
-from contextlib import closing
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError
+from pydantic import Field, WithJsonSchema
 
 from cortex.api.client import CortexClient
+from cortex.api.convert import spec_to_proto
 from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.api.views import (
     enum_value,
@@ -25,11 +26,25 @@ from cortex.api.views import (
     workflow_json,
 )
 from cortex.errors import CortexError
-from cortex.proto_enums import enum_name
+from cortex.mcp.limits import spec_bounds, wire_range, with_wire_bounds
+from cortex.mcp.task_output import read_output
+from cortex.mcp.tool_calls import CheckedServer, strict_tool
+from cortex.mcp.tool_errors import cortex_tool_error, error_prefix
+from cortex.membership.administration import MAX_DRAIN_DEADLINE_MS
+from cortex.proto_enums import enum_names
+from cortex.requests import MAX_ID_CHARS, MAX_IDEMPOTENCY_KEY, MAX_PAGE_SIZE, MAX_WAIT_MS
+from cortex.spec import EXECUTOR_TYPES, Constraints, RetryPolicy, TaskSpec
 from cortex.v1 import cortex_pb2 as pb
 
 if TYPE_CHECKING:
     from cortex.mcp.http import HttpListener
+
+    ConstraintsArgument = Constraints
+    RetryPolicyArgument = RetryPolicy
+else:
+    # The spec's models, each number the spec leaves open bounded by its wire field.
+    ConstraintsArgument = with_wire_bounds(Constraints, pb.Constraints)
+    RetryPolicyArgument = with_wire_bounds(RetryPolicy, pb.RetryPolicy)
 
 T = TypeVar("T")
 
@@ -38,9 +53,24 @@ Submit work with submit_task or submit_workflow, follow it with get_task_result
 (wait=true blocks until it ends) or stream_task_output (call repeatedly with the
 returned next_offset until done is true), and react to failures with
 list_dead_letter_tasks / retry_dead_letter_task. Task states: pending, queued,
-assigned, running, completed, failed, cancelled, skipped, dead_letter."""
+assigned, running, completed, failed, cancelled, skipped, dead_letter.
+Arguments are checked against each tool's input schema: unknown ones and values
+out of range are refused with a message naming the argument."""
 
+# Most output one stream_task_output call returns, and longest it waits: an
+# MCP call answers within a client's usual request timeout.
 STREAM_CHUNK_LIMIT = 256 * 1024
+MAX_STREAM_WAIT_S = 60
+MAX_WAIT_S = MAX_WAIT_MS / 1000
+MAX_DRAIN_DEADLINE_S = MAX_DRAIN_DEADLINE_MS / 1000
+
+TaskStateName = Annotated[str, WithJsonSchema({"type": "string", "enum": enum_names(pb.TaskState)})]
+WorkflowStateName = Annotated[
+    str, WithJsonSchema({"type": "string", "enum": enum_names(pb.WorkflowState)})
+]
+ExecutorType = Annotated[str, WithJsonSchema({"type": "string", "enum": list(EXECUTOR_TYPES)})]
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+PageSize = Annotated[int, Field(description="how many to return", ge=1, le=MAX_PAGE_SIZE)]
 
 
 def _call(action: Callable[[], T]) -> T:
@@ -48,60 +78,45 @@ def _call(action: Callable[[], T]) -> T:
     try:
         return action()
     except CortexError as err:
-        raise ToolError(f"{type(err).__name__}: {err}") from None
+        raise cortex_tool_error(err) from None
 
 
-def _retry_policy(policy: dict[str, Any] | None) -> pb.RetryPolicy | None:
-    if not policy:
-        return None
-    names = {"maxRetries": "max_retries", "backoffMs": "backoff_ms",
-             "backoffMultiplier": "backoff_multiplier", "retryable": "retryable"}  # fmt: skip
-    unknown = sorted(set(policy) - set(names) - set(names.values()))
-    if unknown:
-        raise ToolError(
-            f"retry_policy: unknown keys {', '.join(unknown)} (known: {', '.join(names)})"
-        )
-    fields = {names.get(k, k): v for k, v in policy.items()}
-    backoff_ms = fields.pop("backoff_ms", None)
+def _read(action: Callable[[], T]) -> T:
+    """`_call` for resources."""
     try:
-        message = pb.RetryPolicy(**fields)
-        if backoff_ms is not None:
-            if isinstance(backoff_ms, bool) or not isinstance(backoff_ms, int) or backoff_ms < 0:
-                raise ValueError(
-                    f"backoffMs must be a whole number of 0 or more, not {backoff_ms!r}"
-                )
-            message.backoff.FromMilliseconds(backoff_ms)
-    except (TypeError, ValueError) as err:
-        raise ToolError(f"retry_policy: {err}") from None
-    return message
+        return action()
+    except CortexError as err:
+        raise ResourceError(f"{error_prefix(err)}: {err}") from None
 
 
 def _states(enum: Any, names: list[str] | None, what: str) -> list[int]:
-    """State names ("running") as the enum's values; a tool error for others."""
+    """State names ("running") as the enum's values."""
     return _call(lambda: [enum_value(enum, name, what) for name in names or []])
 
 
-_CONSTRAINT_NAMES = {
-    "requiresGpu": "requires_gpu", "avoidGaming": "avoid_gaming", "minMemoryMb": "min_memory_mb",
-    "minDiskGb": "min_disk_gb", "nodeLabels": "node_labels", "targetNode": "target_node",
-    "requiresCapabilities": "requires_capabilities", "allowedNodes": "allowed_nodes",
-    "forbiddenNodes": "forbidden_nodes", "maxParallelPerNode": "max_parallel_per_node",
-}  # fmt: skip
-
-
-def _constraints(constraints: dict[str, Any] | None) -> pb.Constraints | None:
-    if not constraints:
-        return None
-    known = set(_CONSTRAINT_NAMES) | set(_CONSTRAINT_NAMES.values())
-    unknown = sorted(set(constraints) - known)
-    if unknown:
-        raise ToolError(
-            f"constraints: unknown keys {', '.join(unknown)} (known: {', '.join(_CONSTRAINT_NAMES)})"
-        )
-    try:
-        return pb.Constraints(**{_CONSTRAINT_NAMES.get(k, k): v for k, v in constraints.items()})
-    except (TypeError, ValueError) as err:
-        raise ToolError(f"constraints: {err}") from None
+def _task_spec(
+    command: list[str] | str | None,
+    type: str,
+    env: dict[str, str] | None,
+    cwd: str | None,
+    timeout_ms: int | None,
+    priority: int | None,
+    constraints: Constraints | None,
+    retry_policy: RetryPolicy | None,
+) -> pb.TaskSpec:
+    """The spec as submitted: fields not given are left to the node's defaults."""
+    spec: dict[str, Any] = {"type": type, "command": command, "env": env, "cwd": cwd,
+                            "timeout_ms": timeout_ms}  # fmt: skip
+    if priority is not None:
+        spec["priority"] = priority
+    if constraints is not None:
+        spec["constraints"] = constraints.model_dump(exclude_unset=True)
+    if retry_policy is not None:
+        spec["retry_policy"] = retry_policy.model_dump(exclude_unset=True)
+    message = spec_to_proto(spec)
+    if priority is None:
+        message.ClearField("priority")
+    return message
 
 
 def build_server(
@@ -110,7 +125,7 @@ def build_server(
     tls: ClientTls | Literal[False] | None = None,
     http: HttpListener | None = None,
     consistency: int = pb.READ_CONSISTENCY_SESSION,
-) -> MCPServer:
+) -> CheckedServer:
     """An MCP server whose tools act on the Cortex node at `node_address`,
     reading at `consistency` (a ReadConsistency value).
     `tls` defaults to $CORTEX_TLS_CA and friends, read (and checked) now.
@@ -120,16 +135,7 @@ def build_server(
     # One client for the server's lifetime: its session (the highest Raft
     # index it has seen) makes every tool call read what earlier ones wrote.
     client = CortexClient(node_address, timeout_s=timeout_s, tls=node_tls, consistency=consistency)
-    server = MCPServer(
-        name="cortex",
-        title="Cortex task engine",
-        instructions=INSTRUCTIONS,
-        version="0.1.0",
-        auth=http.auth_settings() if http else None,
-        token_verifier=http.token_verifier() if http else None,
-    )
 
-    @server.tool()
     def submit_task(
         command: Annotated[
             list[str] | str | None,
@@ -138,7 +144,7 @@ def build_server(
                 "Required for type 'shell'."
             ),
         ] = None,
-        type: Annotated[Literal["shell", "noop"], Field(description="executor type")] = "shell",
+        type: Annotated[ExecutorType, Field(description="executor type")] = "shell",
         env: Annotated[
             dict[str, str] | None, Field(description="extra environment variables")
         ] = None,
@@ -146,55 +152,42 @@ def build_server(
             str | None, Field(description="working directory on the executing node")
         ] = None,
         timeout_ms: Annotated[
-            int | None, Field(description="kill the task after this long", gt=0)
+            int | None,
+            Field(
+                description="kill the task after this long", **spec_bounds(TaskSpec, "timeout_ms")
+            ),
         ] = None,
         priority: Annotated[
-            int | None, Field(description="0-10, higher runs first (default 5)", ge=0, le=10)
+            int | None,
+            Field(description="higher runs first (default 5)", **spec_bounds(TaskSpec, "priority")),
         ] = None,
         constraints: Annotated[
-            dict[str, Any] | None,
-            Field(
-                description="placement: requiresGpu, avoidGaming, minMemoryMb, minDiskGb, nodeLabels "
-                "(['zone=eu', 'ssd']), targetNode, requiresCapabilities, allowedNodes, forbiddenNodes, "
-                "maxParallelPerNode"
-            ),
+            ConstraintsArgument | None,
+            Field(description="where it may run; nodeLabels are 'key=value' or 'key'"),
         ] = None,
         retry_policy: Annotated[
-            dict[str, Any] | None,
-            Field(
-                description="maxRetries (3), backoffMs (1000), backoffMultiplier (2), retryable (true)"
-            ),
+            RetryPolicyArgument | None,
+            Field(description="retries after a failure, with a growing back-off"),
         ] = None,
         idempotency_key: Annotated[
             str | None,
             Field(
                 description="submitting again with the same key returns the same task instead of a new one; "
-                "use it whenever you might retry"
+                "use it whenever you might retry",
+                max_length=MAX_IDEMPOTENCY_KEY,
             ),
         ] = None,
         wait: Annotated[
             bool, Field(description="block until the task ends and return its result")
         ] = False,
         wait_timeout_s: Annotated[
-            float, Field(description="how long wait blocks", gt=0, le=600)
+            float, Field(description="how long wait blocks", gt=0, le=MAX_WAIT_S)
         ] = 60.0,
     ) -> dict[str, Any]:
         """Run one command on the cluster. The leader places it on the best node
         for its constraints. Returns {task_id, created}; with wait=true also the
         finished task (state, node, attempt, result with exit_code/stdout/stderr)."""
-        spec = pb.TaskSpec(type=type, env=env or {}, cwd=cwd or "")
-        if isinstance(command, str):
-            spec.shell = command
-        elif command:
-            spec.command.extend(command)
-        if timeout_ms is not None:
-            spec.timeout.FromMilliseconds(timeout_ms)
-        if priority is not None:
-            spec.priority = priority
-        if (placement := _constraints(constraints)) is not None:
-            spec.constraints.CopyFrom(placement)
-        if (policy := _retry_policy(retry_policy)) is not None:
-            spec.retry_policy.CopyFrom(policy)
+        spec = _task_spec(command, type, env, cwd, timeout_ms, priority, constraints, retry_policy)
         reply = _call(lambda: client.submit_task(spec, idempotency_key or ""))
         out: dict[str, Any] = {"task_id": reply.task.id, "created": reply.created}
         if wait:
@@ -204,17 +197,18 @@ def build_server(
             out["task"] = task_json(done.task)
         return out
 
-    @server.tool()
     def submit_workflow(
         definition: Annotated[
             str | dict[str, Any],
             Field(
                 description="the workflow: a JSON/YAML text or an object {name, tasks: {key: {type, spec, "
-                "dependsOn, condition, constraints, retryPolicy, priority}}, context}"
+                "dependsOn, condition, constraints, retryPolicy, priority}}, context}; the node "
+                "checks it whole and names every field at fault"
             ),
         ],
         idempotency_key: Annotated[
-            str | None, Field(description="same key → same workflow")
+            str | None,
+            Field(description="same key → same workflow", max_length=MAX_IDEMPOTENCY_KEY),
         ] = None,
     ) -> dict[str, Any]:
         """Submit a DAG workflow. Tasks run when their dependencies end: with no
@@ -225,11 +219,12 @@ def build_server(
         reply = _call(lambda: client.submit_workflow(text, idempotency_key=idempotency_key or ""))
         return {"workflow_id": reply.workflow_id, "created": reply.created}
 
-    @server.tool()
     def get_task_result(
-        task_id: Annotated[str, Field(description="the id submit_task returned", min_length=1)],
+        task_id: Annotated[Id, Field(description="the id submit_task returned")],
         wait: Annotated[bool, Field(description="block until the task is terminal")] = False,
-        timeout_s: Annotated[float, Field(description="how long wait blocks", gt=0, le=600)] = 60.0,
+        timeout_s: Annotated[
+            float, Field(description="how long wait blocks", gt=0, le=MAX_WAIT_S)
+        ] = 60.0,
     ) -> dict[str, Any]:
         """A task's state, node, attempt and result (exit_code, stdout and stderr
         tails). With wait=true, returns once the task is terminal or timeout_s passes
@@ -237,24 +232,22 @@ def build_server(
         reply = _call(lambda: client.get_task_result(task_id, wait, int(timeout_s * 1000)))
         return task_json(reply.task)
 
-    @server.tool()
     def cancel_task(
-        task_id: Annotated[str, Field(min_length=1)],
+        task_id: Id,
         reason: Annotated[str, Field(description="recorded in the task's events")] = "",
     ) -> dict[str, Any]:
         """Cancel a queued or running task; a running one has its whole process group
         killed. Fails if the task already ended."""
         return task_json(_call(lambda: client.cancel_task(task_id, reason)).task)
 
-    @server.tool()
     def list_tasks(
         states: Annotated[
-            list[str] | None, Field(description="filter, e.g. ['running', 'failed']")
+            list[TaskStateName] | None, Field(description="filter, e.g. ['running', 'failed']")
         ] = None,
         node: Annotated[str | None, Field(description="only tasks on this node")] = None,
         workflow_id: Annotated[str | None, Field(description="only tasks of this workflow")] = None,
-        type: Annotated[str | None, Field(description="executor type")] = None,
-        limit: Annotated[int, Field(ge=1, le=1000)] = 50,
+        type: Annotated[ExecutorType | None, Field(description="executor type")] = None,
+        limit: PageSize = 50,
         page_token: Annotated[str, Field(description="next_page_token of the previous page")] = "",
     ) -> dict[str, Any]:
         """Tasks, newest first, with filters and pagination; returns
@@ -265,13 +258,12 @@ def build_server(
         return {"tasks": [task_json(t) for t in reply.tasks], "total": reply.total_size,
                 "next_page_token": reply.next_page_token or None}  # fmt: skip
 
-    @server.tool()
     def list_workflows(
         states: Annotated[
-            list[str] | None, Field(description="running, completed, failed, cancelled")
+            list[WorkflowStateName] | None, Field(description="filter, e.g. ['running']")
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=1000)] = 50,
-        page_token: str = "",
+        limit: PageSize = 50,
+        page_token: Annotated[str, Field(description="next_page_token of the previous page")] = "",
     ) -> dict[str, Any]:
         """Workflows, newest first, with their state and per-state task counts."""
         wanted = _states(pb.WorkflowState, states, "states")
@@ -281,15 +273,14 @@ def build_server(
         return {"workflows": [workflow_json(w) for w in reply.workflows], "total": reply.total_size,
                 "next_page_token": reply.next_page_token or None}  # fmt: skip
 
-    @server.tool()
-    def get_workflow_status(workflow_id: Annotated[str, Field(min_length=1)]) -> dict[str, Any]:
+    def get_workflow_status(workflow_id: Id) -> dict[str, Any]:
         """The whole DAG: each task's key, state, attempt, node, dependencies,
         condition, skip reason and timing, plus the shared workflow context."""
         return workflow_json(_call(lambda: client.get_workflow(workflow_id)).workflow)
 
-    @server.tool()
     def list_dead_letter_tasks(
-        limit: Annotated[int, Field(ge=1, le=1000)] = 50, page_token: str = ""
+        limit: PageSize = 50,
+        page_token: Annotated[str, Field(description="next_page_token of the previous page")] = "",
     ) -> dict[str, Any]:
         """Tasks that failed after exhausting their retries, newest first. Inspect
         `result` and `error`, fix the cause, then retry_dead_letter_task."""
@@ -297,16 +288,12 @@ def build_server(
         return {"tasks": [task_json(t) for t in reply.tasks], "total": reply.total_size,
                 "next_page_token": reply.next_page_token or None}  # fmt: skip
 
-    @server.tool()
-    def retry_dead_letter_task(task_id: Annotated[str, Field(min_length=1)]) -> dict[str, Any]:
+    def retry_dead_letter_task(task_id: Id) -> dict[str, Any]:
         """Queue a dead-lettered task again with a fresh retry budget."""
         return task_json(_call(lambda: client.retry_dead_letter_task(task_id)).task)
 
-    @server.tool()
     def drain_node_tasks(
-        node_id: Annotated[
-            str, Field(min_length=1, description="a node id from the nodes resource")
-        ],
+        node_id: Annotated[Id, Field(description="a node id from the nodes resource")],
         action: Annotated[
             Literal["drain", "cordon", "uncordon"],
             Field(
@@ -314,7 +301,8 @@ def build_server(
             ),
         ] = "drain",
         deadline_s: Annotated[
-            float, Field(description="drain: time running tasks get", gt=0, le=86400)
+            float,
+            Field(description="drain: time running tasks get", gt=0, le=MAX_DRAIN_DEADLINE_S),
         ] = 300,
     ) -> dict[str, Any]:
         """Take a node out of service (e.g. before maintenance): draining stops new
@@ -328,81 +316,73 @@ def build_server(
             node = _call(lambda: client.uncordon_node(node_id))
         return node_json(node.node)
 
-    @server.tool()
     async def stream_task_output(
         ctx: Context,
-        task_id: Annotated[str, Field(min_length=1)],
+        task_id: Id,
         from_offset: Annotated[
-            int, Field(description="byte offset to read from; pass next_offset back", ge=0)
+            int,
+            Field(
+                description="byte offset to read from; pass next_offset back",
+                ge=0,
+                le=wire_range(pb.StreamTaskOutputRequest, "from_offset")[1],
+            ),
         ] = 0,
-        attempt: Annotated[int, Field(description="0 = latest attempt", ge=0)] = 0,
+        attempt: Annotated[
+            int,
+            Field(
+                description="0 = latest attempt",
+                ge=0,
+                le=wire_range(pb.StreamTaskOutputRequest, "attempt")[1],
+            ),
+        ] = 0,
         wait_s: Annotated[
-            float, Field(description="wait up to this long for new output", ge=0, le=60)
+            float,
+            Field(description="wait up to this long for new output", ge=0, le=MAX_STREAM_WAIT_S),
         ] = 5.0,
-        max_bytes: Annotated[int, Field(ge=1, le=STREAM_CHUNK_LIMIT)] = 64 * 1024,
+        max_bytes: Annotated[
+            int, Field(description="most output to return", ge=1, le=STREAM_CHUNK_LIMIT)
+        ] = 64 * 1024,
     ) -> dict[str, Any]:
         """Output of a task (stdout and stderr interleaved) since from_offset. Returns
-        {output, next_offset, done, attempt, ...}; call again with next_offset until
-        done is true (then state and exit_code are set). Waits up to wait_s for new
-        output; reports progress notifications when asked for them."""
+        {output, next_offset, done, attempt, state, ...}; call again with next_offset
+        until done is true (the attempt is over: then exit_code and end_offset are set;
+        task_finished says whether the task is, or a retry follows). Waits up to wait_s
+        for new output. A from_offset past the end gets next_offset at the true end and
+        a note saying whether the task is still running. Reports progress
+        notifications when asked for them."""
 
         def read() -> dict[str, Any]:
-            return _read_output(client, task_id, from_offset, attempt, wait_s, max_bytes)
+            return read_output(client, task_id, from_offset, attempt, wait_s, max_bytes)
 
         result = await anyio.to_thread.run_sync(read)
         await ctx.report_progress(
-            result["next_offset"], None, f"{result['next_offset']} bytes read"
+            result["next_offset"], result.get("end_offset"), f"{result['next_offset']} bytes read"
         )
         return result
+
+    tools = (
+        submit_task, submit_workflow, get_task_result, cancel_task, list_tasks, list_workflows,
+        get_workflow_status, list_dead_letter_tasks, retry_dead_letter_task, drain_node_tasks,
+        stream_task_output,
+    )  # fmt: skip
+    server = CheckedServer(
+        [strict_tool(tool) for tool in tools],
+        name="cortex",
+        title="Cortex task engine",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        auth=http.auth_settings() if http else None,
+        token_verifier=http.token_verifier() if http else None,
+    )
 
     @server.resource("cortex://cluster/status", mime_type="application/json")
     def cluster_status() -> str:
         """Leader, term, applied index, state digest and task counts as seen by the node."""
-        return json.dumps(status_json(_call(client.get_cluster_status)), indent=2)
+        return json.dumps(status_json(_read(client.get_cluster_status)), indent=2)
 
     @server.resource("cortex://cluster/nodes", mime_type="application/json")
     def cluster_nodes() -> str:
         """Every node: status, labels, last resource report, active tasks."""
-        return json.dumps([node_json(n) for n in _call(client.list_nodes).nodes], indent=2)
+        return json.dumps([node_json(n) for n in _read(client.list_nodes).nodes], indent=2)
 
     return server
-
-
-def _read_output(
-    client: CortexClient,
-    task_id: str,
-    from_offset: int,
-    attempt: int,
-    wait_s: float,
-    max_bytes: int,
-) -> dict[str, Any]:
-    data, next_offset, end, current_attempt = bytearray(), from_offset, None, attempt
-    deadline = time.monotonic() + wait_s
-    chunks = client.stream_task_output(task_id, attempt, from_offset, follow=wait_s > 0,
-                                       timeout_s=max(wait_s, 0.5) + 2)  # fmt: skip
-    # Closed on leaving, so a followed stream ends on the node at once.
-    try:
-        with closing(chunks):
-            for chunk in chunks:
-                current_attempt = chunk.attempt or current_attempt
-                if chunk.HasField("end"):
-                    end = chunk.end
-                    break
-                data += chunk.data.data
-                next_offset = chunk.data.offset + len(chunk.data.data)
-                if len(data) >= max_bytes or (data and time.monotonic() >= deadline):
-                    break
-    except CortexError as err:
-        if "deadline" not in str(err).lower():
-            raise ToolError(f"{type(err).__name__}: {err}") from None
-    out: dict[str, Any] = {
-        "task_id": task_id,
-        "attempt": current_attempt,
-        "output": bytes(data).decode("utf-8", errors="replace"),
-        "next_offset": next_offset,
-        "done": end is not None,
-    }
-    if end is not None:
-        out.update(state=enum_name(pb.TaskState, end.state), exit_code=end.exit_code,
-                   error=end.error or None, interrupted=end.interrupted)  # fmt: skip
-    return out

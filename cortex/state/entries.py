@@ -235,7 +235,10 @@ class WorkflowSubmit(Payload):
     definition). Tasks without dependencies or condition start queued, the
     rest pending. A workflow of more than `tasks` (`total_tasks` larger) is
     `submitting` until WORKFLOW_TASKS entries bring the rest; nothing of it
-    runs before, so no single entry has to carry (and apply) all of it."""
+    runs before, so no single entry has to carry (and apply) all of it.
+    `definition_digest` identifies the whole definition: a later submit
+    under the same idempotency key must carry the same one (empty in
+    entries written before digests: not compared)."""
 
     TYPE: ClassVar[str] = "WORKFLOW_SUBMIT"
     workflow_id: str
@@ -244,6 +247,7 @@ class WorkflowSubmit(Payload):
     context: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
     total_tasks: int = 0
+    definition_digest: str = ""
 
 
 @dataclass(frozen=True)

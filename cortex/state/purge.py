@@ -5,7 +5,8 @@ A purge removes, oldest first (by completion time, then id):
 - standalone tasks in a purgeable terminal state, with their events and
   their idempotency key (a key can be reused once its task is purged);
 - finished workflows, whole: the workflow row, its tasks, their events and
-  its dependency rows. A workflow holding a dead letter is kept;
+  its dependency rows. A workflow holding a dead letter (or a retried one
+  still running) is kept;
 - events that belong to no task (node, workflow and rejection records).
 
 Dead letters are never purged: they wait for an operator's retry."""
@@ -37,8 +38,11 @@ _LOOSE = "(task_id IS NULL OR event = 'rejected')"
 _NO_TASK = (
     "(task_id IS NULL OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = task_events.task_id))"
 )
-_NO_DEAD_LETTER = (
-    "NOT EXISTS (SELECT 1 FROM tasks t WHERE t.workflow_id = w.id AND t.state = 'dead_letter')"
+# A finished workflow still holding a dead letter, or a dead letter retried
+# after it failed that has not finished yet, is kept.
+_NOTHING_WAITING = (
+    "NOT EXISTS (SELECT 1 FROM tasks t WHERE t.workflow_id = w.id"
+    " AND t.state IN ('dead_letter', 'pending', 'queued', 'assigned', 'running'))"
 )
 
 
@@ -69,7 +73,7 @@ def old_workflows(conn: _Reader, before_ms: int, limit: int) -> list[PurgeUnit]:
     rows = conn.execute(
         "SELECT w.completed_at, w.id, (SELECT COUNT(*) FROM tasks t WHERE t.workflow_id = w.id)"
         " FROM workflows w INDEXED BY workflows_finished"
-        f" WHERE {_FINISHED} AND completed_at < ? AND {_NO_DEAD_LETTER}"
+        f" WHERE {_FINISHED} AND completed_at < ? AND {_NOTHING_WAITING}"
         " ORDER BY completed_at, id LIMIT ?",
         (before_ms, limit),
     ).fetchall()

@@ -15,11 +15,11 @@ from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
 from cortex.state.workflow_queries import WorkflowQueries
 
-# Queued tasks of a workflow that is not running (still `submitting`, or
-# cancelled with tasks left to cancel) wait.
+# Queued tasks of a workflow still `submitting`, or cancelled with tasks left
+# to cancel, wait (a dead letter retried after its workflow failed runs).
 _NOT_HELD = (
     "(workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM workflows w"
-    " WHERE w.id = tasks.workflow_id AND w.state != 'running'))"
+    " WHERE w.id = tasks.workflow_id AND w.state IN ('submitting', 'cancelled')))"
 )
 
 

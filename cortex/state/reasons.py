@@ -21,6 +21,7 @@ a node running other versions and fork the cluster.
 | `duplicate_id` | would create a task whose id is taken |
 | `stale_report` | names an attempt or node that is not the task's current one (fencing) |
 | `illegal_transition` | asks for a change the task, workflow or node's state does not allow |
+| `idempotency_conflict` | reuses an idempotency key taken by a task or workflow submitted with a different spec or definition |
 
 Programs match on the code (`detail.code`, or the reason up to the first
 colon); the text is for people and may be reworded between releases.
@@ -45,6 +46,7 @@ ReasonCode = Literal[
     "duplicate_id",
     "stale_report",
     "illegal_transition",
+    "idempotency_conflict",
 ]
 
 INVALID_ENTRY: Final = "invalid_entry"
@@ -57,6 +59,7 @@ UNKNOWN_WORKFLOW: Final = "unknown_workflow"
 DUPLICATE_ID: Final = "duplicate_id"
 STALE_REPORT: Final = "stale_report"
 ILLEGAL_TRANSITION: Final = "illegal_transition"
+IDEMPOTENCY_CONFLICT: Final = "idempotency_conflict"
 
 REASON_CODES: frozenset[str] = frozenset(get_args(ReasonCode))
 

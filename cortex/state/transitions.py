@@ -16,7 +16,9 @@ from typing import Any
 
 from cortex.state import entries as e
 from cortex.state.backoff import backoff_delay_ms, nearest_thousandths
+from cortex.state.dead_letters import workflow_retry_scope
 from cortex.state.reasons import (
+    IDEMPOTENCY_CONFLICT,
     ILLEGAL_TRANSITION,
     INVALID_SPEC,
     STALE_REPORT,
@@ -24,6 +26,7 @@ from cortex.state.reasons import (
     UNKNOWN_TASK,
     ReasonCode,
     Rejected,
+    quoted,
 )
 from cortex.state.spec_rules import SpecError, check_task_spec
 
@@ -143,9 +146,17 @@ def _check_fence(task: sqlite3.Row, attempt: int, node: str, allowed: frozenset[
 def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
     if p.idempotency_key:
         prior = ctx.cur.execute(
-            "SELECT task_id FROM submissions WHERE idempotency_key = ?", (p.idempotency_key,)
+            "SELECT s.task_id AS task_id, t.spec AS spec FROM submissions s"
+            " LEFT JOIN tasks t ON t.id = s.task_id WHERE s.idempotency_key = ?",
+            (p.idempotency_key,),
         ).fetchone()
         if prior is not None:
+            if prior["spec"] is not None and not same_spec(json.loads(prior["spec"]), p.spec):
+                raise Rejected(
+                    IDEMPOTENCY_CONFLICT,
+                    f"idempotency key {quoted(p.idempotency_key)} is already used by task"
+                    f" {prior['task_id']}, submitted with a different spec",
+                )
             return {"task_id": prior["task_id"], "created": False}
     if ctx.cur.execute("SELECT 1 FROM tasks WHERE id = ?", (p.task_id,)).fetchone():
         return {"task_id": p.task_id, "created": False}
@@ -185,6 +196,16 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
     return {"task_id": p.task_id, "created": True}
 
 
+def same_spec(stored: dict[str, Any], submitted: Any) -> bool:
+    """Whether a submitted spec is a task's stored one, both in canonical
+    form (defaults filled in, aliases resolved); a spec that breaks the
+    rules is never the same."""
+    try:
+        return check_task_spec(stored) == check_task_spec(submitted)
+    except SpecError:
+        return False
+
+
 def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
     """Applies each placement of the round on its own; a stale one is
     recorded as rejected without undoing the others."""
@@ -203,8 +224,12 @@ def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
                     f"expected {task['attempt'] + 1}",
                 )
             if task["workflow_id"] is not None:
+                # A submission not yet whole, or a cancel under way, holds the
+                # workflow's queued tasks (a dead letter retried after its
+                # workflow failed runs on its own).
                 held = ctx.cur.execute(
-                    "SELECT state FROM workflows WHERE id = ? AND state != 'running'",
+                    "SELECT state FROM workflows WHERE id = ?"
+                    " AND state IN ('submitting', 'cancelled')",
                     (task["workflow_id"],),
                 ).fetchone()
                 if held is not None:
@@ -276,7 +301,9 @@ def _fail_or_retry(
     columns: dict[str, Any] = {"set_error": reason}
     if result is not None:
         columns["set_result"] = _dump(result)
-    if permanent or not policy["retryable"]:
+    # The dead-letter queue holds tasks that spent a retry budget: without
+    # one (not retryable, no retries, a permanent error) a task just fails.
+    if permanent or not policy["retryable"] or policy["max_retries"] == 0:
         detail: dict[str, Any] = {"reason": reason, **({"permanent": True} if permanent else {})}
         ctx.move(
             task, "failed", "failed", node, task["attempt"], detail,
@@ -315,12 +342,7 @@ def task_failed(ctx: ApplyContext, p: e.TaskFailed) -> dict[str, Any]:
 def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:
     task = ctx.task(p.task_id)
     if task["state"] == "dead_letter":
-        ctx.move(
-            task, "queued", "retried", None, task["attempt"],
-            {"reason": p.reason, "from_dead_letter": True},
-            set_retries=0, set_assigned_node=None, set_scheduled_after=ctx.entry.ts + p.delay_ms,
-        )  # fmt: skip
-        return {"state": "queued"}
+        return _retry_dead_letter(ctx, task, p)
     if task["state"] not in ACTIVE_STATES and task["state"] != "queued":
         raise Rejected(
             ILLEGAL_TRANSITION,
@@ -335,6 +357,23 @@ def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:
         requeue(ctx, task, p.reason)
         return {"state": "queued"}
     return {"state": _fail_or_retry(ctx, task, p.reason, task["assigned_node"], None)}
+
+
+def _retry_dead_letter(ctx: ApplyContext, task: sqlite3.Row, p: e.TaskRetry) -> dict[str, Any]:
+    """Back to the queue with a fresh retry budget (its retries count from 0
+    again); a workflow task rejoins its workflow or runs on its own
+    (`cortex.state.dead_letters`). The result and the event say which."""
+    budget = json.loads(task["retry_policy"])["max_retries"]
+    outcome: dict[str, Any] = {"state": "queued", "retry_budget": budget}
+    if task["workflow_id"] is not None:
+        outcome.update(workflow_retry_scope(ctx.cur, task))
+    ctx.move(
+        task, "queued", "retried", None, task["attempt"],
+        {"reason": p.reason, "from_dead_letter": True,
+         **{k: v for k, v in outcome.items() if k != "state"}},
+        set_retries=0, set_assigned_node=None, set_scheduled_after=ctx.entry.ts + p.delay_ms,
+    )  # fmt: skip
+    return outcome
 
 
 def requeue(ctx: ApplyContext, task: sqlite3.Row, reason: str) -> None:

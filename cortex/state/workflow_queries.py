@@ -192,6 +192,19 @@ class WorkflowQueries:
         )
         return row["id"] if row else None
 
+    def workflow_digest(self, workflow_id: str) -> str | None:
+        """The digest of the definition the workflow was submitted with (None
+        for one submitted before digests were kept)."""
+        row = (
+            self._conn()
+            .execute(
+                "SELECT json_extract(definition, '$.digest') FROM workflows WHERE id = ?",
+                (workflow_id,),
+            )
+            .fetchone()
+        )
+        return row[0] if row else None
+
     def workflow_context_text(self, workflow_id: str) -> str | None:
         """The workflow's current context as stored (a JSON object)."""
         row = (

@@ -14,6 +14,8 @@ WORKFLOW_TERMINAL_STATES = frozenset({"completed", "failed", "cancelled"})
 # A workflow with a task in one of these states ends `failed`.
 UNSUCCESSFUL_TASK_STATES = frozenset({"failed", "dead_letter", "cancelled"})
 MAX_CONTEXT_BYTES = 1024 * 1024
+# Of a task's reason quoted in its workflow's error.
+MAX_NOTE_CHARS = 200
 
 
 def find_cycle(depends_on: Mapping[str, Sequence[str]]) -> list[str] | None:
@@ -44,6 +46,68 @@ def find_cycle(depends_on: Mapping[str, Sequence[str]]) -> list[str] | None:
     return None
 
 
+def find_cycles(depends_on: Mapping[str, Sequence[str]]) -> list[list[str]]:
+    """One cycle (as `find_cycle` gives it) for each group of tasks that
+    depend on each other in a circle, so every loop is named once; in the
+    mapping's order."""
+    cycles: list[list[str]] = []
+    for group in _circular_groups(depends_on):
+        members = set(group)
+        cycle = find_cycle(
+            {key: [d for d in depends_on.get(key, ()) if d in members] for key in group}
+        )
+        if cycle:
+            cycles.append(cycle)
+    return cycles
+
+
+def _circular_groups(depends_on: Mapping[str, Sequence[str]]) -> list[list[str]]:
+    """Strongly connected components (Tarjan, without recursion) that hold a
+    cycle: more than one key, or a key depending on itself."""
+    order = {key: i for i, key in enumerate(depends_on)}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for root in depends_on:
+        if root in index:
+            continue
+        work = [(root, iter(depends_on.get(root, ())))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            key, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in depends_on:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(depends_on.get(child, ()))))
+                elif child in on_stack:
+                    low[key] = min(low[key], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[key])
+            if low[key] == index[key]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == key:
+                        break
+                if len(group) > 1 or key in depends_on.get(key, ()):
+                    groups.append(sorted(group, key=order.__getitem__))
+    return sorted(groups, key=lambda group: order[group[0]])
+
+
 def default_verdict(dependency_states: Mapping[str, str]) -> tuple[bool, str]:
     """A task without a condition runs only when every dependency completed."""
     unfinished = [f"{key} {state}" for key, state in dependency_states.items()
@@ -53,16 +117,20 @@ def default_verdict(dependency_states: Mapping[str, str]) -> tuple[bool, str]:
     return False, f"dependency did not complete: {', '.join(unfinished)}"
 
 
-def workflow_outcome(task_states: Iterable[tuple[str, str]]) -> tuple[str, str | None] | None:
+def workflow_outcome(
+    task_states: Iterable[tuple[str, str]], notes: Mapping[str, str] | None = None
+) -> tuple[str, str | None] | None:
     """`(state, error)` once every task is terminal, else None: `failed`
-    (naming the tasks) when any task failed, was dead-lettered or cancelled,
-    else `completed`."""
+    (naming the tasks, each with its note if it has one) when any task
+    failed, was dead-lettered or cancelled, else `completed`."""
+    notes = notes or {}
     unsuccessful = []
     for key, state in task_states:
         if state not in TERMINAL_STATES:
             return None
         if state in UNSUCCESSFUL_TASK_STATES:
-            unsuccessful.append(f"{key} {state}")
+            note = notes.get(key)
+            unsuccessful.append(f"{key} {state}" + (f" ({note[:MAX_NOTE_CHARS]})" if note else ""))
     if unsuccessful:
         shown = ", ".join(unsuccessful[:10])
         more = f" and {len(unsuccessful) - 10} more" if len(unsuccessful) > 10 else ""

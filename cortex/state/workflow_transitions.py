@@ -14,6 +14,7 @@ from typing import Any
 from cortex.state import entries as e
 from cortex.state.reasons import (
     DUPLICATE_ID,
+    IDEMPOTENCY_CONFLICT,
     ILLEGAL_TRANSITION,
     INVALID_PAYLOAD,
     INVALID_SPEC,
@@ -189,9 +190,17 @@ def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
     cur = ctx.cur
     if p.idempotency_key:
         prior = cur.execute(
-            "SELECT id FROM workflows WHERE idempotency_key = ?", (p.idempotency_key,)
+            "SELECT id, json_extract(definition, '$.digest') AS digest FROM workflows"
+            " WHERE idempotency_key = ?",
+            (p.idempotency_key,),
         ).fetchone()
         if prior is not None:
+            if p.definition_digest and prior["digest"] and prior["digest"] != p.definition_digest:
+                raise Rejected(
+                    IDEMPOTENCY_CONFLICT,
+                    f"idempotency key {quoted(p.idempotency_key)} is already used by workflow"
+                    f" {prior['id']}, submitted with a different definition",
+                )
             return {"workflow_id": prior["id"], "created": False}
     if cur.execute("SELECT 1 FROM workflows WHERE id = ?", (p.workflow_id,)).fetchone():
         return {"workflow_id": p.workflow_id, "created": False}
@@ -216,13 +225,19 @@ def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
     cur.execute(
         "INSERT INTO workflows (id, name, state, definition, context, created_at, idempotency_key,"
         " updated_at, submit_index, total_tasks, parts) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (p.workflow_id, p.name, state, _dump({"name": p.name}), context, ts,
+        (p.workflow_id, p.name, state, _dump(_definition_record(p)), context, ts,
          p.idempotency_key or None, ts, ctx.index, total, 1),
     )  # fmt: skip
     ctx.event("workflow_submitted", detail={"workflow_id": p.workflow_id, "name": p.name,
                                             "tasks": total})  # fmt: skip
     _insert_tasks(ctx, p.workflow_id, items)
     return {"workflow_id": p.workflow_id, "created": True, "tasks": len(items), "state": state}
+
+
+def _definition_record(p: e.WorkflowSubmit) -> dict[str, Any]:
+    """What the `definition` column keeps of a workflow (its tasks are rows
+    of their own): its name and its definition's digest."""
+    return {"name": p.name, **({"digest": p.definition_digest} if p.definition_digest else {})}
 
 
 def workflow_tasks(ctx: ApplyContext, p: e.WorkflowTasks) -> dict[str, Any]:
@@ -296,8 +311,8 @@ def _apply_decision(ctx: ApplyContext, workflow_id: str, raw: Any) -> str:
     decision, reason = raw.get("decision"), raw.get("reason", "")
     if not isinstance(task_id, str) or not isinstance(key, str) or not isinstance(reason, str):
         raise Rejected(INVALID_PAYLOAD, "a decision needs task_id, key and reason strings")
-    if decision not in ("run", "skip"):
-        raise Rejected(INVALID_PAYLOAD, f"decision for {key} is not run or skip")
+    if decision not in ("run", "skip", "fail"):
+        raise Rejected(INVALID_PAYLOAD, f"decision for {key} is not run, skip or fail")
     task = ctx.task(task_id)
     if task["workflow_id"] != workflow_id or task["workflow_key"] != key:
         raise Rejected(
@@ -315,7 +330,7 @@ def _apply_decision(ctx: ApplyContext, workflow_id: str, raw: Any) -> str:
             )
     if not task["condition"]:
         expected, _ = default_verdict(dependencies)
-        if expected != (decision == "run"):
+        if decision == "fail" or expected != (decision == "run"):
             raise Rejected(
                 ILLEGAL_TRANSITION,
                 f"decision to {decision} {key} contradicts its dependencies' states",
@@ -324,6 +339,11 @@ def _apply_decision(ctx: ApplyContext, workflow_id: str, raw: Any) -> str:
     if decision == "run":
         ctx.move(task, "queued", "released", None, task["attempt"], detail)
         return "released"
+    if decision == "fail":
+        # Its condition threw, timed out or did not come to a boolean.
+        ctx.move(task, "failed", "failed", None, task["attempt"], {**detail, "condition": True},
+                 set_error=reason[:MAX_REASON_CHARS], set_completed_at=ctx.entry.ts)  # fmt: skip
+        return "failed"
     ctx.move(task, "skipped", "skipped", None, task["attempt"], detail,
              set_error=reason[:MAX_REASON_CHARS], set_completed_at=ctx.entry.ts)  # fmt: skip
     return "skipped"
@@ -336,7 +356,7 @@ def workflow_advance(ctx: ApplyContext, p: e.WorkflowAdvance) -> dict[str, Any]:
     workflow = _workflow(ctx, p.workflow_id)
     if workflow["state"] != "running":
         raise Rejected(ILLEGAL_TRANSITION, f"workflow {p.workflow_id} is {workflow['state']}")
-    counts = {"released": 0, "skipped": 0, "rejected": 0}
+    counts = {"released": 0, "skipped": 0, "failed": 0, "rejected": 0}
     for raw in p.decisions:
         try:
             counts[_apply_decision(ctx, p.workflow_id, raw)] += 1
@@ -395,13 +415,10 @@ def workflow_cancel(ctx: ApplyContext, p: e.WorkflowCancel) -> dict[str, Any]:
 
 
 def settle_workflows(ctx: ApplyContext) -> None:
-    """Workflow consequences of the task changes an entry made. Raises
-    Rejected (undoing the entry) for a dead-lettered workflow task retried
-    after its workflow ended or its dependents were decided."""
-    watched = [
-        c for c in ctx.changes
-        if c.state in TERMINAL_STATES or (c.state == "queued" and ctx.entry.type == "TASK_RETRY")
-    ]  # fmt: skip
+    """Workflow consequences of the task changes an entry made: context
+    updates of completed tasks, and workflows whose tasks are all terminal
+    now end."""
+    watched = [c for c in ctx.changes if c.state in TERMINAL_STATES]
     if not watched:
         return
     rows: dict[str, sqlite3.Row] = {}
@@ -419,44 +436,24 @@ def settle_workflows(ctx: ApplyContext) -> None:
         row = rows.get(change.task_id)
         if row is None:
             continue
-        if change.state == "queued":
-            _check_reopen(ctx, row)
-        elif change.state == "completed":
+        if change.state == "completed":
             _merge_context(ctx, row)
         touched[row["workflow_id"]] = None
     for workflow_id in touched:
         _finish_if_done(ctx, workflow_id)
 
 
-def _check_reopen(ctx: ApplyContext, row: sqlite3.Row) -> None:
-    workflow = _workflow(ctx, row["workflow_id"])
-    if workflow["state"] != "running":
-        raise Rejected(
-            ILLEGAL_TRANSITION,
-            f"task {row['workflow_key']} belongs to workflow {workflow['id']}, which is"
-            f" {workflow['state']}",
-        )
-    decided = ctx.cur.execute(
-        "SELECT t.workflow_key AS key, t.state AS state FROM task_dependencies d"
-        " CROSS JOIN tasks t ON t.workflow_id = d.workflow_id AND t.workflow_key = d.task_key"
-        " WHERE d.workflow_id = ? AND d.depends_on_key = ? AND t.state != 'pending' LIMIT 1",
-        (row["workflow_id"], row["workflow_key"]),
-    ).fetchone()
-    if decided is not None:
-        raise Rejected(
-            ILLEGAL_TRANSITION,
-            f"task {row['workflow_key']} cannot run again: its dependent {decided['key']} is"
-            f" already {decided['state']}",
-        )
-
-
 def _merge_context(ctx: ApplyContext, row: sqlite3.Row) -> None:
-    """Shallow merge (top-level keys replace) of the task's context_update."""
+    """Shallow merge (top-level keys replace) of the task's context_update,
+    while its workflow runs (a dead letter retried after its workflow failed
+    changes nothing of it)."""
     result = json.loads(row["result"]) if row["result"] else None
     update = result.get("context_update") if isinstance(result, dict) else None
     if not isinstance(update, dict) or not update:
         return
     workflow = _workflow(ctx, row["workflow_id"])
+    if workflow["state"] != "running":
+        return
     merged = {**json.loads(workflow["context"]), **update}
     text = _dump(merged)
     detail: dict[str, Any] = {"workflow_id": workflow["id"], "keys": sorted(update)[:100]}
@@ -482,10 +479,13 @@ def _finish_if_done(ctx: ApplyContext, workflow_id: str) -> None:
     if busy is not None:
         return
     rows = ctx.cur.execute(
-        "SELECT workflow_key, state FROM tasks WHERE workflow_id = ? ORDER BY rowid",
+        "SELECT workflow_key, state, error FROM tasks WHERE workflow_id = ? ORDER BY rowid",
         (workflow_id,),
     ).fetchall()
-    outcome = workflow_outcome((r["workflow_key"], r["state"]) for r in rows)
+    # Why a task failed or was dead-lettered goes into the workflow's error.
+    notes = {r["workflow_key"]: r["error"] for r in rows
+             if r["state"] in ("failed", "dead_letter") and r["error"]}  # fmt: skip
+    outcome = workflow_outcome(((r["workflow_key"], r["state"]) for r in rows), notes)
     if outcome is None:
         return
     state, error = outcome

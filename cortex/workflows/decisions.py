@@ -1,5 +1,7 @@
 """The leader's pure decision logic: which pending tasks can be decided
-(every dependency terminal), and whether each runs or is skipped. Condition
+(every dependency terminal), and whether each runs, is skipped or fails
+(a condition that does not come to true or false fails its task, so the
+workflow cannot end `completed` on a broken condition). Condition
 evaluation is injected, so this runs without V8 in tests; an evaluator may
 answer "not yet" (None) for a condition still being evaluated, and that task
 waits for a later call."""
@@ -10,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from cortex.state.transitions import TERMINAL_STATES
 from cortex.state.workflow_rules import default_verdict
@@ -61,21 +63,36 @@ def sandbox_evaluator(sandbox: ConditionSandbox, flow: str = "") -> Evaluator:
     return evaluate
 
 
+Verdict = Literal["run", "skip", "fail"]
+
+
 @dataclass(frozen=True)
 class Decision:
+    """What becomes of a pending task: it runs, is skipped (a dependency did
+    not complete, or its condition is false), or fails without running (its
+    condition threw, timed out or did not come to a boolean)."""
+
     task_id: str
     key: str
-    run: bool
+    verdict: Verdict
     reason: str
+
+    @property
+    def run(self) -> bool:
+        return self.verdict == "run"
 
     def to_entry(self) -> dict[str, Any]:
         """The form `WORKFLOW_ADVANCE` carries."""
         return {
             "task_id": self.task_id,
             "key": self.key,
-            "decision": "run" if self.run else "skip",
+            "decision": self.verdict,
             "reason": self.reason,
         }
+
+
+# The state a decided task is in, for the next wave of decisions.
+_DECIDED_STATE: dict[Verdict, str] = {"run": "queued", "skip": "skipped", "fail": "failed"}
 
 
 def ready(nodes: Mapping[str, TaskNode], states: Mapping[str, str]) -> list[str]:
@@ -95,7 +112,7 @@ def decide(
 ) -> list[Decision]:
     """Decides every task that can be decided now, in waves: a task skipped
     in one wave is terminal for the next, so a skip cascades through the
-    DAG in one call. A task released to run is not terminal and stops the
+    DAG in one call (a failed one too). A task released to run is not terminal and stops the
     cascade until it finishes. Without `evaluate`, tasks with a condition
     are left undecided (so cheap decisions need not wait for slow ones), and
     so are those `evaluate` has no outcome for yet; past `max_conditions`
@@ -134,13 +151,16 @@ def decide(
                 return decisions
         for key in wave:
             node = nodes[key]
+            verdict: Verdict
             if key in outcomes:
                 outcome = outcomes[key]
-                run, reason = outcome.holds, outcome.describe()
+                verdict = "fail" if outcome.error else ("run" if outcome.holds else "skip")
+                reason = outcome.describe()
             else:
                 run, reason = default_verdict({d: states[d] for d in node.depends_on})
-            decisions.append(Decision(node.task_id, key, run, reason))
-            states[key] = "queued" if run else "skipped"
+                verdict = "run" if run else "skip"
+            decisions.append(Decision(node.task_id, key, verdict, reason))
+            states[key] = _DECIDED_STATE[verdict]
 
 
 def _request(

@@ -1,14 +1,17 @@
 """Workflow definitions: JSON or YAML text in, a validated DAG out, or one
-`InvalidArgument` naming every problem found (duplicate or invalid keys,
-unknown dependencies, cycles, conditions that do not parse, unknown task
-types, fields of the wrong type). Nothing here proposes anything."""
+`InvalidArgument` naming every problem found, each with its path (duplicate
+or invalid keys, unknown dependencies, cycles, conditions that do not parse
+or that name a task not upstream of theirs, unknown task types, fields of
+the wrong type). Nothing here proposes anything."""
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +23,12 @@ from cortex.spec import (
     DEFAULT_MAX_SPEC_BYTES,
     EXECUTOR_TYPES,
     TaskSpec,
-    describe_validation_error,
     runnable_problems,
+    validation_problems,
 )
-from cortex.state.workflow_rules import MAX_CONTEXT_BYTES, find_cycle
+from cortex.state.workflow_rules import MAX_CONTEXT_BYTES, find_cycles
 from cortex.state.workflow_transitions import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_WORKFLOW_TASKS
+from cortex.workflows.condition_names import ParentReference, parent_references
 from cortex.workflows.sandbox import MAX_CONDITION_CHARS, ConditionSandbox
 
 MAX_DEFINITION_BYTES = 8 * 1024 * 1024
@@ -40,6 +44,12 @@ MAX_YAML_BYTES_PURE = 40 * 1024
 # alias bomb is refused before anything expands it.
 MAX_DOCUMENT_VALUES = 500_000
 MAX_PROBLEMS_SHOWN = 20
+# What every JavaScript object has: `parent.hasOwnProperty(...)` names no task.
+_OBJECT_MEMBERS = frozenset(
+    {"constructor", "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable",
+     "toLocaleString", "toString", "valueOf", "__proto__", "__defineGetter__",
+     "__defineSetter__", "__lookupGetter__", "__lookupSetter__"}
+)  # fmt: skip
 FORMATS = ("json", "yaml", "yml", "")
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 # Task-level fields that are spec fields too: (definition name, spec names).
@@ -67,7 +77,9 @@ class _TaskModel(_Strict):
 
 class _WorkflowModel(_Strict):
     name: str
-    tasks: dict[str, _TaskModel]
+    # Each task is checked on its own (`_task_model`), so that one malformed
+    # task does not hide the others' problems.
+    tasks: dict[str, Any]
     context: dict[str, Any] = Field(default_factory=dict)
     description: str | None = None
 
@@ -251,76 +263,121 @@ def validate_definition(
     max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES,
 ) -> WorkflowDefinition:
     """Checks a loaded definition; raises one InvalidArgument listing every
-    problem. Conditions are compiled (never run) in `sandbox`; without one
-    they are not syntax-checked."""
-    try:
-        model = _WorkflowModel.model_validate(data)
-    except ValidationError as err:
-        raise InvalidArgument(
-            f"invalid workflow definition: {describe_validation_error(err, '')}"
-        ) from None
+    problem, each with its path (`tasks.KEY.FIELD`). A task whose fields are
+    malformed is still checked as far as it can be (its dependencies, its
+    place in cycles, its condition). Conditions are compiled (never run) in
+    `sandbox`, then checked to name only tasks upstream of theirs (see
+    `condition_names`); without a sandbox they are not compiled."""
     problems: list[str] = []
-    if not model.name.strip() or len(model.name) > MAX_NAME_CHARS:
+    name, raw_tasks, context = _workflow_fields(data, problems)
+    if name is not None and (not name.strip() or len(name) > MAX_NAME_CHARS):
         problems.append(f"name: must be 1 to {MAX_NAME_CHARS} characters")
-    if not model.tasks:
+    if not raw_tasks and isinstance(data.get("tasks"), dict):
         problems.append("tasks: a workflow needs at least one task")
-    if len(model.tasks) > MAX_WORKFLOW_TASKS:
-        problems.append(f"tasks: {len(model.tasks)} tasks, over the limit of {MAX_WORKFLOW_TASKS}")
-    context_size = len(json.dumps(model.context))
+    if len(raw_tasks) > MAX_WORKFLOW_TASKS:
+        problems.append(f"tasks: {len(raw_tasks)} tasks, over the limit of {MAX_WORKFLOW_TASKS}")
+    context_size = len(json.dumps(context))
     if context_size > MAX_CONTEXT_BYTES:
         problems.append(f"context: {context_size} bytes, over the limit of {MAX_CONTEXT_BYTES}")
-    tasks = []
-    for key, task in model.tasks.items():
-        spec = _task_spec(key, task, max_spec_bytes, problems)
-        _check_dependencies(key, task, model.tasks, problems)
+    tasks: dict[str, _TaskModel] = {}
+    definitions = []
+    for key, raw in raw_tasks.items():
+        task, well_formed = _task_model(key, raw, problems)
+        tasks[key] = task
+        if not KEY_PATTERN.fullmatch(key) or len(key) > MAX_KEY_CHARS:
+            problems.append(
+                f"tasks: invalid key {key!r} (letters, digits, '_', '-' and '.', not starting"
+                f" with '-' or '.', at most {MAX_KEY_CHARS} characters)"
+            )
+            well_formed = False
+        spec = _task_spec(key, task, max_spec_bytes, problems) if well_formed else None
+        _check_dependencies(key, task, raw_tasks, problems)
         if task.condition is not None and not task.condition.strip():
             problems.append(f"tasks.{key}.condition: is empty (leave it out to run on success)")
         if spec is not None:
-            tasks.append(TaskDefinition(key, spec, task.depends_on, task.condition or None))
-    cycle = find_cycle({key: task.depends_on for key, task in model.tasks.items()})
-    if cycle:
+            definitions.append(TaskDefinition(key, spec, task.depends_on, task.condition or None))
+    for cycle in find_cycles({key: task.depends_on for key, task in tasks.items()}):
         problems.append(
             f"tasks: dependency cycle {' -> '.join(cycle)} (each task depends on the next)"
         )
-    problems += _condition_problems(model.tasks, sandbox)
-    if problems:
+    problems += _condition_problems(tasks, sandbox)
+    if problems or name is None:
+        count = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
         shown = "; ".join(problems[:MAX_PROBLEMS_SHOWN])
         more = len(problems) - MAX_PROBLEMS_SHOWN
         raise InvalidArgument(
-            f"invalid workflow definition: {shown}" + (f"; and {more} more" if more > 0 else "")
+            f"invalid workflow definition ({count}): {shown}"
+            + (f"; and {more} more" if more > 0 else "")
         )
-    return WorkflowDefinition(model.name, tasks, model.context)
+    return WorkflowDefinition(name, definitions, context)
+
+
+def _workflow_fields(
+    data: dict[str, Any], problems: list[str]
+) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """The name (None when missing or not a string: a problem then), the raw
+    tasks and the context (each empty when not a mapping); problems with the
+    workflow's own fields go to `problems`."""
+    try:
+        model = _WorkflowModel.model_validate(data)
+    except ValidationError as err:
+        problems += validation_problems(err, "")
+        name, tasks, context = data.get("name"), data.get("tasks"), data.get("context")
+        return (
+            name if isinstance(name, str) else None,
+            tasks if isinstance(tasks, dict) else {},
+            context if isinstance(context, dict) else {},
+        )
+    return model.name, model.tasks, model.context
+
+
+def _task_model(key: str, raw: Any, problems: list[str]) -> tuple[_TaskModel, bool]:
+    """The task's fields, and whether they are all well formed. A malformed
+    task keeps what can be read of its `dependsOn` and `condition`, so they
+    are still checked."""
+    try:
+        return _TaskModel.model_validate(raw), True
+    except ValidationError as err:
+        problems += validation_problems(err, f"tasks.{key}.")
+    fields = raw if isinstance(raw, dict) else {}
+    depends_on = fields.get("dependsOn", fields.get("depends_on"))
+    condition = fields.get("condition")
+    partial = _TaskModel.model_construct(
+        depends_on=[d for d in depends_on if isinstance(d, str)]
+        if isinstance(depends_on, list)
+        else [],
+        condition=condition if isinstance(condition, str) else None,
+    )
+    return partial, False
 
 
 def _task_spec(
     key: str, task: _TaskModel, max_spec_bytes: int, problems: list[str]
 ) -> TaskSpec | None:
+    """The task's spec, or None after adding its problems (all of them: a
+    problem with one field does not hide another's)."""
     where = f"tasks.{key}"
-    if not KEY_PATTERN.fullmatch(key) or len(key) > MAX_KEY_CHARS:
-        problems.append(
-            f"tasks: invalid key {key!r} (letters, digits, '_', '-' and '.', not starting"
-            f" with '-' or '.', at most {MAX_KEY_CHARS} characters)"
-        )
-        return None
+    found = len(problems)
     spec = dict(task.spec)
     spec_type = spec.get("type")
     if task.type is not None and spec_type is not None and spec_type != task.type:
         problems.append(f"{where}: type {task.type!r} and spec.type {spec_type!r} disagree")
-        return None
     kind = task.type or spec_type or "shell"
-    if kind not in EXECUTOR_TYPES:
+    known_kind = kind in EXECUTOR_TYPES
+    if not known_kind:
         problems.append(
             f"{where}.type: unknown task type {kind!r} (known: {', '.join(EXECUTOR_TYPES)})"
         )
-        return None
-    spec["type"] = kind
+        # The other fields are still checked, against a type that needs nothing.
+        spec.pop("options", None)
+    spec["type"] = kind if known_kind else "noop"
     for name, spec_names in _SPEC_FIELDS:
         value = getattr(task, "retry_policy" if name == "retryPolicy" else name)
         if value is None:
             continue
         if any(n in spec for n in spec_names):
             problems.append(f"{where}: {name} is given both on the task and in its spec")
-            return None
+            continue
         spec[name] = value
     size = len(json.dumps(spec))
     if size > max_spec_bytes:
@@ -329,17 +386,15 @@ def _task_spec(
     try:
         parsed = TaskSpec.model_validate(spec)
     except ValidationError as err:
-        problems.append(describe_validation_error(err, f"{where}.spec."))
+        problems += validation_problems(err, f"{where}.spec.")
         return None
-    unrunnable = runnable_problems(parsed)
-    if unrunnable:
-        problems += [f"{where}.spec.{problem}" for problem in unrunnable]
-        return None
-    return parsed
+    if known_kind:
+        problems += [f"{where}.spec.{problem}" for problem in runnable_problems(parsed)]
+    return parsed if len(problems) == found else None
 
 
 def _check_dependencies(
-    key: str, task: _TaskModel, tasks: dict[str, _TaskModel], problems: list[str]
+    key: str, task: _TaskModel, tasks: dict[str, Any], problems: list[str]
 ) -> None:
     seen: set[str] = set()
     for dependency in task.depends_on:
@@ -347,14 +402,21 @@ def _check_dependencies(
             problems.append(f"tasks.{key}.dependsOn: lists {dependency!r} twice")
         seen.add(dependency)
         if dependency not in tasks:
-            close = difflib.get_close_matches(dependency, list(tasks), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(f"tasks.{key}.dependsOn: unknown task {dependency!r}{hint}")
+            problems.append(
+                f"tasks.{key}.dependsOn: unknown task {dependency!r}{_hint(dependency, tasks)}"
+            )
+
+
+def _hint(name: str, keys: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(keys), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _condition_problems(
     tasks: dict[str, _TaskModel], sandbox: ConditionSandbox | None
 ) -> list[str]:
+    """Conditions that are too long or do not compile, then those that name
+    a task that is not upstream of theirs."""
     conditions: dict[str, list[str]] = {}
     problems = []
     for key, task in tasks.items():
@@ -368,14 +430,80 @@ def _condition_problems(
             )
             continue
         conditions.setdefault(condition, []).append(key)
-    if sandbox is None or not conditions:
-        return problems
-    unique = list(conditions)
-    for condition, error in zip(unique, sandbox.check_syntax_many(unique), strict=True):
-        if error is not None:
-            problems += [f"tasks.{key}.condition: does not parse: {error}"
-                         for key in conditions[condition]]  # fmt: skip
+    if sandbox is not None and conditions:
+        unique = list(conditions)
+        for condition, error in zip(unique, sandbox.check_syntax_many(unique), strict=True):
+            if error is not None:
+                problems += [f"tasks.{key}.condition: does not parse: {error}"
+                             for key in conditions.pop(condition)]  # fmt: skip
+    for condition, keys in conditions.items():
+        references = parent_references(condition)
+        for key in keys:
+            problems += _reference_problems(key, references or [], tasks)
     return problems
+
+
+def _reference_problems(
+    key: str, references: list[ParentReference], tasks: dict[str, _TaskModel]
+) -> list[str]:
+    """A condition sees (as `parent`) only the tasks upstream of its own:
+    naming any other task is refused, since it could only ever read
+    `undefined` there."""
+    seen = upstream_keys(key, {k: t.depends_on for k, t in tasks.items()})
+    problems = []
+    named: set[str] = set()
+    for reference in references:
+        name = reference.key
+        if name in seen or name in named:
+            continue
+        named.add(name)
+        where = f"tasks.{key}.condition: {reference.text}"
+        if name not in tasks:
+            if name in _OBJECT_MEMBERS:
+                continue  # parent.hasOwnProperty(...) and the like
+            dotted = sorted(k for k in tasks if k.startswith((f"{name}.", f"{name}-")))
+            hint = (
+                f" (write parent[{dotted[0]!r}] for a key with '.' or '-')"
+                if dotted
+                else _hint(name, tasks)
+            )
+            problems.append(f"{where} names no task of the workflow{hint}")
+        else:
+            problems.append(
+                f"{where} names task {name!r}, which {key!r} does not depend on: a condition"
+                f" sees only the tasks upstream of its own (add {name!r} to"
+                f" tasks.{key}.dependsOn)"
+            )
+    return problems
+
+
+def upstream_keys(key: str, depends_on: Mapping[str, Sequence[str]]) -> set[str]:
+    """Every task `key` depends on, directly or through others."""
+    seen: set[str] = set()
+    frontier = list(depends_on.get(key, ()))
+    while frontier:
+        current = frontier.pop()
+        if current in seen or current not in depends_on:
+            continue
+        seen.add(current)
+        frontier.extend(depends_on[current])
+    return seen
+
+
+def definition_digest(definition: WorkflowDefinition) -> str:
+    """A hash of what the workflow is (name, context, each task's canonical
+    spec, dependencies and condition; task order aside): two submissions
+    under one idempotency key must agree on it."""
+    canonical = {
+        "name": definition.name,
+        "context": definition.context,
+        "tasks": sorted(
+            (task.key, task.spec.model_dump(mode="json"), list(task.depends_on), task.condition)
+            for task in definition.tasks
+        ),
+    }
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def parse_definition(

@@ -146,7 +146,7 @@ class WorkflowEngine(LeaderLoop):
         decided = 0
         for result in results:
             if result.get("ok"):
-                decided += int(result.get("released", 0)) + int(result.get("skipped", 0))
+                decided += sum(int(result.get(n, 0)) for n in ("released", "skipped", "failed"))
             else:
                 log.warning("workflow advance rejected: %s", result.get("reason"))
         return decided
@@ -161,11 +161,12 @@ class WorkflowEngine(LeaderLoop):
         )
         if not decisions:
             return None
-        released = sum(1 for d in decisions if d.run)
-        log.info("workflow %s: releasing %d tasks, skipping %d", workflow.id, released,
-                 len(decisions) - released)  # fmt: skip
+        counts = {v: sum(1 for d in decisions if d.verdict == v) for v in ("run", "skip", "fail")}
+        log.info("workflow %s: releasing %d tasks, skipping %d, failing %d", workflow.id,
+                 counts["run"], counts["skip"], counts["fail"])  # fmt: skip
         for d in decisions:
-            log.log(logging.DEBUG if d.run else logging.INFO, "workflow %s task %s (%s): %s, %s",
-                    workflow.id, d.key, d.task_id, "run" if d.run else "skip", d.reason)  # fmt: skip
+            level = {"run": logging.DEBUG, "skip": logging.INFO, "fail": logging.WARNING}[d.verdict]
+            log.log(level, "workflow %s task %s (%s): %s, %s",
+                    workflow.id, d.key, d.task_id, d.verdict, d.reason)  # fmt: skip
         payload = e.WorkflowAdvance(workflow.id, [d.to_entry() for d in decisions], basis)
         return e.Entry.create(payload, self._node_id, ts=wall_ms(self._clock))

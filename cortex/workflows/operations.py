@@ -10,7 +10,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from cortex.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from cortex.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from cortex.id_prefixes import resolve_prefix
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
@@ -22,7 +28,11 @@ from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import StateReader
 from cortex.state.workflow_queries import WorkflowPage, WorkflowView
 from cortex.state.workflow_rules import WORKFLOW_STATES, WORKFLOW_TERMINAL_STATES
-from cortex.workflows.definition import WorkflowDefinition, parse_definition
+from cortex.workflows.definition import (
+    WorkflowDefinition,
+    definition_digest,
+    parse_definition,
+)
 from cortex.workflows.sandbox import ConditionSandbox
 
 MAX_REASON_CHARS = 2000
@@ -73,11 +83,15 @@ def _dependency_order(definition: WorkflowDefinition) -> list[int]:
 
 
 def submit_payloads(
-    definition: WorkflowDefinition, workflow_id: str, idempotency_key: str | None = None
+    definition: WorkflowDefinition,
+    workflow_id: str,
+    idempotency_key: str | None = None,
+    digest: str | None = None,
 ) -> list[e.Payload]:
     """The entries that submit a validated definition: one WORKFLOW_SUBMIT,
     then WORKFLOW_TASKS parts for a large one. Task ids derive from the
-    workflow id and the task key, so a retry builds exactly the same parts."""
+    workflow id and the task key, so a retry builds exactly the same parts.
+    `digest` is the definition's (`definition_digest`), if known already."""
     namespace = uuid.UUID(workflow_id)
     parts: list[list[dict[str, Any]]] = [[]]
     size = 0
@@ -105,6 +119,7 @@ def submit_payloads(
             context=dict(definition.context),
             idempotency_key=idempotency_key or None,
             total_tasks=len(definition.tasks) if len(parts) > 1 else 0,
+            definition_digest=digest or definition_digest(definition),
         )
     ]
     return head + [e.WorkflowTasks(workflow_id, number, part) for number, part in
@@ -140,11 +155,12 @@ class WorkflowOperations:
         retried with the same idempotency key carries on where it stopped."""
         check_idempotency_key(idempotency_key)
         definition = parse_definition(text, fmt, self.sandbox, self._max_spec_bytes)
+        digest = definition_digest(definition)
         workflow_id, resume_from, created = str(uuid.uuid4()), 0, True
         if idempotency_key:
             known = self._reader.workflow_by_idempotency_key(idempotency_key)
             if known is not None:
-                resume = self._resumable(known, idempotency_key, definition)
+                resume = self._resumable(known, idempotency_key, definition, digest)
                 if resume is None:
                     return WorkflowSubmitOutcome(known, False, self._machine.applied_index)
                 workflow_id, resume_from, created = known, resume, False
@@ -152,7 +168,7 @@ class WorkflowOperations:
         # submission this node had not seen (an earlier try whose answer was
         # lost, or another client's); its remaining parts are sent then.
         while True:
-            payloads = submit_payloads(definition, workflow_id, idempotency_key)
+            payloads = submit_payloads(definition, workflow_id, idempotency_key, digest)
             for number, payload in enumerate(payloads[resume_from:], resume_from):
                 result = self._propose_part(payload)
                 if not result.get("ok"):
@@ -165,16 +181,24 @@ class WorkflowOperations:
             else:
                 return WorkflowSubmitOutcome(workflow_id, created, self._machine.applied_index)
             known = result["workflow_id"]
-            resume = self._resumable(known, idempotency_key or "", definition)
+            resume = self._resumable(known, idempotency_key or "", definition, digest)
             if resume is None:
                 return WorkflowSubmitOutcome(known, False, self._machine.applied_index)
             workflow_id, resume_from, created = known, resume, False
 
     def _resumable(
-        self, known: str, idempotency_key: str, definition: WorkflowDefinition
+        self, known: str, idempotency_key: str, definition: WorkflowDefinition, digest: str
     ) -> int | None:
         """The part to carry on from when the workflow `known` (named by the
-        key) is still being submitted; None when it is in already."""
+        key) is still being submitted; None when it is in already. Raises
+        AlreadyExists when it was submitted with another definition (apply
+        refuses such a submission too, should two race)."""
+        stored = self._reader.workflow_digest(known)
+        if stored and stored != digest:
+            raise AlreadyExists(
+                f"idempotency key {idempotency_key!r} is already used by workflow {known},"
+                " submitted with a different definition"
+            )
         view = self._reader.get_workflow(known, with_tasks=False)
         if view is None or view.state != "submitting":
             return None

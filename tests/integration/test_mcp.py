@@ -22,6 +22,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from cortex.mcp import build_server
 from tests.cluster import free_ports, wait_until
 from tests.tls import write_tls_files
 
@@ -162,24 +163,29 @@ def test_stdio_server_against_a_cluster(make_cluster):
             assert ran["state"] == "completed" and ran["node"] == "n2"
 
             # Bad arguments and unknown ids: tool errors, and the server keeps serving.
-            assert "task_id" in _error_text(await client.call_tool("get_task_result", {}))
-            assert "timeout_s" in _error_text(await client.call_tool(
-                "get_task_result", {"task_id": "x", "timeout_s": "soon"}))  # fmt: skip
-            assert "no task with id nope" in _error_text(
+            assert _error_text(await client.call_tool("get_task_result", {})).startswith(
+                "task_id: missing"
+            )
+            assert _error_text(await client.call_tool(
+                "get_task_result", {"task_id": "x", "timeout_s": "soon"})
+            ).startswith('timeout_s: must be a number (got "soon")')  # fmt: skip
+            assert _error_text(
                 await client.call_tool("get_task_result", {"task_id": "nope"})
-            )
-            assert "NotFound" in _error_text(
+            ).startswith("not found: no task with id nope")
+            assert _error_text(
                 await client.call_tool("cancel_task", {"task_id": "nope"})
-            )
-            assert "command" in _error_text(await client.call_tool("submit_task", {"command": ""}))
-            assert "constraints" in _error_text(await client.call_tool(
-                "submit_task", {"command": "true", "constraints": {"gpuPlease": True}}))  # fmt: skip
+            ).startswith("not found: ")
+            empty = _error_text(await client.call_tool("submit_task", {"command": ""}))
+            assert empty.startswith("invalid argument: ") and "command" in empty
+            assert _error_text(await client.call_tool(
+                "submit_task", {"command": "true", "constraints": {"gpuPlease": True}})
+            ).startswith("constraints.gpuPlease: unknown key")  # fmt: skip
             assert "cycle" in _error_text(await client.call_tool("submit_workflow", {"definition": {
                 "name": "loop", "tasks": {"a": {"type": "shell", "spec": {"command": "true"}, "dependsOn": ["b"]},
                                           "b": {"type": "shell", "spec": {"command": "true"}, "dependsOn": ["a"]}}}}))  # fmt: skip
-            assert "NotFound" in _error_text(
+            assert _error_text(
                 await client.call_tool("drain_node_tasks", {"node_id": "ghost"})
-            )
+            ).startswith("not found: ")
             ok = _data(await client.call_tool("list_tasks", {"states": ["completed"], "limit": 5}))
             assert ok["total"] >= 1 and len(ok["tasks"]) <= 5
             assert all(t["state"] == "completed" for t in ok["tasks"])
@@ -410,8 +416,90 @@ def test_cluster_without_leader_gives_a_tool_error_not_a_hang(make_cluster):
             started = time.monotonic()
             result = await client.call_tool("submit_task", {"command": ["true"]})
             assert time.monotonic() - started < 20
-            assert "Unavailable" in _error_text(result)
+            assert _error_text(result).startswith("unavailable: ")
             again = await client.call_tool("list_tasks", {})
             assert not again.is_error
+
+    anyio.run(session)
+
+
+def test_stream_past_the_end_and_bad_arguments_in_process(make_cluster):
+    """The server in-process (the official client over memory streams)
+    against a real one-node cluster: offsets past the end of the output,
+    finished and running; arguments the schema forbids create nothing;
+    the node's refusals read as such."""
+    cluster = make_cluster(1)
+    server = build_server(cluster.nodes[0].grpc, tls=False)
+
+    async def session() -> None:
+        async with Client(server, read_timeout_seconds=60) as client:
+
+            async def call(tool: str, arguments: dict[str, Any]) -> Any:
+                return await client.call_tool(tool, arguments)
+
+            # Refused before reaching the node: nothing is submitted.
+            for arguments, expected in (
+                ({"command": "true", "timeout_ms": 2**70},
+                 "timeout_ms: must be between 1 and 604800000 (got 1180591620717411303424)"),
+                ({"command": "true", "retry_policy": {"maxRetries": "many"}},
+                 'retry_policy.maxRetries: must be an integer (got "many")'),
+                ({"command": "true", "retries": 3}, "retries: unknown argument (known: command"),
+            ):  # fmt: skip
+                assert _error_text(await call("submit_task", arguments)).startswith(expected)
+            assert _data(await call("list_tasks", {}))["total"] == 0
+
+            # A finished task: its end, wherever the offset asked for is.
+            echo = _data(await call("submit_task", {"command": "echo hello", "wait": True}))
+            assert echo["task"]["state"] == "completed"
+            task_id = echo["task_id"]
+            whole = _data(await call("stream_task_output", {"task_id": task_id, "wait_s": 0}))
+            assert (whole["output"], whole["next_offset"], whole["done"]) == ("hello\n", 6, True)
+            assert whole["end_offset"] == 6 and whole["task_finished"] and "note" not in whole
+            for wait_s in (0, 1):
+                past = _data(await call("stream_task_output",
+                                        {"task_id": task_id, "from_offset": 10**9, "wait_s": wait_s}))  # fmt: skip
+                assert (past["output"], past["next_offset"], past["done"]) == ("", 6, True)
+                assert past["state"] == "completed" and past["task_finished"]
+                assert "past the end" in past["note"] and "has ended" in past["note"]
+
+            # A running task: its size so far, and that it is still running.
+            sleeper = _data(await call("submit_task", {"command": "echo started; sleep 600"}))
+            deadline = time.monotonic() + 60
+            seen = ""
+            while seen != "started\n" and time.monotonic() < deadline:
+                chunk = _data(await call("stream_task_output",
+                                         {"task_id": sleeper["task_id"], "from_offset": len(seen),
+                                          "wait_s": 2}))  # fmt: skip
+                seen += chunk["output"]
+            assert seen == "started\n"
+            for wait_s in (0, 1):
+                past = _data(await call("stream_task_output",
+                                        {"task_id": sleeper["task_id"], "from_offset": 10**9,
+                                         "wait_s": wait_s}))  # fmt: skip
+                assert (past["next_offset"], past["done"], past["state"]) == (8, False, "running")
+                assert not past["task_finished"] and "still running" in past["note"]
+            at_end = _data(await call("stream_task_output",
+                                      {"task_id": sleeper["task_id"], "from_offset": 8, "wait_s": 0}))  # fmt: skip
+            assert (at_end["next_offset"], at_end["done"]) == (8, False) and "note" not in at_end
+            cancelled = _data(await call("cancel_task", {"task_id": sleeper["task_id"]}))
+            assert cancelled["state"] == "cancelled"
+            over = _data(await call("stream_task_output",
+                                    {"task_id": sleeper["task_id"], "from_offset": 10**9}))  # fmt: skip
+            assert over["done"] and over["task_finished"] and over["state"] == "cancelled"
+            assert over["next_offset"] == over["end_offset"] >= 8
+
+            # The node's refusals, each behind its kind.
+            assert _error_text(await call("get_task_result", {"task_id": "nope"})) == (
+                "not found: no task with id nope"
+            )
+            assert _error_text(await call("cancel_task", {"task_id": task_id})).startswith(
+                "failed precondition: "
+            )
+            assert _error_text(
+                await call("stream_task_output", {"task_id": task_id, "attempt": 5})
+            ).startswith(f"not found: task {task_id} has no attempt 5")
+            assert _error_text(await call("submit_task", {"command": " "})).startswith(
+                "invalid argument: spec.command"
+            )
 
     anyio.run(session)

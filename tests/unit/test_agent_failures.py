@@ -124,7 +124,7 @@ def test_an_attempt_that_cannot_be_prepared_fails_too(log: WorkflowLog, tmp_path
     agent = start_agent(log, not_a_dir, dict(BUILTIN_EXECUTORS))
     try:
         submit_and_assign(log, "t-2", {"command": ["true"], "retryPolicy": {"maxRetries": 0}})
-        wait_until(lambda: settled(log, agent, "t-2", ("dead_letter",)), 10, what="failure")
+        wait_until(lambda: settled(log, agent, "t-2", ("failed",)), 10, what="failure")
         task = log.reader.get_task("t-2")
         assert task is not None and task.error is not None
         assert task.error.startswith("the attempt could not run on n1: NotADirectoryError")

@@ -212,4 +212,4 @@ def test_an_executor_launch_that_fails_fails_the_attempt(log: WorkflowLog, tmp_p
     assert failed.reason == "the attempt could not run on n1: OSError: no threads left"
     hand.proposer.apply_next()
     attempt.settle()
-    assert attempt.done and state(log, "t-4")[0] == "dead_letter"
+    assert attempt.done and state(log, "t-4")[0] == "failed"

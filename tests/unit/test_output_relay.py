@@ -54,6 +54,14 @@ class NoLeader:
     raftCommitIndex = 0
 
 
+class FullIds:
+    """Stands in for the task operations, which the streaming calls only ask
+    to resolve an id: these tests always give full ids."""
+
+    def resolve_id(self, task_id: str) -> str:
+        return task_id
+
+
 class StreamingNode:
     """The output side of a node: its public server for clients and its peer
     listener for other nodes, each on its own port."""
@@ -79,7 +87,7 @@ class StreamingNode:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         reads = ReadGate(self.node_id, self.machine, NoLeader(), read_index_unavailable, 5.0)
         pb_grpc.add_CortexServiceServicer_to_server(
-            CortexServicer(*[None] * 4, reads, self.streaming),  # type: ignore[arg-type]
+            CortexServicer(FullIds(), *[None] * 3, reads, self.streaming),  # type: ignore[arg-type]
             self.server,
         )
         assert self.server.add_insecure_port(self.address)

@@ -334,9 +334,14 @@ def test_non_retryable_failure_is_final(log: Log, reader: StateReader) -> None:
     assert log.one(TaskRetry("t1", 1, "again"))["ok"] is False
 
 
-def test_zero_retries_dead_letters_on_first_failure(log: Log, reader: StateReader) -> None:
+def test_zero_retries_fail_on_first_failure_without_the_dead_letter_queue(
+    log: Log, reader: StateReader
+) -> None:
+    """The dead-letter queue holds tasks that spent a retry budget."""
     run_to_running(log, spec={"command": ["false"], "retryPolicy": {"maxRetries": 0}})
-    assert log.one(TaskFailed("t1", 1, "n1", "exit 1"))["state"] == "dead_letter"
+    assert log.one(TaskFailed("t1", 1, "n1", "exit 1"))["state"] == "failed"
+    assert transitions(reader, "t1")[-1] == ("failed", "running", "failed")
+    assert reader.list_tasks(["dead_letter"]).total == 0
 
 
 def test_requeue_without_spending_an_attempt(log: Log, reader: StateReader) -> None:
@@ -412,9 +417,17 @@ def test_cancel_of_unknown_task_is_rejected(log: Log) -> None:
 
 def test_idempotency_key_returns_the_first_task(log: Log, reader: StateReader) -> None:
     first = log.one(TaskSubmit("t1", SHELL, idempotency_key="order-42"))
-    second = log.one(TaskSubmit("t2", {"command": ["other"]}, idempotency_key="order-42"))
+    # The same spec, written differently (defaults spelled out, an alias).
+    same = {**SHELL, "priority": 5, "retry_policy": {"maxRetries": 3}}
+    second = log.one(TaskSubmit("t2", same, idempotency_key="order-42"))
     assert first == {"ok": True, "task_id": "t1", "created": True}
     assert second["ok"] is True and second["task_id"] == "t1" and second["created"] is False
+    other = log.one(TaskSubmit("t2", {"command": ["other"]}, idempotency_key="order-42"))
+    assert other == {
+        "ok": False,
+        "reason": 'idempotency_conflict: idempotency key "order-42" is already used by task t1,'
+        " submitted with a different spec",
+    }
     # In one batch, too.
     both = log.apply(
         TaskSubmit("t3", SHELL, idempotency_key="k"), TaskSubmit("t4", SHELL, idempotency_key="k")

@@ -1,0 +1,179 @@
+"""`cortex dev` and `cortex demo` say up front which ports and data dir they
+use, refuse ports in use naming `--base-port`, and `cortex dev` prints a
+stop command that works from any directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import pid_alive, wait_until
+
+pytestmark = pytest.mark.cluster
+
+CLI = [sys.executable, "-m", "cortex.cli.main"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    env["COLUMNS"] = "250"
+    env.update(extra)
+    return env
+
+
+def _cli(
+    *args: str, cwd: Path, timeout: float = 90, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        env=_env(**env), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _describe(result: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_base_port(count: int) -> int:
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000)
+        if all(_free(base + i) and _free(base + 100 + i) for i in range(count)):
+            return base
+    pytest.fail("no free block of ports")
+
+
+def _pids(data_dir: Path) -> list[int]:
+    state = data_dir / "dev-cluster.json"
+    return [n["pid"] for n in json.loads(state.read_text())["nodes"]] if state.exists() else []
+
+
+@pytest.fixture
+def leftovers() -> Iterator[list[Path]]:
+    """Data dirs of dev clusters to stop, should a test not stop its own."""
+    data_dirs: list[Path] = []
+    yield data_dirs
+    for data_dir in data_dirs:
+        for pid in _pids(data_dir):
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _expect_ports(line: str, base: int, count: int) -> None:
+    for i in range(count):
+        assert f"node-{i + 1} raft 127.0.0.1:{base + i} grpc 127.0.0.1:{base + 100 + i}" in line, (
+            line
+        )
+
+
+def test_dev_first_line_has_ports_data_dir_and_a_stop_command_for_any_directory(
+    tmp_path: Path, leftovers: list[Path]
+) -> None:
+    started_in, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    started_in.mkdir()
+    elsewhere.mkdir()
+    data_dir = started_in / "dev"
+    leftovers.append(data_dir)
+    base = _free_base_port(2)
+    # A relative --data-dir: the output must still name it absolutely.
+    started = _cli(
+        "dev", "--nodes", "2", "--data-dir", "dev", "--base-port", str(base), cwd=started_in
+    )
+    assert started.returncode == 0, _describe(started)
+    first = started.stdout.splitlines()[0]
+    _expect_ports(first, base, 2)
+    assert f"data in {data_dir}" in first, first
+    stop = re.search(r"stop it with: (cortex dev stop .*)$", first)
+    assert stop, first
+    assert stop.group(1) == f"cortex dev stop --data-dir {data_dir}"
+    pids = _pids(data_dir)
+    assert len(pids) == 2 and all(pid_alive(pid) for pid in pids)
+
+    # The printed command, exactly, from another directory.
+    stop_words = shlex.split(stop.group(1))
+    stopped = _cli(*stop_words[1:], cwd=elsewhere)
+    assert stopped.returncode == 0, _describe(stopped)
+    wait_until(lambda: not any(pid_alive(pid) for pid in pids), 30, what="dev nodes to exit")
+    assert not (data_dir / "dev-cluster.json").exists()
+
+    # Without --data-dir, elsewhere: the error says which one to give.
+    missing = _cli("dev", "stop", cwd=elsewhere)
+    assert missing.returncode == 1, _describe(missing)
+    assert "--data-dir" in missing.stderr and str(elsewhere / "cortex-dev") in missing.stderr
+
+
+def test_dev_and_demo_refuse_ports_in_use_naming_base_port(tmp_path: Path) -> None:
+    base = _free_base_port(2)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", base + 101))
+        taken.listen()
+        for args in (
+            ["dev", "--nodes", "2", "--data-dir", str(tmp_path / "dev")],
+            ["demo", "--nodes", "2"],
+        ):
+            refused = _cli(*args, "--base-port", str(base), cwd=tmp_path, TMPDIR=str(scratch))
+            assert refused.returncode == 1, _describe(refused)
+            assert refused.stdout == "", _describe(refused)
+            lines = refused.stderr.strip().splitlines()
+            assert len(lines) == 1, _describe(refused)
+            assert f"127.0.0.1:{base + 101}" in lines[0] and "--base-port" in lines[0], lines[0]
+    assert not (tmp_path / "dev").exists()
+    assert list(scratch.iterdir()) == [], "the demo left a data dir behind"
+
+
+def test_demo_says_its_ports_and_data_dir_first(tmp_path: Path, leftovers: list[Path]) -> None:
+    base = _free_base_port(2)
+    data_dir = tmp_path / "demo"
+    leftovers.append(data_dir)
+    result = _cli(
+        "demo", "--nodes", "2", "--base-port", str(base), "--data-dir", str(data_dir),
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, _describe(result)
+    first = result.stdout.splitlines()[0]
+    _expect_ports(first, base, 2)
+    assert f"data in {data_dir}" in first, first
+    assert "hello from Cortex" in result.stdout
+    assert result.stdout.rstrip().endswith("cluster stopped")
+
+
+def test_demo_without_base_port_says_which_ports_it_found(
+    tmp_path: Path, leftovers: list[Path]
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = _cli("demo", "--nodes", "1", "--keep", cwd=tmp_path, timeout=120, TMPDIR=str(scratch))
+    data_dirs = list(scratch.glob("cortex-demo-*"))
+    leftovers.extend(data_dirs)
+    assert result.returncode == 0, _describe(result)
+    first = result.stdout.splitlines()[0]
+    found = re.search(r"node-1 raft 127\.0\.0\.1:(\d+) grpc 127\.0\.0\.1:(\d+)", first)
+    assert found, first
+    raft, grpc = int(found.group(1)), int(found.group(2))
+    assert raft >= 17100 and grpc == raft + 100, first
+    assert "the first free from 17100; --base-port N chooses" in first
+    assert len(data_dirs) == 1 and f"data in {data_dirs[0]}" in first, first
+    stop = _cli("dev", "stop", "--data-dir", str(data_dirs[0]), cwd=tmp_path)
+    assert stop.returncode == 0, _describe(stop)
