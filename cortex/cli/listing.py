@@ -31,6 +31,7 @@ from rich.text import Text
 from cortex.cli import render
 from cortex.cli.tables import Column, fit_widths, natural_widths, print_table, stretch, widen_kept
 from cortex.config import DEFAULT_GRPC_ADDRESS
+from cortex.errors import InvalidArgument
 from cortex.v1 import cortex_pb2 as pb
 
 T = TypeVar("T")
@@ -168,6 +169,11 @@ def created_range(args: argparse.Namespace) -> pb.TimeRange | None:
     since_ms, until_ms = _window_ms(args)
     if since_ms is None and until_ms is None:
         return None
+    if since_ms is not None and until_ms is not None and until_ms <= since_ms:
+        raise InvalidArgument(
+            f"--until ({_iso(until_ms)}) is not after --since ({_iso(since_ms)}): nothing"
+            " was submitted in between"
+        )
     span = pb.TimeRange()
     if since_ms is not None:
         span.start_time.FromMilliseconds(since_ms)

@@ -14,7 +14,7 @@ from typing import BinaryIO
 from cortex.api.client import CortexClient
 from cortex.api.views import enum_value, event_change, event_detail, time_ms
 from cortex.cli.connect import connect, poll_in_session
-from cortex.errors import CortexError, InvalidArgument
+from cortex.errors import CortexError, InvalidArgument, Unavailable
 from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
@@ -224,13 +224,14 @@ _WORKFLOW_TERMINAL_NAMES = frozenset(enum_name(pb.WorkflowState, s) for s in WOR
 
 
 class _Subject:
-    """The task or workflow `events -f --task/--workflow` follows, and
-    whether it has ended: a task in a final state; a workflow in a final
-    state with every task of it in one too (a cancelled workflow's tasks are
-    cancelled in batches after it)."""
+    """The task or workflow `events -f --task/--workflow` follows (the task
+    when both are given), and whether it has ended: a task in a final state;
+    a workflow in a final state with every task of it in one too (a
+    cancelled workflow's tasks are cancelled in batches after it)."""
 
     def __init__(self, client: CortexClient, task_id: str, workflow_id: str) -> None:
         self._client = client
+        self.task_id, self.workflow_id = task_id, workflow_id
         self.kind = "task" if task_id else "workflow"
         self.id = task_id or workflow_id
         # Once the workflow has ended: how many of its tasks are still to end.
@@ -286,12 +287,12 @@ def _follow_subject(
     state, ended = subject.state()
     if not ended:
         _notice(f"{subject.kind} {subject.id} is {state}; following its events until it ends")
-    task_id, workflow_id = (subject.id, "") if subject.kind == "task" else ("", subject.id)
     printer.last_seq = after_seq
     # Unfiltered by type: the events that end the subject must come through.
     events = client.watch_events(
-        task_id, workflow_id, after_seq=after_seq, from_start=not after_seq, follow=not ended
-    )
+        subject.task_id, subject.workflow_id, after_seq=after_seq, from_start=not after_seq,
+        follow=not ended,
+    )  # fmt: skip
     try:
         for reply in events:
             printer.print(reply.event)
@@ -301,10 +302,15 @@ def _follow_subject(
                     break
     finally:
         events.close()
+    if not ended:
+        raise Unavailable(
+            f"the events of {subject.kind} {subject.id} stopped coming before it ended"
+            " (the node stopped?)"
+        )
     # What the entries that ended it wrote after the event that showed it.
     rest = client.watch_events(
-        task_id, workflow_id, after_seq=printer.last_seq, from_start=not printer.last_seq,
-        follow=False,
+        subject.task_id, subject.workflow_id, after_seq=printer.last_seq,
+        from_start=not printer.last_seq, follow=False,
     )  # fmt: skip
     for reply in rest:
         printer.print(reply.event)

@@ -335,11 +335,14 @@ def _task_model(key: str, raw: Any, problems: list[str]) -> tuple[_TaskModel, bo
     """The task's fields, and whether they are all well formed. A malformed
     task keeps what can be read of its `dependsOn` and `condition`, so they
     are still checked."""
+    if not isinstance(raw, dict):
+        problems.append(f"tasks.{key}: Input should be a valid dictionary")
+        return _TaskModel(), False
     try:
         return _TaskModel.model_validate(raw), True
     except ValidationError as err:
         problems += validation_problems(err, f"tasks.{key}.")
-    fields = raw if isinstance(raw, dict) else {}
+    fields = raw
     depends_on = fields.get("dependsOn", fields.get("depends_on"))
     condition = fields.get("condition")
     partial = _TaskModel.model_construct(
@@ -457,24 +460,25 @@ def _reference_problems(
         if name in seen or name in named:
             continue
         named.add(name)
+        if name not in tasks and name in _OBJECT_MEMBERS:
+            continue  # parent.hasOwnProperty(...) and the like
         where = f"tasks.{key}.condition: {reference.text}"
         if name not in tasks:
-            if name in _OBJECT_MEMBERS:
-                continue  # parent.hasOwnProperty(...) and the like
-            dotted = sorted(k for k in tasks if k.startswith((f"{name}.", f"{name}-")))
-            hint = (
-                f" (write parent[{dotted[0]!r}] for a key with '.' or '-')"
-                if dotted
-                else _hint(name, tasks)
-            )
+            hint = _bracket_hint(name, tasks) or _hint(name, tasks)
             problems.append(f"{where} names no task of the workflow{hint}")
         else:
+            hint = _bracket_hint(name, seen) or f" (add {name!r} to tasks.{key}.dependsOn)"
             problems.append(
                 f"{where} names task {name!r}, which {key!r} does not depend on: a condition"
-                f" sees only the tasks upstream of its own (add {name!r} to"
-                f" tasks.{key}.dependsOn)"
+                f" sees only the tasks upstream of its own{hint}"
             )
     return problems
+
+
+def _bracket_hint(name: str, keys: Iterable[str]) -> str:
+    """For `parent.build` where `build.linux` (or `build-linux`) was meant."""
+    dotted = sorted(k for k in keys if k.startswith((f"{name}.", f"{name}-")))
+    return f" (write parent[{dotted[0]!r}] for a key with '.' or '-')" if dotted else ""
 
 
 def upstream_keys(key: str, depends_on: Mapping[str, Sequence[str]]) -> set[str]:

@@ -123,7 +123,8 @@ def test_stdio_server_against_a_cluster(make_cluster):
 
             # Dead letters.
             failing = _data(await client.call_tool("submit_task", {
-                "command": "exit 4", "retry_policy": {"maxRetries": 0}, "wait": True}))  # fmt: skip
+                "command": "exit 4", "retry_policy": {"maxRetries": 1, "backoffMs": 0},
+                "wait": True}))  # fmt: skip
             assert failing["task"]["state"] == "dead_letter"
             dlq = _data(await client.call_tool("list_dead_letter_tasks", {}))
             assert failing["task_id"] in [t["id"] for t in dlq["tasks"]]

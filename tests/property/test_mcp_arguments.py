@@ -15,7 +15,6 @@ directly, the same entry the session's requests reach."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -163,6 +162,14 @@ def _valid_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {name: "x" for name in schema.get("required", [])}
 
 
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _client_carries(value: Any) -> bool:
     """Whether the MCP client sends `value` unchanged: no NaN or infinity
     (it sends null), no key that is not valid text (it cannot encode it)."""
@@ -171,10 +178,7 @@ def _client_carries(value: Any) -> bool:
     if isinstance(value, list):
         return all(_client_carries(item) for item in value)
     if isinstance(value, dict):
-        return all(
-            json.dumps(key).isascii() and "\\ud" not in json.dumps(key) and _client_carries(item)
-            for key, item in value.items()
-        )
+        return all(_is_text(key) and _client_carries(item) for key, item in value.items())
     return True
 
 
@@ -217,7 +221,7 @@ def _tools_and_violations(schemas: Mapping[str, Any]) -> st.SearchStrategy[tuple
 
 
 @settings(
-    max_examples=400,
+    max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -272,6 +276,9 @@ def test_the_session_serves_on_after_every_kind_of_bad_call(session: tuple[Any, 
         ("submit_task", {"command": "true", "constraints": {"gpu": True}},
          "constraints.gpu: unknown key (known: requiresGpu, avoidGaming,"),
         ("get_task_result", {"task_id": "t", "verbose": True}, "verbose: unknown argument"),
+        # A rule of the spec model the schema cannot state, still named.
+        ("submit_task", {"command": "true", "retry_policy": {"backoffMultiplier": 1.0005}},
+         "retry_policy.backoffMultiplier: backoffMultiplier 1.0005 has more than 3 decimal places"),
     ],
 )  # fmt: skip
 def test_named_examples_no_cluster(

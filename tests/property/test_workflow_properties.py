@@ -9,7 +9,8 @@ cancel the workflow. Properties, checked from the replicated events:
 - every task ends terminal and so does the workflow;
 - no task is assigned before all its dependencies are terminal;
 - each task is decided at most once, and decisions without a condition
-  follow the rule (run only if every dependency completed);
+  follow the rule (run only if every dependency completed); only a task
+  with a condition fails without running (its condition threw);
 - the workflow's final state agrees with its tasks' states;
 - a second database fed the same log has the same digest."""
 
@@ -40,7 +41,7 @@ CONDITIONS = [
     "Object.values(parent).some(p => p.exitCode !== 0)",
     "workflow.context.flag === true",
     "Object.keys(parent).length % 2 === 0",
-    "parent.nothing.state",  # raises: skipped
+    "parent[workflow.context.missing].state",  # throws: its task fails
 ]
 MAX_STEPS = 400
 
@@ -155,7 +156,10 @@ def _check_invariants(log: WorkflowLog, workflow_id: str, definition: dict[str, 
         if ev["event"] == "assigned":
             waiting = {d: current[d] for d in deps[key] if current[d] not in TERMINAL_STATES}
             assert not waiting, f"{key} assigned at seq {ev['seq']} while {waiting}"
-        if ev["event"] in ("released", "skipped"):
+        condition_failed = ev["event"] == "failed" and ev["from_state"] == "pending"
+        if condition_failed:
+            assert conditions[key] and "threw" in json.loads(ev["detail"])["reason"], ev
+        if ev["event"] in ("released", "skipped") or condition_failed:
             decided[key] = decided.get(key, 0) + 1
             if not conditions[key]:
                 all_completed = all(current[d] == "completed" for d in deps[key])

@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from cortex.mcp import build_server
+from cortex.mcp.tool_calls import CheckedServer, strict_tool
 from tests.cluster import free_ports
 
 
@@ -114,3 +115,25 @@ def test_resources_report_node_failures_readably(refusing_node: tuple[str, _Refu
             return str(refused.value)
 
     assert "unavailable: no leader elected yet" in anyio.run(session)
+
+
+def test_a_crash_in_a_tool_is_named_and_the_server_serves_on():
+    def divide(numerator: int, denominator: int) -> dict[str, Any]:
+        """Divides; crashes on zero."""
+        return {"quotient": numerator // denominator}
+
+    server = CheckedServer([strict_tool(divide)], name="crashing")
+
+    async def session() -> tuple[str, dict[str, Any] | None]:
+        async with Client(server) as client:
+            crashed = await client.call_tool("divide", {"numerator": 1, "denominator": 0})
+            assert crashed.is_error
+            fine = await client.call_tool("divide", {"numerator": 7, "denominator": 2})
+            return crashed.content[0].text, fine.structured_content
+
+    text, fine = anyio.run(session)
+    assert (
+        text
+        == "divide failed: internal error (ZeroDivisionError: integer division or modulo by zero)"
+    )
+    assert fine == {"quotient": 3}

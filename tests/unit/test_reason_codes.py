@@ -215,6 +215,16 @@ def script() -> Script:
     s.one("WORKFLOW_SUBMIT",
           {"workflow_id": "w3", "name": "wf", "tasks": [wf_task("a", "t1", CMD)]},
           "duplicate_id")  # fmt: skip
+    # An idempotency key reused for something else.
+    s.one("TASK_SUBMIT", {"task_id": "k1", "spec": CMD, "idempotency_key": "key-1"}, "ok")
+    s.one("TASK_SUBMIT", {"task_id": "k1", "spec": CMD, "idempotency_key": "key-1"}, "ok")
+    s.one("TASK_SUBMIT", {"task_id": "k2", "spec": {"type": "noop"}, "idempotency_key": "key-1"},
+          "idempotency_conflict")  # fmt: skip
+    keyed = {"name": "wf", "idempotency_key": "flow-1", "definition_digest": "d1"}
+    s.one("WORKFLOW_SUBMIT", {**keyed, "workflow_id": "w4", "tasks": [wf_task("a", "w4-a", CMD)]},
+          "ok")  # fmt: skip
+    s.one("WORKFLOW_SUBMIT", {**keyed, "workflow_id": "w5", "tasks": [wf_task("a", "w5-a", CMD)],
+                              "definition_digest": "d2"}, "idempotency_conflict")  # fmt: skip
     s.one("WORKFLOW_ADVANCE", {"workflow_id": "nope", "decisions": []}, "unknown_workflow")
     s.one("WORKFLOW_ADVANCE", {"workflow_id": "w1", "decisions": [
         {"task_id": "w1-b", "key": "b", "decision": "run", "reason": ""},  # illegal_transition
@@ -304,6 +314,10 @@ def test_reasons_read_as_written_by_cortex(applied: Any) -> None:
         "stale_report: task t1: attempt 2 on n1, current is attempt 1 on n1",
         "illegal_transition: task t2 is already cancelled",
         "duplicate_id: task id t1 already exists",
+        'idempotency_conflict: idempotency key "key-1" is already used by task k1, submitted'
+        " with a different spec",
+        'idempotency_conflict: idempotency key "flow-1" is already used by workflow w4,'
+        " submitted with a different definition",
     ):
         assert expected in by_reason, expected
 

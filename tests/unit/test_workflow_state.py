@@ -126,14 +126,14 @@ def test_stale_and_duplicate_decisions_are_rejected_one_by_one(log):
     log.complete(ids["root"])
     decisions = [{"task_id": ids["left"], "key": "left", "decision": "run", "reason": "r"}]
     first = log.one(e.WorkflowAdvance(workflow_id, decisions))
-    assert first == {"ok": True, "released": 1, "skipped": 0, "rejected": 0}
+    assert first == {"ok": True, "released": 1, "skipped": 0, "failed": 0, "rejected": 0}
     # A second leader's copy of the same decision, plus one fresh one.
     duplicate = [
         *decisions,
         {"task_id": ids["right"], "key": "right", "decision": "run", "reason": "r"},
     ]
     second = log.one(e.WorkflowAdvance(workflow_id, duplicate))
-    assert second == {"ok": True, "released": 1, "skipped": 0, "rejected": 1}
+    assert second == {"ok": True, "released": 1, "skipped": 0, "failed": 0, "rejected": 1}
     rejected = [ev for ev in log.events(ids["left"]) if ev["event"] == "rejected"]
     detail = json.loads(rejected[0]["detail"])
     assert detail["code"] == "illegal_transition" and "already decided" in detail["reason"]
@@ -154,7 +154,11 @@ def test_stale_and_duplicate_decisions_are_rejected_one_by_one(log):
         ),
         (
             {"key": "left", "decision": "maybe"},
-            "invalid_payload: decision for left is not run or skip",
+            "invalid_payload: decision for left is not run, skip or fail",
+        ),
+        (
+            {"key": "left", "decision": "fail"},
+            "illegal_transition: decision to fail left contradicts",
         ),
         ({"key": "right", "decision": "run", "task": "left"}, "invalid_payload: task "),
     ],
@@ -188,7 +192,7 @@ def test_a_failure_skips_dependents_without_condition_and_fails_the_workflow(log
     assert [log.state(ids[k]) for k in ("left", "right", "join")] == ["skipped"] * 3
     workflow = log.reader.get_workflow(workflow_id)
     assert workflow is not None and workflow.state == "failed"
-    assert workflow.error == "tasks did not succeed: root failed"
+    assert workflow.error == "tasks did not succeed: root failed (exit code 1)"
     assert (
         workflow.tasks[3].skip_reason == "dependency did not complete: left skipped, right skipped"
     )
@@ -266,30 +270,100 @@ def test_cancel_cancels_every_unfinished_task(log):
     assert late["ok"] is False
 
 
-def test_a_dead_lettered_task_may_be_retried_only_while_its_dependents_wait(log):
-    text = """
+DLQ_FLOW = """
 name: dlq
 tasks:
-  flaky: {spec: {command: x, retryPolicy: {maxRetries: 0}}}
+  flaky: {spec: {command: x, retryPolicy: {maxRetries: 1, backoffMs: 0}}}
   slow: {spec: {command: x}}
   after: {spec: {command: x}, dependsOn: [flaky, slow]}
+  first: {spec: {command: x}, dependsOn: [flaky]}
 """
+
+
+def _dead_letter(log, task_id):
+    log.complete(task_id, exit_code=1)
+    log.complete(task_id, exit_code=1)
+    assert log.state(task_id) == "dead_letter"
+
+
+def test_a_dead_letter_retried_before_its_dependents_are_decided_rejoins(log):
+    text = DLQ_FLOW.replace("  first: {spec: {command: x}, dependsOn: [flaky]}\n", "")
     workflow_id, ids = log.submit(text)
-    log.complete(ids["flaky"], exit_code=1)
-    assert log.state(ids["flaky"]) == "dead_letter"
+    _dead_letter(log, ids["flaky"])
     log.settle(workflow_id, None)
     assert log.state(ids["after"]) == "pending"  # slow still queued
-    retry = log.one(e.TaskRetry(ids["flaky"], 1, "retried from the dead-letter queue"))
-    assert retry["ok"] is True and log.state(ids["flaky"]) == "queued"
-    log.complete(ids["flaky"], exit_code=1)
+    retry = log.one(e.TaskRetry(ids["flaky"], 2, "retried from the dead-letter queue"))
+    assert retry == {"ok": True, "state": "queued", "retry_budget": 1, "workflow_id": workflow_id,
+                     "workflow_state": "running", "rejoined": True}  # fmt: skip
+    task = log.reader.get_task(ids["flaky"])
+    assert task is not None and task.retries == 0  # a fresh budget
+    log.complete(ids["flaky"])
     log.complete(ids["slow"])
     log.settle(workflow_id, None)
-    assert log.state(ids["after"]) == "skipped"
+    log.complete(ids["after"])
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.state == "completed"
+
+
+def test_a_dead_letter_fails_its_workflow_and_retried_then_runs_on_its_own(log):
+    workflow_id, ids = log.submit(DLQ_FLOW)
+    _dead_letter(log, ids["flaky"])
+    log.settle(workflow_id, None)
+    assert log.state(ids["first"]) == "skipped"
+    # A dependent was decided from the dead letter: it cannot rejoin now.
+    refused = log.one(e.TaskRetry(ids["flaky"], 2, "retried from the dead-letter queue"))
+    assert (
+        refused["ok"] is False
+        and "its dependent first was decided (skipped)" in (refused["reason"])
+    )
+    log.complete(ids["slow"])
+    log.settle(workflow_id, None)
     workflow = log.reader.get_workflow(workflow_id)
     assert workflow is not None and workflow.state == "failed"
+    assert workflow.error == "tasks did not succeed: flaky dead_letter (exit code 1)"
+    retry = log.one(e.TaskRetry(ids["flaky"], 2, "retried from the dead-letter queue"))
+    assert retry["ok"] and retry["workflow_state"] == "failed" and retry["rejoined"] is False
+    (retried,) = [ev for ev in log.events(ids["flaky"]) if ev["event"] == "retried"][-1:]
+    assert json.loads(retried["detail"])["rejoined"] is False
+    # It runs (a failed workflow does not hold its tasks) and changes nothing of it.
+    log.complete(ids["flaky"], context_update={"late": True})
+    after = log.reader.get_workflow(workflow_id)
+    assert after is not None and (after.state, after.error, after.context) == (
+        "failed", workflow.error, workflow.context,
+    )  # fmt: skip
+    assert log.state(ids["flaky"]) == "completed" and log.state(ids["first"]) == "skipped"
+
+
+def test_a_dead_letter_of_a_cancelled_workflow_is_not_retried(log):
+    workflow_id, ids = log.submit(DLQ_FLOW)
+    _dead_letter(log, ids["flaky"])
+    log.one(e.WorkflowCancel(workflow_id, "stop"))
     refused = log.one(e.TaskRetry(ids["flaky"], 2, "retried from the dead-letter queue"))
-    assert refused["ok"] is False and "which is failed" in refused["reason"]
+    assert refused["ok"] is False and "which is cancelled" in refused["reason"]
     assert log.state(ids["flaky"]) == "dead_letter"
+
+
+def test_a_condition_that_fails_fails_its_task_and_the_workflow(log):
+    text = """
+name: broken
+tasks:
+  a: {spec: {command: "true"}}
+  b: {spec: {command: "true"}, dependsOn: [a], condition: "c1"}
+  c: {spec: {command: "true"}, dependsOn: [b]}
+"""
+    workflow_id, ids = log.submit(text)
+    log.complete(ids["a"])
+    reason = "condition threw TypeError: Cannot read properties of undefined"
+    threw = {"c1": ConditionOutcome(None, "threw", reason.removeprefix("condition "))}
+    log.settle(workflow_id, lambda requests: [threw[r.condition] for r in requests])
+    assert [log.state(ids[k]) for k in "abc"] == ["completed", "failed", "skipped"]
+    task = log.reader.get_task(ids["b"])
+    assert task is not None and task.error == reason and task.attempt == 0
+    failed = [ev for ev in log.events(ids["b"]) if ev["event"] == "failed"]
+    assert json.loads(failed[0]["detail"])["condition"] is True
+    workflow = log.reader.get_workflow(workflow_id)
+    assert workflow is not None and workflow.state == "failed"
+    assert workflow.error == f"tasks did not succeed: b failed ({reason})"
 
 
 def test_a_condition_on_a_root_leaves_it_pending_for_the_leader(log):
