@@ -268,6 +268,19 @@ def _first_free_base(count: int) -> int:
     )
 
 
+def _settled_statuses(
+    clients: Sequence[CortexClient], timeout_s: float = 10.0
+) -> list[pb.GetClusterStatusResponse]:
+    """Every node's status once all have applied the same index (the last
+    reads' barriers land a moment apart), or as they are at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        statuses = [client.get_cluster_status() for client in clients]
+        if len({s.applied_index for s in statuses}) == 1 or time.monotonic() > deadline:
+            return statuses
+        time.sleep(0.05)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     chosen = args.base_port is not None
     base_port = args.base_port if chosen else _first_free_base(args.nodes)
@@ -313,8 +326,7 @@ def run_demo(args: argparse.Namespace) -> int:
         render.console.print(
             f"leader {status.leader_id}, term {status.term}; every node's state digest:"
         )
-        for client, node in zip(clients, nodes, strict=True):
-            s = client.get_cluster_status()
+        for node, s in zip(nodes, _settled_statuses(clients), strict=True):
             render.console.print(
                 f"  {node.node_id}: applied {s.applied_index}  digest {s.state_digest[:16]}"
             )

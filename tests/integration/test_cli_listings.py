@@ -92,11 +92,14 @@ def dead_letter(client: CortexClient) -> pb.Task:
     """A task that fails at once with no retries, once dead-lettered."""
     spec = pb.TaskSpec(command=["false"], retry_policy=pb.RetryPolicy(max_retries=0))
     task_id = client.submit_task(spec).task.id
-    return wait_until(
-        lambda: (t := client.get_task(task_id).task).state == pb.TASK_STATE_DEAD_LETTER and t,
-        60,
-        what=f"task {task_id} dead-lettered",
-    )
+
+    def dead() -> pb.Task | None:
+        task = client.get_task(task_id).task
+        return task if task.state == pb.TASK_STATE_DEAD_LETTER else None
+
+    task = wait_until(dead, 60, what=f"task {task_id} dead-lettered")
+    assert task is not None
+    return task
 
 
 def submit_workflow(client: CortexClient, name: str, tasks: dict[str, Any]) -> str:
@@ -408,7 +411,9 @@ def test_every_table_fits_80_columns_and_never_cuts_an_id(cluster: Cluster) -> N
         task = client.submit_task(pb.TaskSpec(command=long_command)).task.id
         client.get_task_result(task, wait=True, timeout_ms=60_000)
         dead_letter(client)
-        keys = {f"a-rather-long-task-key-number-{i}": {"type": "noop"} for i in range(4)}
+        keys: dict[str, Any] = {
+            f"a-rather-long-task-key-number-{i}": {"type": "noop"} for i in range(4)
+        }
         keys["after"] = {"type": "noop", "dependsOn": list(keys)}
         workflow = submit_workflow(
             client, "a-workflow-with-a-name-much-longer-than-a-column-should-be", keys
@@ -446,7 +451,7 @@ def test_every_table_fits_80_columns_and_never_cuts_an_id(cluster: Cluster) -> N
 
 def test_a_long_chain_says_what_is_hidden_and_all_shows_every_task(cluster: Cluster) -> None:
     node = cluster.nodes[1]
-    chain = {"t0": {"type": "noop"}}
+    chain: dict[str, Any] = {"t0": {"type": "noop"}}
     chain.update({f"t{i}": {"type": "noop", "dependsOn": [f"t{i - 1}"]} for i in range(1, 500)})
     with node.client() as client:
         workflow = submit_workflow(client, "chain", chain)
