@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.errors import InvalidArgument
-from cortex.state.paging import PageKey
+from cortex.state.paging import CreatedWindow, PageKey
 
 VERSION = 1
 DEFAULT_PAGE_SIZE = 100
@@ -29,6 +29,13 @@ def page_size(requested: int) -> int:
     if requested < 0:
         raise InvalidArgument(f"page_size must not be negative, not {requested}")
     return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+def window_filters(created: CreatedWindow) -> dict[str, int]:
+    """A creation window's part of a listing's filters: nothing when it is
+    open, so tokens issued without one stay valid."""
+    bounds = {"created_from_ms": created.start_ms, "created_before_ms": created.end_ms}
+    return {key: value for key, value in bounds.items() if value is not None}
 
 
 @dataclass(frozen=True)

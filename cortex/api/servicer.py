@@ -27,7 +27,7 @@ from cortex.api.convert import (
     task_to_proto,
 )
 from cortex.api.node_convert import cluster_to_proto, node_to_proto
-from cortex.api.page_tokens import PageTokens, page_size
+from cortex.api.page_tokens import PageTokens, page_size, window_filters
 from cortex.api.peer_convert import removal_to_proto
 from cortex.api.workflow_convert import workflow_to_proto
 from cortex.errors import (
@@ -45,7 +45,6 @@ from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
 from cortex.output import EventFilter, EventWatch, StreamingService
 from cortex.proto_enums import enum_name
 from cortex.requests import MAX_WAIT_MS
-from cortex.state.paging import CreatedWindow
 from cortex.state.queries import TaskView
 from cortex.task_operations import TaskOperations
 from cortex.v1 import cortex_pb2 as pb
@@ -119,12 +118,6 @@ def _wait_ms(request: pb.GetTaskResultRequest) -> int:
     if wait_ms < 0 or wait_ms > MAX_WAIT_MS:
         raise InvalidArgument(f"timeout must be between 0 and {MAX_WAIT_MS // 1000} s")
     return wait_ms or DEFAULT_WAIT_MS
-
-
-def _window_filter(created: CreatedWindow) -> dict[str, int]:
-    """A creation window's part of a page token's filters (none when open)."""
-    bounds = {"created_from_ms": created.start_ms, "created_before_ms": created.end_ms}
-    return {key: value for key, value in bounds.items() if value is not None}
 
 
 class CortexServicer(pb_grpc.CortexServiceServicer):
@@ -214,7 +207,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
             "type": request.type,
             "workflow_id": request.workflow_id,
             "node_id": request.node_id,
-            **_window_filter(created),
+            **window_filters(created),
         }
         tokens = PageTokens("tasks", filters, newest)
         after = tokens.read(request.page_token)
@@ -254,7 +247,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     ) -> pb.ListDeadLetterTasksResponse:
         newest = newest_first(request.order)
         created = created_window(request.create_time_range)
-        tokens = PageTokens("dead_letter_tasks", _window_filter(created), newest)
+        tokens = PageTokens("dead_letter_tasks", window_filters(created), newest)
         after = tokens.read(request.page_token)
         limit = page_size(request.page_size)
         served = self._reads.before_read(request.read_options, context)
@@ -313,7 +306,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
         states = names_filter(pb.WorkflowState, request.states, "states")
         newest = newest_first(request.order)
         created = created_window(request.create_time_range)
-        filters = {"states": sorted(states), **_window_filter(created)}
+        filters = {"states": sorted(states), **window_filters(created)}
         tokens = PageTokens("workflows", filters, newest)
         after = tokens.read(request.page_token)
         limit = page_size(request.page_size)

@@ -165,8 +165,7 @@ def _task_listing(
 
 def list_tasks(client: CortexClient, args: argparse.Namespace) -> int:
     states = [enum_value(pb.TaskState, state, "--state") for state in args.state]
-    workflow = getattr(args, "workflow", "") or ""
-    task_type = getattr(args, "type", "") or ""
+    workflow, task_type = args.workflow, args.type
     span = created_range(args)
 
     def fetch(token: str) -> Page[pb.Task]:

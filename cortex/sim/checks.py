@@ -128,6 +128,28 @@ def workflow_rules(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
                 )
 
 
+def outcomes(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
+    """Invariant 5, on the final states: a completed workflow holds no task
+    that failed, was dead-lettered or cancelled; the dead-letter queue holds
+    only tasks that had a retry budget to spend (without one, a task fails);
+    a task fails without running only by its workflow condition."""
+    for workflow_id, key, state in conn.execute(
+        "SELECT w.id, t.workflow_key, t.state FROM workflows w JOIN tasks t ON t.workflow_id = w.id"
+        " WHERE w.state = 'completed' AND t.state IN ('failed', 'dead_letter', 'cancelled')"
+    ):
+        yield WORKFLOW_RULES, f"workflow {workflow_id} completed though its task {key} is {state}"
+    for (task_id,) in conn.execute(
+        "SELECT id FROM tasks WHERE state = 'dead_letter'"
+        " AND json_extract(retry_policy, '$.max_retries') = 0"
+    ):
+        yield WORKFLOW_RULES, f"task {task_id} was dead-lettered without a retry budget"
+    for task_id, condition in conn.execute(
+        "SELECT id, condition FROM tasks WHERE state = 'failed' AND attempt = 0"
+    ):
+        if not condition:
+            yield WORKFLOW_RULES, f"task {task_id} failed without running and has no condition"
+
+
 def scheduling_round(reader: StateReader, placements: list[dict[str, object]]) -> list[str]:
     """Invariant 4, on the state the leader decided from: every placement goes
     to an active node, and no node gets more than its max_tasks."""

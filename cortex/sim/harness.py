@@ -408,6 +408,8 @@ class Simulation:
                 self.fail(invariant, detail)
             for invariant, detail in checks.workflow_rules(conn):
                 self.fail(invariant, detail)
+            for invariant, detail in checks.outcomes(conn):
+                self.fail(invariant, detail)
             unfinished = checks.terminal_counts(conn)
         finally:
             conn.close()

@@ -21,6 +21,9 @@ NO_ACKNOWLEDGED_WRITE_LOST = "no-acknowledged-write-lost"
 ONE_COMPLETION_PER_TASK = "one-completion-per-task"
 SCHEDULER_RESPECTS_NODES = "scheduler-respects-nodes"
 WORKFLOW_RULES = "workflow-rules"
+# An idempotency key names one submission: reused with another spec, it is
+# refused (`idempotency_conflict`), never a second task nor the first one.
+IDEMPOTENCY_KEYS_HOLD = "idempotency-keys-hold"
 LIVENESS = "liveness"
 NODE_STARTS = "node-starts"
 # Nothing raises out of a node's Raft or components: in a real node such an

@@ -2,8 +2,8 @@
 tasks (priorities, label constraints, retry policies, attempts that fail,
 some to the dead-letter queue), workflows (fan-out and fan-in, failing
 branches, JavaScript conditions, context updates; large ones in parts),
-cancels, drains, cordons, a node's removal and retries from the dead-letter
-queue. Clients
+cancels, drains, cordons, a node's removal, retries from the dead-letter
+queue and idempotency keys reused for another spec (refused). Clients
 use idempotency keys and retry what failed; what a node acknowledged must
 never be lost."""
 
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cortex.errors import CortexError
 from cortex.raft.group import FAIL_REASON_NAMES
 from cortex.sim.executor import CONTEXT_LABEL, FAIL_ATTEMPTS_LABEL
+from cortex.sim.invariants import IDEMPOTENCY_KEYS_HOLD
 from cortex.state import entries as e
 from cortex.state.queries import StateReader
 from cortex.workflows.definition import parse_definition
@@ -41,6 +42,7 @@ _OPERATIONS = (
     ("cordon", 2),
     ("activate", 5),
     ("retry_dead_letter", 4),
+    ("reuse_key", 1),
     ("remove_node", 1),
 )
 # How long a removed node gets to apply its own removal before the Raft group
@@ -217,6 +219,30 @@ class Workload:
         if failures:
             spec["labels"][FAIL_ATTEMPTS_LABEL] = str(failures)
         return spec
+
+    def _reuse_key(self) -> None:
+        """A client reusing an acknowledged task's idempotency key for a
+        different spec: apply must refuse it (the first task stays the only
+        one under that key)."""
+        if not self.acknowledged:
+            return
+        task_id = self._rng.choice(sorted(self.acknowledged))
+        key = self.acknowledged[task_id]
+        spec = {"type": "noop", "priority": 10, "labels": {"reused": key}}
+
+        def answered(result: dict[str, Any] | None) -> None:
+            if result is None:
+                return  # not taken, or no answer: a client would try again
+            code = str(result.get("reason", "")).split(":", 1)[0]
+            if result.get("ok") or code != "idempotency_conflict":
+                self._sim.fail(
+                    IDEMPOTENCY_KEYS_HOLD,
+                    f"key {key} of task {task_id} reused with another spec: {result}",
+                )
+
+        number = self._next_number()
+        self._propose(e.TaskSubmit(f"task-{number}", spec, idempotency_key=key),
+                      f"reuse {key}", answered)  # fmt: skip
 
     def _cancel(self) -> None:
         if self.acknowledged:

@@ -158,6 +158,8 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX tasks_by_submit ON tasks (submit_index, id, created_at);
     CREATE INDEX tasks_by_state_submit ON tasks (state, submit_index, id, created_at);
+    CREATE INDEX tasks_by_workflow_submit ON tasks (workflow_id, submit_index, id, created_at);
+    CREATE INDEX tasks_by_node_submit ON tasks (assigned_node, submit_index, id, created_at);
     CREATE INDEX workflows_by_submit ON workflows (submit_index, id, created_at);
     """,
 ]

@@ -176,5 +176,9 @@ class SandboxProcess:
         except subprocess.TimeoutExpired:
             log.warning("sandbox worker %d did not exit after SIGKILL", self._process.pid)
         for stream in (self._process.stdin, self._process.stdout, self._stderr):
-            if stream is not None:
+            if stream is None:
+                continue
+            try:
                 stream.close()
+            except (OSError, ValueError):
+                pass  # killed twice at once (the pool closing), or its pipe broke

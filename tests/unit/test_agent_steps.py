@@ -200,6 +200,31 @@ def test_an_attempt_this_process_started_is_not_taken_for_lost(
     assert hand.reconcile() == [] and hand.proposer.held == []
 
 
+def test_a_pass_reading_before_the_attempt_ended_does_not_start_it_again(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass reads the node's tasks while the attempt is still `assigned`
+    (its TASK_STARTED not applied yet); by the time it looks at the attempt,
+    the attempt has run, reported and left. It must not run a second time
+    (whose TASK_STARTED the log would reject, and whose process the next
+    pass would kill)."""
+    hand = ByHand(log, tmp_path / "data")
+    assert log.one(e.TaskSubmit("t-8", {"type": "noop"}))["ok"]
+    assign(log, "t-8")
+    stale = log.reader.tasks_on_node("n1", ("assigned", "running"))
+    (attempt,) = hand.reconcile()
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    attempt.settle()
+    hand.proposer.apply_next()
+    attempt.settle()
+    assert attempt.done and state(log, "t-8") == ("completed", 1)
+    assert hand.agent.running_count == 0
+    monkeypatch.setattr(log.reader, "tasks_on_node", lambda *_: stale)
+    assert hand.reconcile() == []
+    assert len(hand.launcher.launched) == 1
+    assert [entry.type for entry in hand.proposer.submitted] == ["TASK_STARTED"]
+
+
 def test_an_executor_launch_that_fails_fails_the_attempt(log: WorkflowLog, tmp_path: Path) -> None:
     hand = ByHand(log, tmp_path / "data")
     assert log.one(e.TaskSubmit("t-4", {"type": "noop", "retryPolicy": {"maxRetries": 0}}))["ok"]

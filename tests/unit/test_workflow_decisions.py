@@ -79,7 +79,7 @@ def test_skips_cascade_in_one_call_but_a_released_task_stops_the_cascade():
     assert data["parent"]["c"]["state"] == "skipped" and data["parent"]["a"]["exitCode"] == 3
 
 
-def test_conditions_decide_and_failures_skip_with_the_reason():
+def test_conditions_decide_and_a_condition_that_fails_fails_its_task():
     nodes = _dag(
         TaskNode("build", "t1", "completed", result=OK),
         TaskNode("deploy", "t2", "pending", ("build",), "yes"),
@@ -98,10 +98,12 @@ def test_conditions_decide_and_failures_skip_with_the_reason():
     decisions = {d.key: d for d in decide(nodes, {"v": 1}, evaluate)}
     assert decisions["deploy"].run and decisions["deploy"].reason == "condition is true"
     assert not decisions["notify"].run and decisions["notify"].reason == "condition is false"
-    assert (
-        not decisions["spin"].run and decisions["spin"].reason == "condition timed out after 100 ms"
-    )
+    assert decisions["notify"].verdict == "skip"
+    assert decisions["spin"].verdict == "fail"
+    assert decisions["spin"].reason == "condition timed out after 100 ms"
+    assert decisions["oops"].verdict == "fail"
     assert decisions["oops"].reason == "condition threw TypeError: x is undefined"
+    assert decisions["oops"].to_entry()["decision"] == "fail"
     assert len(evaluate.asked) == 4  # one batch
 
 
@@ -151,6 +153,25 @@ def test_a_condition_sees_every_upstream_task_and_the_context():
     assert data["workflow"] == {"context": {"version": "1.2"}}
 
 
+def test_a_failed_condition_skips_dependents_without_one_in_the_same_call():
+    nodes = _dag(
+        TaskNode("a", "ta", "completed", result=OK),
+        TaskNode("b", "tb", "pending", ("a",), "oops"),
+        TaskNode("c", "tc", "pending", ("b",)),
+        TaskNode("d", "td", "pending", ("b",), "parent.b.state === 'failed'"),
+    )
+    evaluate = Scripted(
+        {
+            "oops": ConditionOutcome(None, "type", "returned a string, not a boolean"),
+            "parent.b.state === 'failed'": ConditionOutcome(True),
+        }
+    )
+    decisions = decide(nodes, {}, evaluate)
+    assert [(d.key, d.verdict) for d in decisions] == [("b", "fail"), ("c", "skip"), ("d", "run")]
+    assert decisions[1].reason == "dependency did not complete: b failed"
+    assert evaluate.asked[-1][1]["parent"]["b"]["state"] == "failed"
+
+
 def test_a_condition_on_a_task_without_dependencies_is_decided_at_once():
     nodes = _dag(TaskNode("only-prod", "t1", "pending", (), "prod"))
     decisions = decide(nodes, {"env": "dev"}, Scripted({"prod": ConditionOutcome(False)}))
@@ -190,4 +211,4 @@ def test_decide_with_real_v8_conditions():
     finally:
         box.close()
     assert not decisions["deploy"].run and decisions["notify"].run and decisions["ctx"].run
-    assert not decisions["hang"].run and "timed out" in decisions["hang"].reason
+    assert decisions["hang"].verdict == "fail" and "timed out" in decisions["hang"].reason
