@@ -6,12 +6,10 @@ the wrong type). Nothing here proposes anything."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +26,8 @@ from cortex.spec import (
 )
 from cortex.state.workflow_rules import MAX_CONTEXT_BYTES, find_cycles
 from cortex.state.workflow_transitions import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_WORKFLOW_TASKS
-from cortex.workflows.condition_names import ParentReference, parent_references
-from cortex.workflows.sandbox import MAX_CONDITION_CHARS, ConditionSandbox
+from cortex.workflows.condition_checks import close_match, condition_problems
+from cortex.workflows.sandbox import ConditionSandbox
 
 MAX_DEFINITION_BYTES = 8 * 1024 * 1024
 # YAML costs far more CPU per byte than JSON: even with libyaml's C parser,
@@ -44,12 +42,6 @@ MAX_YAML_BYTES_PURE = 40 * 1024
 # alias bomb is refused before anything expands it.
 MAX_DOCUMENT_VALUES = 500_000
 MAX_PROBLEMS_SHOWN = 20
-# What every JavaScript object has: `parent.hasOwnProperty(...)` names no task.
-_OBJECT_MEMBERS = frozenset(
-    {"constructor", "hasOwnProperty", "isPrototypeOf", "propertyIsEnumerable",
-     "toLocaleString", "toString", "valueOf", "__proto__", "__defineGetter__",
-     "__defineSetter__", "__lookupGetter__", "__lookupSetter__"}
-)  # fmt: skip
 FORMATS = ("json", "yaml", "yml", "")
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 # Task-level fields that are spec fields too: (definition name, spec names).
@@ -301,7 +293,8 @@ def validate_definition(
             f"tasks: dependency cycle {' -> '.join(cycle)} (each task depends on the next)"
         )
     if len(tasks) <= MAX_WORKFLOW_TASKS:  # past it, refused anyway: spare the work
-        problems += _condition_problems(tasks, sandbox)
+        conditions = {key: (task.depends_on, task.condition) for key, task in tasks.items()}
+        problems += condition_problems(conditions, sandbox)
     if problems or name is None:
         count = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
         shown = "; ".join(problems[:MAX_PROBLEMS_SHOWN])
@@ -407,129 +400,8 @@ def _check_dependencies(
         seen.add(dependency)
         if dependency not in tasks:
             problems.append(
-                f"tasks.{key}.dependsOn: unknown task {dependency!r}{_hint(dependency, tasks)}"
+                f"tasks.{key}.dependsOn: unknown task {dependency!r}{close_match(dependency, tasks)}"
             )
-
-
-def _hint(name: str, keys: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(keys), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _condition_problems(
-    tasks: dict[str, _TaskModel], sandbox: ConditionSandbox | None
-) -> list[str]:
-    """Conditions that are too long or do not compile, then those that name
-    a task that is not upstream of theirs."""
-    conditions: dict[str, list[str]] = {}
-    problems = []
-    for key, task in tasks.items():
-        condition = task.condition
-        if condition is None or not condition.strip():
-            continue
-        if len(condition) > MAX_CONDITION_CHARS:
-            problems.append(
-                f"tasks.{key}.condition: {len(condition)} characters, over the limit of"
-                f" {MAX_CONDITION_CHARS}"
-            )
-            continue
-        conditions.setdefault(condition, []).append(key)
-    if sandbox is not None and conditions:
-        unique = list(conditions)
-        for condition, error in zip(unique, sandbox.check_syntax_many(unique), strict=True):
-            if error is not None:
-                problems += [f"tasks.{key}.condition: does not parse: {error}"
-                             for key in conditions.pop(condition)]  # fmt: skip
-    named = {c: refs for c in conditions if (refs := parent_references(c))}
-    if named:
-        upstream = _Upstream({key: task.depends_on for key, task in tasks.items()})
-        for condition, references in named.items():
-            for key in conditions[condition]:
-                problems += _reference_problems(key, references, upstream)
-    return problems
-
-
-class _Upstream:
-    """Which tasks are upstream of which: each task's set of upstream tasks
-    as the bits of one integer, built in dependency order, so a workflow of
-    10,000 tasks in a chain costs a fraction of a second. Tasks on or below
-    a cycle have none (the cycle is reported)."""
-
-    def __init__(self, depends_on: Mapping[str, Sequence[str]]) -> None:
-        self.keys = list(depends_on)
-        self._bit = {key: 1 << i for i, key in enumerate(self.keys)}
-        parents = {k: [d for d in dict.fromkeys(deps) if d in self._bit]
-                   for k, deps in depends_on.items()}  # fmt: skip
-        waiting = {key: len(found) for key, found in parents.items()}
-        dependents: dict[str, list[str]] = {}
-        for key, found in parents.items():
-            for parent in found:
-                dependents.setdefault(parent, []).append(key)
-        ready = [key for key, count in waiting.items() if count == 0]
-        self._above: dict[str, int] = {}
-        while ready:
-            key = ready.pop()
-            above = 0
-            for parent in parents[key]:
-                above |= self._above[parent] | self._bit[parent]
-            self._above[key] = above
-            for child in dependents.get(key, ()):
-                waiting[child] -= 1
-                if waiting[child] == 0:
-                    ready.append(child)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._bit
-
-    def known(self, key: str) -> bool:
-        """Whether `key`'s upstream is known (it is not on or below a cycle)."""
-        return key in self._above
-
-    def holds(self, key: str, other: str) -> bool:
-        """Whether `other` is upstream of `key`."""
-        return bool(self._above.get(key, 0) & self._bit.get(other, 0))
-
-    def of(self, key: str) -> list[str]:
-        """The tasks upstream of `key`, in definition order."""
-        above = self._above.get(key, 0)
-        return [k for k in self.keys if above & self._bit[k]]
-
-
-def _reference_problems(
-    key: str, references: list[ParentReference], upstream: _Upstream
-) -> list[str]:
-    """A condition sees (as `parent`) only the tasks upstream of its own:
-    naming any other task is refused, since it could only ever read
-    `undefined` there."""
-    problems = []
-    named: set[str] = set()
-    for reference in references:
-        name = reference.key
-        if name in named or upstream.holds(key, name):
-            continue
-        named.add(name)
-        exists = name in upstream
-        if (not exists and name in _OBJECT_MEMBERS) or (exists and not upstream.known(key)):
-            continue  # parent.hasOwnProperty(...) and the like; or a cycle, reported
-        where = f"tasks.{key}.condition: {reference.text}"
-        if not exists:
-            hint = _bracket_hint(name, upstream.keys) or _hint(name, upstream.keys)
-            problems.append(f"{where} names no task of the workflow{hint}")
-        else:
-            hint = _bracket_hint(name, upstream.of(key)) or (
-                f" (add {name!r} to tasks.{key}.dependsOn)"
-            )
-            problems.append(
-                f"{where} names task {name!r}, which {key!r} does not depend on: a condition"
-                f" sees only the tasks upstream of its own{hint}"
-            )
-    return problems
-
-
-def _bracket_hint(name: str, keys: Iterable[str]) -> str:
-    """For `parent.build` where `build.linux` (or `build-linux`) was meant."""
-    dotted = sorted(k for k in keys if k.startswith((f"{name}.", f"{name}-")))
-    return f" (write parent[{dotted[0]!r}] for a key with '.' or '-')" if dotted else ""
 
 
 def definition_digest(definition: WorkflowDefinition) -> str:
