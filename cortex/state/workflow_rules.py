@@ -62,14 +62,26 @@ def find_cycles(depends_on: Mapping[str, Sequence[str]]) -> list[list[str]]:
 
 
 def _circular_groups(depends_on: Mapping[str, Sequence[str]]) -> list[list[str]]:
-    """Strongly connected components (Tarjan, without recursion) that hold a
-    cycle: more than one key, or a key depending on itself."""
+    """The groups of `strongly_connected` that hold a cycle (more than one
+    key, or a key depending on itself), each in the mapping's order."""
     order = {key: i for i, key in enumerate(depends_on)}
+    groups = [
+        sorted(group, key=order.__getitem__)
+        for group in strongly_connected(depends_on)
+        if len(group) > 1 or group[0] in depends_on.get(group[0], ())
+    ]
+    return sorted(groups, key=lambda group: order[group[0]])
+
+
+def strongly_connected(depends_on: Mapping[str, Sequence[str]]) -> list[list[str]]:
+    """Every strongly connected component (Tarjan, without recursion), each
+    after the components its keys depend on. Dependencies on keys outside
+    the mapping are ignored."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    groups: list[list[str]] = []
+    components: list[list[str]] = []
     for root in depends_on:
         if root in index:
             continue
@@ -96,16 +108,15 @@ def _circular_groups(depends_on: Mapping[str, Sequence[str]]) -> list[list[str]]
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[key])
             if low[key] == index[key]:
-                group = []
+                component = []
                 while True:
                     member = stack.pop()
                     on_stack.discard(member)
-                    group.append(member)
+                    component.append(member)
                     if member == key:
                         break
-                if len(group) > 1 or key in depends_on.get(key, ()):
-                    groups.append(sorted(group, key=order.__getitem__))
-    return sorted(groups, key=lambda group: order[group[0]])
+                components.append(component)
+    return components
 
 
 def default_verdict(dependency_states: Mapping[str, str]) -> tuple[bool, str]:

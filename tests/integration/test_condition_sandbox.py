@@ -67,13 +67,16 @@ def test_a_condition_sees_no_secret_or_token_of_the_node(make_cluster):
     }  # fmt: skip
     with cluster.leader().client() as client:
         workflow = _ended(client, _submit(client, definition))
-    tasks = {t.key: t for t in workflow.tasks}
+        tasks = {t.key: t for t in workflow.tasks}
+        # A condition that throws fails its task (and so the workflow).
+        reason = client.get_task(tasks["exfiltrate"].task_id).task.error
     # The search reaches what a condition can see (the control finds the
     # marker) and finds none of the node's secrets.
     assert tasks["control"].state == pb.TASK_STATE_COMPLETED, tasks["control"]
     assert tasks["search"].state == pb.TASK_STATE_SKIPPED
     assert tasks["search"].skip_reason == "condition is false"
-    reason = tasks["exfiltrate"].skip_reason
+    assert tasks["exfiltrate"].state == pb.TASK_STATE_FAILED
+    assert workflow.state == pb.WORKFLOW_STATE_FAILED
     assert reason.startswith("condition threw Error: env=ReferenceError: process is not defined")
     assert not any(value in reason for value in secrets.values()), reason
 
@@ -125,9 +128,11 @@ def test_slow_conditions_of_many_workflows_do_not_hold_up_another(make_cluster):
         delay_ms = decided - first_done
         slow_workflows = [_ended(client, workflow_id) for workflow_id in slow_ids]
         gates = [next(t for t in w.tasks if t.key == "gate") for w in slow_workflows]
-        assert {g.skip_reason for g in gates} == {"condition timed out after 100 ms"}
+        assert {g.state for g in gates} == {pb.TASK_STATE_FAILED}
+        errors = {client.get_task(g.task_id).task.error for g in gates}
+        assert errors == {"condition timed out after 100 ms"}
         decided_later = sum(
-            _event_ms(client, gate.task_id, pb.EVENT_TYPE_SKIPPED) > decided for gate in gates
+            _event_ms(client, gate.task_id, pb.EVENT_TYPE_FAILED) > decided for gate in gates
         )
     print(f"backlog {backlog}, unrelated step decided {delay_ms} ms after its dependency "
           f"completed, ahead of {decided_later} slow conditions")  # fmt: skip

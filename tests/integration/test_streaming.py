@@ -502,7 +502,8 @@ def test_cortex_logs_follow_stops_cleanly_on_ctrl_c(make_cluster) -> None:
     )
     try:
         assert events.stdout is not None
-        assert b'"submitted"' in _read_line(events.stdout, 30)
+        while b'"submitted"' not in (line := _read_line(events.stdout, 30)):
+            assert line, "events -f ended early"
         with node.client() as client:
             client.cancel_task(task_id)
         while b'"cancelled"' not in _read_line(events.stdout, 30):
