@@ -347,7 +347,7 @@ def _add_task_submit(task_commands: Commands) -> None:
         metavar="N",
         help="retries after a failure (0: a failure is final, no dead letter)",
     )
-    submit.add_argument("--label", action="append", default=[], metavar="LABEL",
+    submit.add_argument("--label", action="append", default=[], metavar="KEY[=VALUE]", type=label_requirement,
                         help="required node label, `key` or `key=value` (repeatable)")  # fmt: skip
     submit.add_argument(
         "--min-memory-mb",
@@ -383,6 +383,12 @@ def _add_task_submit(task_commands: Commands) -> None:
         help=f"seconds --wait waits (at most {MAX_WAIT_MS // 1000})",
     )
     submit.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD", help="-- CMD [ARG...]")
+
+
+def label_requirement(value: str) -> str:
+    if not text(value).partition("=")[0].strip():
+        raise argparse.ArgumentTypeError(f"must be KEY or KEY=VALUE with a key (got {value!r})")
+    return value
 
 
 def _proto_max(field: str) -> int:
@@ -561,4 +567,4 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-__all__ = ["INT64_MAX", "OUTPUT_FORMATS", "build_parser", "node_address"]
+__all__ = ["INT64_MAX", "OUTPUT_FORMATS", "build_parser", "label_requirement", "node_address"]

@@ -61,8 +61,46 @@ def _constraints(constraints: pb.Constraints, args: argparse.Namespace) -> None:
         constraints.max_parallel_per_node = args.max_parallel_per_node
 
 
+# The flag that sets each spec field, so a refusal naming a field names what
+# the user typed.
+_SPEC_FLAGS = {
+    "spec.type": "--type",
+    "spec.command": "CMD",
+    "spec.shell": "CMD",
+    "spec.env": "--env",
+    "spec.cwd": "--cwd",
+    "spec.timeoutMs": "--timeout-ms",
+    "spec.timeout": "--timeout-ms",
+    "spec.priority": "--priority",
+    "spec.retryPolicy.maxRetries": "--max-retries",
+    "spec.constraints.nodeLabels": "--label",
+    "spec.constraints.minMemoryMb": "--min-memory-mb",
+    "spec.constraints.minDiskGb": "--min-disk-gb",
+    "spec.constraints.targetNode": "--target-node",
+    "spec.constraints.allowedNodes": "--allow-node",
+    "spec.constraints.forbiddenNodes": "--forbid-node",
+    "spec.constraints.requiresCapabilities": "--capability",
+    "spec.constraints.maxParallelPerNode": "--max-parallel-per-node",
+}
+
+
+def named_by_flag(message: str) -> str:
+    """A refusal's `spec.field: problem` parts, each naming the flag instead."""
+    parts = []
+    for part in message.split("; "):
+        field, sep, problem = part.partition(": ")
+        path = field.split("[", 1)[0]
+        known = max((f for f in _SPEC_FLAGS if path == f or path.startswith(f + ".")), key=len,
+                    default="")  # fmt: skip
+        parts.append(f"{_SPEC_FLAGS[known]}: {problem}" if known and sep else part)
+    return "; ".join(parts)
+
+
 def submit(client: CortexClient, args: argparse.Namespace) -> int:
-    reply = client.submit_task(_spec(args), args.idempotency_key)
+    try:
+        reply = client.submit_task(_spec(args), args.idempotency_key)
+    except InvalidArgument as err:
+        raise InvalidArgument(named_by_flag(str(err))) from None
     if not args.wait:
         if args.json:
             render.print_json({"id": reply.task.id, "created": reply.created})

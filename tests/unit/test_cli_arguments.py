@@ -11,7 +11,7 @@ import pytest
 
 from cortex.cli.main import main
 from cortex.cli.options import Integer, Number, point_in_time, text, walk
-from cortex.cli.parser import build_parser, node_address
+from cortex.cli.parser import label_requirement, build_parser, node_address
 
 NOT_UTF8 = "caf\udce9"  # b"caf\xe9" as argv decodes it
 
@@ -44,6 +44,8 @@ def _bad_values(action: argparse.Action) -> list[str]:
         return ["3 fortnights", "2026-13-45", "99999999w", NOT_UTF8]
     if kind is node_address:
         return ["127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:http", "a b", NOT_UTF8]
+    if kind is label_requirement:
+        return ["", "=v", " =v", NOT_UTF8]
     if kind is text:
         return [NOT_UTF8, "x\udcff\udcfe"] + (["bogus-choice"] if action.choices else [])
     raise AssertionError(f"{action.option_strings or action.dest}: type {kind!r} checks nothing")
@@ -178,3 +180,17 @@ def test_point_in_time_reads_ages_and_iso_times() -> None:
     assert point_in_time("10m", now=lambda: 10_000.0) == 9_400.0
     assert point_in_time("2h", now=lambda: 10_000.0) == 2_800.0
     assert point_in_time("2026-11-24T00:00:00+00:00") == 1_795_478_400.0
+
+
+def test_a_refusal_naming_a_spec_field_names_the_flag() -> None:
+    from cortex.cli.tasks import named_by_flag
+
+    assert named_by_flag("spec.type: Input should be 'shell' or 'noop'") == (
+        "--type: Input should be 'shell' or 'noop'"
+    )
+    assert named_by_flag("spec.constraints.nodeLabels.0: empty; spec.cwd: bad") == (
+        "--label: empty; --cwd: bad"
+    )
+    assert named_by_flag("idempotency key 'k' is already used") == (
+        "idempotency key 'k' is already used"
+    )
