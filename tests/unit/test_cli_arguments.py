@@ -11,7 +11,7 @@ import pytest
 
 from cortex.cli.main import main
 from cortex.cli.options import Integer, Number, point_in_time, text, walk
-from cortex.cli.parser import label_requirement, build_parser, node_address
+from cortex.cli.parser import build_parser, label_requirement, node_address
 
 NOT_UTF8 = "caf\udce9"  # b"caf\xe9" as argv decodes it
 
