@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from google.protobuf.duration_pb2 import Duration
 
 from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import Cluster, ClusterNode, shell_spec, wait_until
@@ -57,9 +58,9 @@ def test_finished_tasks_are_purged_on_every_node_and_active_ones_stay(make_clust
         queued = client.submit_task(
             shell_spec(["true"], constraints=pb.Constraints(node_labels=["no-such-label"]))
         ).task.id
-        dead = client.submit_task(
-            shell_spec("exit 3", retry_policy=pb.RetryPolicy(max_retries=0))
-        ).task.id
+        # One retry to spend: without a budget a failing task fails, not dead-letters.
+        policy = pb.RetryPolicy(max_retries=1, backoff=Duration(nanos=1_000_000))
+        dead = client.submit_task(shell_spec("exit 3", retry_policy=policy)).task.id
         wait_until(lambda: client.get_task(running).task.state == pb.TASK_STATE_RUNNING, 60,
                    what="running task")  # fmt: skip
         wait_until(lambda: client.get_task(dead).task.state == pb.TASK_STATE_DEAD_LETTER, 60,
