@@ -43,7 +43,7 @@ from cortex.errors import (
 from cortex.membership.administration import NodeAdministration
 from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
 from cortex.output import EventFilter, EventWatch, StreamingService
-from cortex.proto_enums import enum_name
+from cortex.proto_enums import enum_name, enum_value
 from cortex.requests import MAX_WAIT_MS
 from cortex.state.queries import TaskView
 from cortex.task_operations import TaskOperations
@@ -268,6 +268,9 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
             task=self._task(written.task),
             commit_index=written.raft_index,
             header=self._reads.header(),
+            retry_budget=written.retry_budget,
+            workflow_state=enum_value(pb.WorkflowState, written.workflow_state),
+            rejoined_workflow=written.rejoined_workflow,
         )
 
     # -- workflows ----------------------------------------------------------------

@@ -15,12 +15,11 @@ from cortex.cli.listing import Listing, Page, created_range, next_command, order
 from cortex.cli.node import parse_pairs
 from cortex.cli.tables import Column
 from cortex.errors import InvalidArgument
+from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 
 # The longest task state's name: the state column never changes width.
 _STATE_CHARS = len("dead_letter")
-# The retries a task gets when its spec names none (as the spec rules say).
-DEFAULT_MAX_RETRIES = 3
 
 
 def _spec(args: argparse.Namespace) -> pb.TaskSpec:
@@ -274,14 +273,27 @@ def run(args: argparse.Namespace) -> int:
     return 2
 
 
-def _budget(task: pb.Task) -> str:
+def _retried(reply: pb.RetryDeadLetterTaskResponse) -> str:
+    """What a retry granted: a fresh budget, and for a workflow task whether
+    it rejoined its workflow or runs on its own."""
+    task = reply.task
     policy = task.spec.retry_policy
-    retries = policy.max_retries if policy.HasField("max_retries") else DEFAULT_MAX_RETRIES
     if policy.HasField("retryable") and not policy.retryable:
-        return "queued again (its spec does not retry a failure)"
+        said = "queued again (its spec does not retry a failure)"
+    else:
+        retries = reply.retry_budget
+        said = (
+            f"queued again with a fresh retry budget ({retries} "
+            f"{'retry' if retries == 1 else 'retries'})"
+        )
+    if not task.workflow_id:
+        return said
+    state = enum_name(pb.WorkflowState, reply.workflow_state) or "ended"
+    if reply.rejoined_workflow:
+        return f"{said}; it rejoins workflow {task.workflow_id} ({state})"
     return (
-        f"queued again with a fresh retry budget ({retries} "
-        f"{'retry' if retries == 1 else 'retries'})"
+        f"{said}; workflow {task.workflow_id} stays {state}: the task runs on its own "
+        "and does not change it"
     )
 
 
@@ -289,8 +301,8 @@ def run_dlq(args: argparse.Namespace) -> int:
     with connect(args, "linearizable") as client:
         if args.dlq_command == "list":
             return list_dead_letters(client, args)
-        task = client.retry_dead_letter_task(args.task_id).task
-    _print_written(task, args, _budget(task))
+        reply = client.retry_dead_letter_task(args.task_id)
+    _print_written(reply.task, args, _retried(reply))
     return 0
 
 

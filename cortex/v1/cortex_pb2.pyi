@@ -558,14 +558,20 @@ class RetryDeadLetterTaskRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class RetryDeadLetterTaskResponse(_message.Message):
-    __slots__ = ("task", "commit_index", "header")
+    __slots__ = ("task", "commit_index", "header", "retry_budget", "workflow_state", "rejoined_workflow")
     TASK_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
+    RETRY_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_STATE_FIELD_NUMBER: _ClassVar[int]
+    REJOINED_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     task: Task
     commit_index: int
     header: ResponseHeader
-    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+    retry_budget: int
+    workflow_state: WorkflowState
+    rejoined_workflow: bool
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., retry_budget: _Optional[int] = ..., workflow_state: _Optional[_Union[WorkflowState, str]] = ..., rejoined_workflow: _Optional[bool] = ...) -> None: ...
 
 class SubmitWorkflowRequest(_message.Message):
     __slots__ = ("definition", "format", "idempotency_key")
