@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -252,6 +252,23 @@ class Cluster:
 
     def dump_logs(self) -> str:
         return "\n".join(f"===== {n.node_id} =====\n{n.log_text()[-6000:]}" for n in self.nodes)
+
+
+def shared_cluster(
+    tmp_path_factory: Any, request: Any, name: str, size: int = 3
+) -> Iterator[Cluster]:
+    """A module fixture's cluster: started and ready, its nodes' logs printed
+    if a test using it failed, killed at the end."""
+    failed_before = request.session.testsfailed
+    shared = Cluster(tmp_path_factory.mktemp(name), size)
+    shared.start()
+    try:
+        shared.wait_ready()
+        yield shared
+    finally:
+        if request.session.testsfailed > failed_before:
+            print(shared.dump_logs())
+        shared.kill_all()
 
 
 def write_secret(path: Path, value: str) -> Path:

@@ -26,7 +26,7 @@ from rich.cells import cell_len
 from cortex.api.client import CortexClient
 from cortex.errors import InvalidArgument, NotFound
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, ClusterNode, wait_until
+from tests.cluster import Cluster, ClusterNode, shared_cluster, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -186,16 +186,7 @@ def check_fits(output: str, width: int = 80) -> list[str]:
 def cluster(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Cluster]:
-    failed_before = request.session.testsfailed
-    shared = Cluster(tmp_path_factory.mktemp("listings"), 3)
-    shared.start()
-    try:
-        shared.wait_ready()
-        yield shared
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(shared.dump_logs())
-        shared.kill_all()
+    yield from shared_cluster(tmp_path_factory, request, "listings")
 
 
 @dataclass(frozen=True)

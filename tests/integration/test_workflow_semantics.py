@@ -20,7 +20,7 @@ import pytest
 from cortex.errors import FailedPrecondition, InvalidArgument
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
-from tests.cluster import Cluster, ClusterNode, shell_spec, wait_until
+from tests.cluster import Cluster, ClusterNode, shared_cluster, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -32,16 +32,7 @@ FLAKY = {"maxRetries": 1, "backoffMs": 0}
 def cluster(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Cluster]:
-    failed_before = request.session.testsfailed
-    shared = Cluster(tmp_path_factory.mktemp("semantics"), 3)
-    shared.start()
-    try:
-        shared.wait_ready()
-        yield shared
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(shared.dump_logs())
-        shared.kill_all()
+    yield from shared_cluster(tmp_path_factory, request, "semantics")
 
 
 def _submit(client: Any, definition: dict[str, Any], key: str = "") -> str:

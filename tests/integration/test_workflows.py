@@ -17,7 +17,7 @@ import pytest
 
 from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, wait_until
+from tests.cluster import Cluster, shared_cluster, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -32,16 +32,7 @@ COMPLETED, SKIPPED = pb.TASK_STATE_COMPLETED, pb.TASK_STATE_SKIPPED
 def cluster(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Cluster]:
-    failed_before = request.session.testsfailed
-    shared = Cluster(tmp_path_factory.mktemp("workflows"), 3)
-    shared.start()
-    try:
-        shared.wait_ready()
-        yield shared
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(shared.dump_logs())
-        shared.kill_all()
+    yield from shared_cluster(tmp_path_factory, request, "workflows")
 
 
 def _submit(client: Any, definition: dict[str, Any]) -> str:
