@@ -239,10 +239,13 @@ class _Subject:
 
     def state(self) -> tuple[str, bool]:
         """Its state's name, and whether it has ended."""
+        # The node resolves an id prefix; events carry the full id.
         if self.kind == "task":
             task = self._client.get_task(self.id).task
+            self.id = task.id
             return enum_name(pb.TaskState, task.state), task.state in TERMINAL
         workflow = self._client.get_workflow(self.id).workflow
+        self.id = workflow.id
         name = enum_name(pb.WorkflowState, workflow.state)
         if workflow.state not in WORKFLOW_TERMINAL:
             return name, False

@@ -173,7 +173,8 @@ def test_events_follow_with_an_event_filter_still_ends(make_cluster, tmp_path: P
     with cluster.nodes[0].client() as client:
         spec = shell_spec(_gated(flag, "exit 4"), retry_policy=NO_RETRY)
         task_id = client.submit_task(spec).task.id
-    follow = _Follow(cluster, "events", "-f", "--task", task_id, "--event", "started")
+    # By a prefix of the id, as a person types it; events carry the full id.
+    follow = _Follow(cluster, "events", "-f", "--task", task_id[:8], "--event", "started")
     try:
         follow.out.wait_for(" started ")
         flag.touch()
@@ -205,7 +206,7 @@ def test_events_follow_of_a_workflow_ends_with_it(make_cluster, tmp_path: Path) 
         never = WORKFLOW.format(first=_gated(tmp_path / "never"))
         stuck_id = client.submit_workflow(never).workflow_id
     follow = _Follow(cluster, "events", "-f", "--workflow", workflow_id, "--json")
-    stuck = _Follow(cluster, "events", "-f", "--workflow", stuck_id, "--json")
+    stuck = _Follow(cluster, "events", "-f", "--workflow", stuck_id[:8], "--json")
     try:
         follow.out.wait_for('"started"')
         follow.err.wait_for(f"workflow {workflow_id} is running; following its events")
