@@ -215,11 +215,21 @@ def _nul_problems(spec: TaskSpec) -> list[str]:
     return problems
 
 
+def _label_problems(spec: TaskSpec) -> list[str]:
+    """A required label with no key (`""`, `"=v"`): no node has one."""
+    return [
+        f"constraints.nodeLabels.{i}: a label needs a key (`key` or `key=value`), not {label!r}"
+        for i, label in enumerate(spec.constraints.node_labels)
+        if not label.partition("=")[0].strip()
+    ]
+
+
 def runnable_problems(spec: TaskSpec) -> list[str]:
     """What keeps a valid spec from ever running: executor options its type
-    does not take or of the wrong kind, NUL bytes in argv, env or cwd. Each
-    problem names its field (relative to the spec)."""
-    return _option_problems(spec) + _nul_problems(spec)
+    does not take or of the wrong kind, NUL bytes in argv, env or cwd, a
+    required label without a key. Each problem names its field (relative to
+    the spec)."""
+    return _option_problems(spec) + _nul_problems(spec) + _label_problems(spec)
 
 
 def parse_task_spec(data: dict[str, Any], max_bytes: int = DEFAULT_MAX_SPEC_BYTES) -> TaskSpec:

@@ -21,6 +21,7 @@ from cortex.client.models import (
     WorkflowTask,
 )
 from cortex.errors import (
+    AlreadyExists,
     CortexError,
     FailedPrecondition,
     InvalidArgument,
@@ -31,6 +32,7 @@ from cortex.errors import (
 )
 
 __all__ = [
+    "AlreadyExists",
     "AsyncClient",
     "Client",
     "CortexError",

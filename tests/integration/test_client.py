@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from cortex.client import AsyncClient, Client, InvalidArgument, NotFound, OutputChunk, OutputEnd
+from cortex.client import (
+    AlreadyExists,
+    AsyncClient,
+    Client,
+    InvalidArgument,
+    NotFound,
+    OutputChunk,
+    OutputEnd,
+)
 from tests.cluster import Cluster
 
 pytestmark = pytest.mark.cluster
@@ -95,5 +103,13 @@ def test_bad_input_comes_back_as_a_cortex_error(make_cluster: Callable[..., Clus
             cortex.submit_task(["true"], priority=99)
         with pytest.raises(ValueError, match="expected one of"):
             cortex.list_tasks(states=["bogus"])
+        with pytest.raises(
+            InvalidArgument, match=r"constraints\.nodeLabels\.0: a label needs a key"
+        ):
+            cortex.submit_task(["true"], constraints={"nodeLabels": ["=gpu"]})
+        first = cortex.submit_task(["echo", "a"], idempotency_key="reused")
+        with pytest.raises(AlreadyExists, match=f"already used by task {first.id}"):
+            cortex.submit_task(["echo", "b"], idempotency_key="reused")
+        assert cortex.submit_task(["echo", "a"], idempotency_key="reused").id == first.id
         with pytest.raises(ValueError, match="port"):
             Client("127.0.0.1:99999")
