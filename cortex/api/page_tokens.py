@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.errors import InvalidArgument
+from cortex.requests import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from cortex.state.paging import CreatedWindow, PageKey
 
 VERSION = 1
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
 _NEWEST_FIRST, _OLDEST_FIRST = "newest_first", "oldest_first"
 
 

@@ -9,6 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from cortex.errors import (
+    AlreadyExists,
     ConfigError,
     CortexError,
     FailedPrecondition,
@@ -27,6 +28,7 @@ __all__ = ["cortex_tool_error", "error_prefix", "validation_text"]
 _PREFIXES: tuple[tuple[type[CortexError], str], ...] = (
     (TlsError, "unavailable (TLS)"),
     (InvalidArgument, "invalid argument"),
+    (AlreadyExists, "already exists"),
     (NotFound, "not found"),
     (FailedPrecondition, "failed precondition"),
     (Unavailable, "unavailable"),

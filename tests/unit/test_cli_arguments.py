@@ -25,12 +25,16 @@ def _leaves() -> Iterator[tuple[list[str], argparse.ArgumentParser]]:
 def _positional_dummies(parser: argparse.ArgumentParser) -> list[str]:
     """Valid values for the required positionals, so only the flag under
     test can fail."""
-    values = []
+    return [d for a, d in _named_dummies(parser) if a.nargs not in ("?", "*")]
+
+
+def _named_dummies(parser: argparse.ArgumentParser) -> list[tuple[argparse.Action, str]]:
+    pairs = []
     for action in parser._actions:
-        if action.option_strings or action.nargs in ("?", "*", argparse.REMAINDER):
+        if action.option_strings or action.nargs == argparse.REMAINDER:
             continue
-        values.append(action.choices and next(iter(action.choices)) or "abc123")
-    return values
+        pairs.append((action, action.choices and next(iter(action.choices)) or "abc123"))
+    return pairs
 
 
 def _bad_values(action: argparse.Action) -> list[str]:
@@ -100,15 +104,6 @@ def test_a_bad_value_is_one_line_naming_the_flag(
             argv,
             err,
         )
-
-
-def _named_dummies(parser: argparse.ArgumentParser) -> list[tuple[argparse.Action, str]]:
-    pairs = []
-    for action in parser._actions:
-        if action.option_strings or action.nargs == argparse.REMAINDER:
-            continue
-        pairs.append((action, action.choices and next(iter(action.choices)) or "abc123"))
-    return pairs
 
 
 @pytest.mark.parametrize("words", [w for w, _ in _leaves()], ids=lambda w: " ".join(w))
