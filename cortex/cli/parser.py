@@ -22,7 +22,7 @@ from cortex.cli.options import (
 )
 from cortex.config import NodeConfig
 from cortex.membership.administration import MAX_DRAIN_DEADLINE_MS
-from cortex.requests import MAX_PAGE_SIZE, MAX_WAIT_MS
+from cortex.requests import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_WAIT_MS
 from cortex.spec import Constraints, RetryPolicy, TaskSpec
 from cortex.v1 import cortex_pb2 as pb
 
@@ -141,9 +141,9 @@ def _add_listing(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--limit",
         type=Integer(1, MAX_PAGE_SIZE),
-        default=100,
+        default=DEFAULT_PAGE_SIZE,
         metavar="N",
-        help=f"{what} per page (1-{MAX_PAGE_SIZE}, default 100)",
+        help=f"{what} per page (1-{MAX_PAGE_SIZE}, default {DEFAULT_PAGE_SIZE})",
     )
     parser.add_argument(
         "--page-token",
