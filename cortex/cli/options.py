@@ -17,25 +17,14 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from annotated_types import Ge, Gt, Le, Lt
-from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
+from cortex.bounds import spec_bounds, wire_range
+
 # Seconds a duration flag may name when the rule sets no upper bound: a
 # century, well inside what timestamps and timers can carry.
 MAX_SECONDS = 100 * 365 * 86_400.0
-
-_PROTO_INT_MAX = {
-    FieldDescriptor.TYPE_INT32: INT32_MAX,
-    FieldDescriptor.TYPE_SINT32: INT32_MAX,
-    FieldDescriptor.TYPE_UINT32: 2**32 - 1,
-    FieldDescriptor.TYPE_INT64: INT64_MAX,
-    FieldDescriptor.TYPE_SINT64: INT64_MAX,
-    FieldDescriptor.TYPE_UINT64: 2**64 - 1,
-}
 
 
 def text(value: str) -> str:
@@ -77,18 +66,17 @@ class Integer:
     @classmethod
     def of_field(cls, model: type[BaseModel], name: str, high: int | None = None) -> Integer:
         """The bounds of a pydantic model's field; `high` where it sets none."""
-        low, low_open, top, _ = _field_bounds(model, name)
-        upper = top if top is not None else high
+        bounds = spec_bounds(model, name)
+        upper = bounds.get("le", bounds["lt"] - 1 if "lt" in bounds else high)
         if upper is None:
             raise ValueError(f"{model.__name__}.{name} has no upper bound: give one")
-        start = 0 if low is None else int(low) + (1 if low_open else 0)
-        return cls(start, int(upper))
+        start = bounds.get("ge", bounds["gt"] + 1 if "gt" in bounds else 0)
+        return cls(int(start), int(upper))
 
     @classmethod
     def of_proto(cls, message: type[Message], name: str, low: int = 0) -> Integer:
         """From `low` to the largest value the API field's type can carry."""
-        field = message.DESCRIPTOR.fields_by_name[name]
-        return cls(low, _PROTO_INT_MAX[field.type])
+        return cls(low, int(wire_range(message, name)[1]))
 
 
 class Number:
@@ -121,11 +109,11 @@ class Number:
 
     @classmethod
     def of_field(cls, model: type[BaseModel], name: str, high: float = MAX_SECONDS) -> Number:
-        low, low_open, top, _ = _field_bounds(model, name)
+        bounds = spec_bounds(model, name)
         return cls(
-            0.0 if low is None else float(low),
-            float(top) if top is not None else high,
-            low_open=low_open,
+            float(bounds.get("ge", bounds.get("gt", 0.0))),
+            float(bounds.get("le", high)),
+            low_open="gt" in bounds,
         )
 
 
@@ -166,25 +154,6 @@ def _plain(number: float) -> str:
 
 def _shown(raw: str) -> str:
     return raw if len(raw) <= 40 else f"{raw[:20]}…{raw[-8:]} ({len(raw)} characters)"
-
-
-def _field_bounds(
-    model: type[BaseModel], name: str
-) -> tuple[float | None, bool, float | None, bool]:
-    """(low, low is exclusive, high, high is exclusive) of a model field."""
-    low: float | None = None
-    high: float | None = None
-    low_open = high_open = False
-    for rule in model.model_fields[name].metadata:
-        if isinstance(rule, Ge):
-            low = rule.ge  # type: ignore[assignment]
-        elif isinstance(rule, Gt):
-            low, low_open = rule.gt, True  # type: ignore[assignment]
-        elif isinstance(rule, Le):
-            high = rule.le  # type: ignore[assignment]
-        elif isinstance(rule, Lt):
-            high, high_open = rule.lt, True  # type: ignore[assignment]
-    return low, low_open, high, high_open
 
 
 # -- the parser ------------------------------------------------------------

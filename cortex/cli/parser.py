@@ -11,7 +11,6 @@ from cortex import __version__
 from cortex.cli.connect import CONSISTENCY_NAMES
 from cortex.cli.mcp import add_mcp_arguments
 from cortex.cli.options import (
-    INT64_MAX,
     CortexArgumentParser,
     Integer,
     Number,
@@ -567,4 +566,4 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-__all__ = ["INT64_MAX", "OUTPUT_FORMATS", "build_parser", "label_requirement", "node_address"]
+__all__ = ["OUTPUT_FORMATS", "build_parser", "label_requirement", "node_address"]

@@ -25,8 +25,8 @@ from cortex.api.views import (
     task_json,
     workflow_json,
 )
+from cortex.bounds import spec_bounds, wire_range, with_wire_bounds
 from cortex.errors import CortexError
-from cortex.mcp.limits import spec_bounds, wire_range, with_wire_bounds
 from cortex.mcp.task_output import read_output
 from cortex.mcp.tool_calls import CheckedServer, strict_tool
 from cortex.mcp.tool_errors import cortex_tool_error, error_prefix

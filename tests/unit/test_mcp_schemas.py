@@ -13,9 +13,9 @@ import anyio
 import pytest
 from pydantic import BaseModel, Field
 
+from cortex.bounds import INT32_MAX, INT64_MAX, spec_bounds, wire_range, with_wire_bounds
 from cortex.mcp import build_server
 from cortex.mcp.arguments import argument_problems, unsupported_keywords
-from cortex.mcp.limits import INT32_MAX, INT64_MAX, spec_bounds, wire_range, with_wire_bounds
 from cortex.requests import MAX_ID_CHARS, MAX_PAGE_SIZE, MAX_WAIT_MS
 from cortex.spec import EXECUTOR_TYPES, Constraints, RetryPolicy, TaskSpec
 from cortex.v1 import cortex_pb2 as pb

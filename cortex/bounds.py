@@ -1,8 +1,9 @@
-"""Bounds of the tools' numeric arguments, read from where Cortex keeps
-them rather than written again: the task spec model (`cortex.spec`), the
-request limits every interface applies (`cortex.requests`) and, for a
-number the spec leaves open on a side, the range of its field on the wire.
-A change in any of those changes the tools' input schemas too."""
+"""Bounds of the numbers the interfaces take (MCP tool arguments, CLI
+flags), read from where Cortex keeps them rather than written again: the
+task spec and config models (`cortex.spec`, `cortex.config`), the request
+limits every interface applies (`cortex.requests`) and, for a number the
+spec leaves open on a side, the range of its field on the wire. A change in
+any of those changes the tools' input schemas and the flags' checks too."""
 
 from __future__ import annotations
 
