@@ -47,11 +47,12 @@ class ReadBarriers:
         with self._lock:
             if self._next is None:
                 self._next = Future()
-                if self._running is None:
-                    self._launch()
-            mine = self._next if self._next is not None else self._running
+            # Taken before a launch: a proposal that fails at once settles
+            # inside `_launch` and clears both slots.
+            mine = self._next
+            if self._running is None:
+                self._launch()
             self._waiting += 1
-        assert mine is not None
         try:
             return mine.result(timeout=max(timeout_s, 0.001))
         except FutureTimeout:

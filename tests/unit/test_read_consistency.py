@@ -172,3 +172,17 @@ def test_a_barrier_that_does_not_commit_fails_its_readers() -> None:
     thread.join(5)
     assert len(results) == 1 and isinstance(results[0], Unavailable)
     assert "LEADER_CHANGED" in str(results[0])
+
+
+class StoppedSubmitter(Submitter):
+    """A proposer that refuses at once, as a stopping node's does."""
+
+    def submit_all(self, entries: list[Entry]) -> Future[list[dict[str, Any]]]:
+        raise RuntimeError("proposer stopped")
+
+
+def test_a_barrier_refused_at_once_fails_its_reader_with_unavailable() -> None:
+    barriers = ReadBarriers("n1", StoppedSubmitter(), lambda: 0)
+    with pytest.raises(Unavailable, match="proposer stopped"):
+        barriers.read_index(1.0)
+    assert barriers.waiting == 0
