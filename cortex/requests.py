@@ -10,6 +10,8 @@ from cortex.errors import InvalidArgument
 MAX_ID_CHARS = 128
 MAX_IDEMPOTENCY_KEY = 256
 MAX_PAGE_SIZE = 1000
+# Tasks one SubmitTasks call may carry.
+MAX_SUBMIT_BATCH = 1000
 DEFAULT_PAGE_SIZE = 100
 # Longest a single call may wait for a task to end.
 MAX_WAIT_MS = 600_000

@@ -6,15 +6,23 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-from cortex.errors import AlreadyExists, FailedPrecondition, NotFound
+from cortex.errors import (
+    AlreadyExists,
+    CortexError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from cortex.id_prefixes import resolve_prefix
 from cortex.membership.board import ResourceBoard
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
-from cortex.requests import check_id, check_idempotency_key, check_states
+from cortex.requests import MAX_SUBMIT_BATCH, check_id, check_idempotency_key, check_states
 from cortex.scheduler import explain
 from cortex.scheduler.loop import build_candidates, pending
 from cortex.spec import parse_task_spec
@@ -89,16 +97,11 @@ class TaskOperations:
         so two submitters racing with one key cannot both win."""
         check_idempotency_key(idempotency_key)
         canonical = parse_task_spec(spec, self._max_spec_bytes).model_dump(mode="json")
-        if idempotency_key:
-            known = self._reader.task_by_idempotency_key(idempotency_key)
-            task = self._reader.get_task(known) if known is not None else None
-            if task is not None:
-                if not same_spec(task.spec, canonical):
-                    raise AlreadyExists(
-                        f"idempotency key {idempotency_key!r} is already used by task {task.id},"
-                        " submitted with a different spec"
-                    )
-                return self._submitted(task.id, False)
+        known = self._known_submission(idempotency_key, canonical) if idempotency_key else None
+        if isinstance(known, CortexError):
+            raise known
+        if known is not None:
+            return known
         entry = e.Entry.create(
             e.TaskSubmit(str(uuid.uuid4()), canonical, idempotency_key or None), self.node_id
         )
@@ -106,6 +109,69 @@ class TaskOperations:
         if not result.get("ok"):
             raise refusal_error(result, "task rejected")
         return self._submitted(result["task_id"], bool(result["created"]))
+
+    def submit_many(
+        self, items: list[tuple[dict[str, Any], str | None]]
+    ) -> list[SubmitOutcome | CortexError]:
+        """`submit` for many (spec, idempotency key) pairs at once, in order.
+        Every item is checked first and one bad item refuses them all
+        (InvalidArgument naming `tasks[i]`), so nothing is half submitted.
+        The rest are proposed together and each succeeds or is refused on its
+        own: an outcome, or the error `submit` would have raised for it."""
+        if not 1 <= len(items) <= MAX_SUBMIT_BATCH:
+            raise InvalidArgument(
+                f"tasks must hold 1 to {MAX_SUBMIT_BATCH} tasks (got {len(items)})"
+            )
+        canonical: list[dict[str, Any]] = []
+        for number, (spec, key) in enumerate(items):
+            try:
+                check_idempotency_key(key)
+                canonical.append(
+                    parse_task_spec(spec, self._max_spec_bytes).model_dump(mode="json")
+                )
+            except InvalidArgument as err:
+                raise InvalidArgument(f"tasks[{number}].{err}") from None
+        outcomes: list[SubmitOutcome | CortexError | None] = [None] * len(items)
+        proposed: list[tuple[int, e.Entry]] = []
+        for number, ((_, key), spec) in enumerate(zip(items, canonical, strict=True)):
+            known = self._known_submission(key, spec) if key else None
+            if known is not None:
+                outcomes[number] = known
+            else:
+                task = e.TaskSubmit(str(uuid.uuid4()), spec, key or None)
+                proposed.append((number, e.Entry.create(task, self.node_id)))
+        if proposed:
+            future = self._proposer.submit_all([entry for _, entry in proposed])
+            try:
+                results = future.result(timeout=self._timeout + 1.0)
+            except FutureTimeout:
+                raise Unavailable(
+                    f"the submissions were not all committed within {self._timeout:.0f}s; they"
+                    " may still be applied: retry with the same idempotency keys"
+                ) from None
+            for (number, _), result in zip(proposed, results, strict=True):
+                outcomes[number] = (
+                    self._submitted(result["task_id"], bool(result["created"]))
+                    if result.get("ok")
+                    else refusal_error(result, f"tasks[{number}] rejected")
+                )
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def _known_submission(
+        self, key: str, spec: dict[str, Any]
+    ) -> SubmitOutcome | CortexError | None:
+        """The task an idempotency key already names: the outcome of submitting
+        `spec` under it again, or None when the key is new."""
+        known = self._reader.task_by_idempotency_key(key)
+        task = self._reader.get_task(known) if known is not None else None
+        if task is None:
+            return None
+        if not same_spec(task.spec, spec):
+            return AlreadyExists(
+                f"idempotency key {key!r} is already used by task {task.id},"
+                " submitted with a different spec"
+            )
+        return SubmitOutcome(task.id, False, task.submit_index, task)
 
     def _submitted(self, task_id: str, created: bool) -> SubmitOutcome:
         task = self.get(task_id)

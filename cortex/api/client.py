@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal, TypeAlias, cast
@@ -28,7 +28,7 @@ from cortex.api.channels import open_channel, retry_after_s, rpc_error
 from cortex.api.convert import duration
 from cortex.api.session import Session
 from cortex.api.tls import ClientTls, client_tls_from_env
-from cortex.errors import CortexError, ResourceExhausted
+from cortex.errors import CortexError, InvalidArgument, ResourceExhausted
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
 
@@ -158,6 +158,25 @@ class CortexClient:
         return self._call(
             "SubmitTask",
             pb.SubmitTaskRequest(spec=spec, idempotency_key=idempotency_key),
+            write=True,
+        )
+
+    def submit_tasks(
+        self, specs: Sequence[pb.TaskSpec], idempotency_keys: Sequence[str] = ()
+    ) -> pb.SubmitTasksResponse:
+        """Submits many tasks in one call (see SubmitTasks); `idempotency_keys`,
+        when given, holds one key per spec."""
+        if idempotency_keys and len(idempotency_keys) != len(specs):
+            raise InvalidArgument("give one idempotency key per spec, or none")
+        keys = list(idempotency_keys) or [""] * len(specs)
+        return self._call(
+            "SubmitTasks",
+            pb.SubmitTasksRequest(
+                tasks=[
+                    pb.SubmitTaskRequest(spec=spec, idempotency_key=key)
+                    for spec, key in zip(specs, keys, strict=True)
+                ]
+            ),
             write=True,
         )
 

@@ -167,6 +167,32 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
         )
 
     @maps_errors
+    def SubmitTasks(
+        self, request: pb.SubmitTasksRequest, context: grpc.ServicerContext
+    ) -> pb.SubmitTasksResponse:
+        items = []
+        for number, task in enumerate(request.tasks):
+            try:
+                if not task.HasField("spec"):
+                    raise InvalidArgument("spec is missing")
+                items.append((spec_from_proto(task.spec), task.idempotency_key or None))
+            except InvalidArgument as err:
+                raise InvalidArgument(f"tasks[{number}].{err}") from None
+        outcomes = self._tasks.submit_many(items)
+        results = [
+            pb.SubmitTasksResult(error=str(outcome), error_code=status_for(outcome).value[0])
+            if isinstance(outcome, CortexError)
+            else pb.SubmitTasksResult(task=self._task(outcome.task), created=outcome.created)
+            for outcome in outcomes
+        ]
+        indexes = [o.raft_index for o in outcomes if not isinstance(o, CortexError)]
+        return pb.SubmitTasksResponse(
+            results=results,
+            commit_index=max(indexes, default=0),
+            header=self._reads.header(),
+        )
+
+    @maps_errors
     def GetTask(
         self, request: pb.GetTaskRequest, context: grpc.ServicerContext
     ) -> pb.GetTaskResponse:

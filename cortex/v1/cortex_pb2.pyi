@@ -433,6 +433,34 @@ class SubmitTaskResponse(_message.Message):
     header: ResponseHeader
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., created: _Optional[bool] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
 
+class SubmitTasksRequest(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[SubmitTaskRequest]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[SubmitTaskRequest, _Mapping]]] = ...) -> None: ...
+
+class SubmitTasksResult(_message.Message):
+    __slots__ = ("task", "created", "error", "error_code")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    task: Task
+    created: bool
+    error: str
+    error_code: int
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., created: _Optional[bool] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ...) -> None: ...
+
+class SubmitTasksResponse(_message.Message):
+    __slots__ = ("results", "commit_index", "header")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[SubmitTasksResult]
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, results: _Optional[_Iterable[_Union[SubmitTasksResult, _Mapping]]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
 class GetTaskRequest(_message.Message):
     __slots__ = ("task_id", "include_events", "read_options")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]

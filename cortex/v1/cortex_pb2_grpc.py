@@ -59,6 +59,11 @@ class CortexServiceStub:
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitTaskRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitTaskResponse.FromString,
                 _registered_method=True)
+        self.SubmitTasks = channel.unary_unary(
+                '/cortex.v1.CortexService/SubmitTasks',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitTasksRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitTasksResponse.FromString,
+                _registered_method=True)
         self.GetTask = channel.unary_unary(
                 '/cortex.v1.CortexService/GetTask',
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.GetTaskRequest.SerializeToString,
@@ -178,6 +183,19 @@ class CortexServiceServicer:
         """Validates a task spec and proposes it. Returns once the entry is applied
         on the node that took the call. A repeated idempotency_key returns the
         first task, never a second one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitTasks(self, request, context):
+        """Submits up to 1000 tasks in one call. Every spec is validated first: one
+        bad spec or key refuses the whole call with INVALID_ARGUMENT naming it
+        (`tasks[3].spec...`), and nothing is proposed. The rest are proposed
+        together (one Raft entry where they fit) and each is applied on its own,
+        in order: each result holds its task, or the refusal of that task alone
+        (an idempotency key already used with a different spec). Returns once
+        every one is applied on the node that took the call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -326,6 +344,11 @@ def add_CortexServiceServicer_to_server(servicer, server):
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitTaskRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitTaskResponse.SerializeToString,
             ),
+            'SubmitTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitTasks,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.SubmitTasksRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.SubmitTasksResponse.SerializeToString,
+            ),
             'GetTask': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTask,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetTaskRequest.FromString,
@@ -464,6 +487,33 @@ class CortexService:
             '/cortex.v1.CortexService/SubmitTask',
             cortex_dot_v1_dot_cortex__pb2.SubmitTaskRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.SubmitTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/SubmitTasks',
+            cortex_dot_v1_dot_cortex__pb2.SubmitTasksRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.SubmitTasksResponse.FromString,
             options,
             channel_credentials,
             insecure,
