@@ -25,6 +25,7 @@ from cortex.refusals import refusal_error
 from cortex.requests import MAX_SUBMIT_BATCH, check_id, check_idempotency_key, check_states
 from cortex.scheduler import explain
 from cortex.scheduler.loop import build_candidates, pending
+from cortex.scheduler.model import Candidate
 from cortex.spec import parse_task_spec
 from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
@@ -203,11 +204,23 @@ class TaskOperations:
 
     def pending_reasons(self, task: TaskView) -> list[str]:
         """Why a queued task is not placed, judged from this node's view."""
-        if task.state != "queued":
-            return []
-        if task.scheduled_after > int(time.time() * 1000):
-            return [f"backing off until {task.scheduled_after} (ms since epoch)"]
-        return explain(pending(task), build_candidates(self._reader, self._board, self._reachable))
+        return self.pending_reasons_all([task])[0]
+
+    def pending_reasons_all(self, tasks: list[TaskView]) -> list[list[str]]:
+        """`pending_reasons` of each task, the nodes read once."""
+        now_ms = int(time.time() * 1000)
+        candidates: list[Candidate] | None = None
+        reasons: list[list[str]] = []
+        for task in tasks:
+            if task.state != "queued":
+                reasons.append([])
+            elif task.scheduled_after > now_ms:
+                reasons.append([f"backing off until {task.scheduled_after} (ms since epoch)"])
+            else:
+                if candidates is None:
+                    candidates = build_candidates(self._reader, self._board, self._reachable)
+                reasons.append(explain(pending(task), candidates))
+        return reasons
 
     def wait(self, task_id: str, timeout_s: float) -> TaskView:
         """Returns the task once terminal, or as it is when the timeout ends."""

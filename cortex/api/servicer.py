@@ -179,13 +179,17 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
             except InvalidArgument as err:
                 raise InvalidArgument(f"tasks[{number}].{err}") from None
         outcomes = self._tasks.submit_many(items)
+        accepted = [o for o in outcomes if not isinstance(o, CortexError)]
+        reasons = iter(self._tasks.pending_reasons_all([o.task for o in accepted]))
         results = [
             pb.SubmitTasksResult(error=str(outcome), error_code=status_for(outcome).value[0])
             if isinstance(outcome, CortexError)
-            else pb.SubmitTasksResult(task=self._task(outcome.task), created=outcome.created)
+            else pb.SubmitTasksResult(
+                task=task_to_proto(outcome.task, next(reasons)), created=outcome.created
+            )
             for outcome in outcomes
         ]
-        indexes = [o.raft_index for o in outcomes if not isinstance(o, CortexError)]
+        indexes = [o.raft_index for o in accepted]
         return pb.SubmitTasksResponse(
             results=results,
             commit_index=max(indexes, default=0),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
@@ -54,6 +55,18 @@ def build_candidates(
     return out
 
 
+def free_slots(nodes: list[Candidate]) -> int | None:
+    """Tasks the nodes could still take by their task limits (whatever their
+    status: an over-count only makes a round read more), None when a node
+    has no limit."""
+    free = 0
+    for node in nodes:
+        if not node.max_tasks:
+            return None
+        free += max(node.max_tasks - node.active_tasks, 0)
+    return free
+
+
 def pending(task: TaskView) -> PendingTask:
     return PendingTask(
         id=task.id,
@@ -94,13 +107,44 @@ class SchedulerLoop(LeaderLoop):
         """Runs one round: places what it can and waits for the round's one
         TASK_ASSIGN entry to be applied. Returns True when the round was
         full, so more tasks may be waiting."""
-        rows = self._reader.runnable_queue(wall_ms(self._clock), MAX_TASKS_PER_ROUND)
+        candidates = build_candidates(self._reader, self._board, self._reachable)
+        free = free_slots(candidates)
+        if free == 0:
+            return False
+        # A few times the free slots, so tasks no free node takes do not hide
+        # the ones behind them; past those, the whole window.
+        limit = MAX_TASKS_PER_ROUND if free is None else min(free * 4 + 64, MAX_TASKS_PER_ROUND)
+        now_ms = wall_ms(self._clock)
+        rows = self._reader.runnable_queue(now_ms, limit)
         if not rows:
             return False
+        result = schedule_round(self._pending(rows), candidates)
+        if len(rows) == limit < MAX_TASKS_PER_ROUND and len(result.placements) < (free or 0):
+            limit = MAX_TASKS_PER_ROUND
+            rows = self._reader.runnable_queue(now_ms, limit)
+            result = schedule_round(self._pending(rows), candidates)
+        if not result.placements:
+            return False
+        entry = e.Entry.create(
+            e.TaskAssign(
+                [
+                    {"task_id": p.task_id, "node": p.node, "attempt": p.attempt}
+                    for p in result.placements
+                ]
+            ),
+            self._node_id,
+            ts=wall_ms(self._clock),
+        )
+        yield self._proposer.submit_all([entry])
+        return len(rows) == limit
+
+    @staticmethod
+    def _pending(rows: list[Any]) -> list[PendingTask]:
         constraints: dict[str, Constraints] = {}
         tasks = []
         for row in rows:
-            # Tasks of one shape share one parsed Constraints.
+            # Tasks of one shape share one parsed Constraints (and so one
+            # placement group).
             parsed = constraints.get(row["constraints"])
             if parsed is None:
                 parsed = Constraints.model_validate_json(row["constraints"])
@@ -115,18 +159,4 @@ class SchedulerLoop(LeaderLoop):
                     parsed,
                 )
             )
-        result = schedule_round(tasks, build_candidates(self._reader, self._board, self._reachable))
-        if not result.placements:
-            return False
-        entry = e.Entry.create(
-            e.TaskAssign(
-                [
-                    {"task_id": p.task_id, "node": p.node, "attempt": p.attempt}
-                    for p in result.placements
-                ]
-            ),
-            self._node_id,
-            ts=wall_ms(self._clock),
-        )
-        yield self._proposer.submit_all([entry])
-        return len(rows) == MAX_TASKS_PER_ROUND
+        return tasks

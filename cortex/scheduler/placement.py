@@ -53,10 +53,12 @@ class _Round:
         self.ordered = list(nodes)
         self.loads = initial_loads(nodes)
         self.versions = dict.fromkeys(self.nodes, 0)
-        self.groups: dict[tuple[str, str], _Group] = {}
+        self.groups: dict[tuple[str, int], _Group] = {}
 
     def group_for(self, task: PendingTask) -> _Group:
-        key = (task.type, task.constraints.model_dump_json())
+        # Tasks sharing one Constraints object (the loop parses each distinct
+        # one once) share a group; equal ones apart make equal groups.
+        key = (task.type, id(task.constraints))
         group = self.groups.get(key)
         if group is None:
             group = _Group()

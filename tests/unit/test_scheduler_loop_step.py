@@ -16,7 +16,7 @@ from cortex.scheduler.loop import SchedulerLoop
 from cortex.state import entries as e
 from cortex.steps import WaitSignal, wall_ms
 from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
-from tests.workflow_sim import WorkflowLog
+from tests.workflow_sim import NODES, WorkflowLog
 
 BACKOFF_MS = 5_000
 
@@ -92,3 +92,30 @@ def test_a_round_that_finds_nothing_proposes_nothing(log: WorkflowLog) -> None:
     stepper = Stepper(loop.main())
     stepper.resume(True)
     assert proposer.held == [] and isinstance(stepper.waiting, WaitSignal)
+
+
+def test_tasks_no_free_node_takes_do_not_hide_the_ones_behind_them(log: WorkflowLog) -> None:
+    # Every node takes two tasks, so a round reads a small window of the
+    # queue first: far fewer rows than the unplaceable tasks at its head.
+    for node in NODES:
+        joined = log.one(
+            e.NodeJoin(
+                node, f"{node}:1", f"{node}:2", executors=["noop"], resources={"max_tasks": 2}
+            )
+        )
+        assert joined["ok"], joined
+    held_back = 2 * len(NODES) * 4 + 64 + 10
+    for number in range(held_back):
+        spec = {"type": "noop", "priority": 9, "constraints": {"nodeLabels": ["gpu=yes"]}}
+        assert log.one(e.TaskSubmit(f"t-gpu-{number:03d}", spec))["ok"]
+    assert log.one(e.TaskSubmit("t-plain", {"type": "noop", "priority": 0}))["ok"]
+    clock = FakeClock(wall_s=10_000.0)
+    proposer = HeldProposer(log)
+    loop = SchedulerLoop(
+        LeaderContext("n1", lambda: True, proposer, log.reader, clock),
+        ResourceBoard(clock),
+        reachable=lambda node: True,
+    )
+    stepper = Stepper(loop.main())
+    stepper.resume(True)
+    assert assigned(proposer) == ["t-plain"]
