@@ -5,11 +5,17 @@ until every node is active, finding the leader."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
+import json
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import psutil
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, port_free
@@ -79,3 +85,48 @@ def run_main(run: Callable[[argparse.Namespace], int], args: argparse.Namespace)
     except CortexError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def node_command(pid: int) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment a running node was started with, so
+    it can be started again the same way (its cluster secret included)."""
+    process = psutil.Process(pid)
+    return process.cmdline(), process.environ()
+
+
+def wait_exit(pid: int, timeout_s: float) -> bool:
+    """Waits for process `pid` to end (reaping it when it is our child);
+    whether it did within `timeout_s`."""
+    try:
+        psutil.Process(pid).wait(timeout_s)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        return False
+    return True
+
+
+def relaunch_node(
+    data_dir: Path, node: DevNode, argv: Sequence[str], env: dict[str, str]
+) -> DevNode:
+    """Starts a stopped node of the dev cluster in `data_dir` again, as
+    `cortex.cli.dev.start_cluster` does, and records its new pid in the
+    cluster's state file so `stop_cluster` stops it."""
+    log_file = open(Path(node.data_dir) / "node.log", "ab")  # noqa: SIM115 - owned by the child
+    process = subprocess.Popen(
+        list(argv),
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log_file.close()
+    started = dataclasses.replace(node, pid=process.pid)
+    state_file = data_dir / "dev-cluster.json"
+    state = json.loads(state_file.read_text())
+    state["nodes"] = [
+        started.__dict__ if n["node_id"] == node.node_id else n for n in state["nodes"]
+    ]
+    state_file.write_text(json.dumps(state, indent=2))
+    return started

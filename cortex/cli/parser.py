@@ -316,9 +316,16 @@ def _add_node(commands: Commands) -> None:
 
 def _add_task_submit(task_commands: Commands) -> None:
     submit = task_commands.add_parser(
-        "submit", help="submit a task: cortex task submit -- CMD [ARG...]"
+        "submit",
+        help="submit a task: cortex task submit -- CMD [ARG...]; many: --from-file FILE",
     )
-    submit.add_argument("--json", action="store_true", help="print JSON")
+    _add_output(submit, ("table", "json"))
+    submit.add_argument(
+        "--from-file",
+        metavar="FILE",
+        help="submit the tasks of a JSON Lines file (- for standard input), one task spec "
+        "object per line, optionally with an idempotencyKey; instead of CMD and the spec flags",
+    )
     submit.add_argument(
         "--wait", action="store_true", help="wait for the task to end and show its result"
     )

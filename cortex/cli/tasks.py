@@ -14,6 +14,7 @@ from cortex.cli.connect import connect, poll_in_session
 from cortex.cli.listing import Listing, Page, created_range, next_command, order, run_listing
 from cortex.cli.node import parse_pairs
 from cortex.cli.tables import Column
+from cortex.cli.task_file import submit_file
 from cortex.errors import InvalidArgument
 from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
@@ -96,12 +97,15 @@ def named_by_flag(message: str) -> str:
 
 
 def submit(client: CortexClient, args: argparse.Namespace) -> int:
+    if args.from_file is not None:
+        return submit_file(client, args)
+    fmt = render.output_format(args)
     try:
         reply = client.submit_task(_spec(args), args.idempotency_key)
     except InvalidArgument as err:
         raise InvalidArgument(named_by_flag(str(err))) from None
     if not args.wait:
-        if args.json:
+        if fmt == "json":
             render.print_json({"id": reply.task.id, "created": reply.created})
         else:
             note = "" if reply.created else " (existing task for this idempotency key)"
@@ -110,7 +114,7 @@ def submit(client: CortexClient, args: argparse.Namespace) -> int:
     task = client.get_task_result(
         reply.task.id, wait=True, timeout_ms=int(args.wait_timeout * 1000)
     ).task
-    if args.json:
+    if fmt == "json":
         render.print_json(render.task_json(task))
     else:
         render.print_task(task)

@@ -15,6 +15,7 @@ import grpc
 
 from cortex.api.channels import rpc_error
 from cortex.api.session import Retry, retry_pause
+from cortex.client import batch
 from cortex.client import requests as rq
 from cortex.client.base import ClientBase
 from cortex.client.models import (
@@ -26,7 +27,7 @@ from cortex.client.models import (
     Workflow,
     output_item,
 )
-from cortex.errors import FailedPrecondition
+from cortex.errors import CortexError, FailedPrecondition
 from cortex.v1 import cortex_pb2 as pb
 
 
@@ -64,6 +65,17 @@ class AsyncClient(ClientBase):
             idempotency_key=idempotency_key or rq.new_idempotency_key(),
         )
         return Task.from_proto((await self._unary("SubmitTask", request)).task)
+
+    async def submit_tasks(self, tasks: Sequence[batch.TaskDescription]) -> list[batch.Submitted]:
+        """See `Client.submit_tasks`."""
+        submitted: list[batch.Submitted] = []
+        for start, request in batch.submit_requests(tasks):
+            try:
+                response = await self._unary("SubmitTasks", request)
+            except CortexError as err:
+                raise batch.refused_call(err, start) from None
+            submitted += batch.outcomes(response, start)
+        return submitted
 
     async def get_task(self, task_id: str) -> Task:
         response = await self._unary("GetTask", pb.GetTaskRequest(task_id=task_id))

@@ -14,6 +14,7 @@ import grpc
 
 from cortex.api.channels import open_channel, rpc_error
 from cortex.api.session import Retry, retry_pause
+from cortex.client import batch
 from cortex.client import requests as rq
 from cortex.client.base import ClientBase
 from cortex.client.models import (
@@ -25,7 +26,7 @@ from cortex.client.models import (
     Workflow,
     output_item,
 )
-from cortex.errors import FailedPrecondition
+from cortex.errors import CortexError, FailedPrecondition
 from cortex.v1 import cortex_pb2 as pb
 
 # How long a workflow wait sleeps between two looks, at most.
@@ -79,6 +80,26 @@ class Client(ClientBase):
             idempotency_key=idempotency_key or rq.new_idempotency_key(),
         )
         return Task.from_proto(self._unary("SubmitTask", request).task)
+
+    def submit_tasks(self, tasks: Sequence[batch.TaskDescription]) -> list[batch.Submitted]:
+        """Submits many tasks, each described by submit_task's arguments as a
+        mapping (`{"command": ["make"], "priority": 8, "idempotency_key":
+        "build-7"}`; a task without a key gets one, so retries never duplicate
+        it), and returns what became of each, in order: its `Task`, or the
+        error that refused it alone (`AlreadyExists` for a key used with
+        another spec), returned, not raised. An error of a whole call is
+        raised: `InvalidArgument` naming `tasks[i]` when one task is malformed,
+        and then none of that call's tasks is submitted. More than 1000 tasks
+        go in several calls, in order; should one fail, the tasks of the calls
+        before it stay submitted (give keys to retry the whole list safely)."""
+        submitted: list[batch.Submitted] = []
+        for start, request in batch.submit_requests(tasks):
+            try:
+                response = self._unary("SubmitTasks", request)
+            except CortexError as err:
+                raise batch.refused_call(err, start) from None
+            submitted += batch.outcomes(response, start)
+        return submitted
 
     def get_task(self, task_id: str) -> Task:
         return Task.from_proto(self._unary("GetTask", pb.GetTaskRequest(task_id=task_id)).task)
