@@ -34,6 +34,29 @@ FAIL_REASON_NAMES = {
 SNAPSHOT_FILE = "raft.snapshot"
 _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 _create_journal = pysyncobj.syncobj.createJournal
+_OVERLAP_MESSAGE = "truncating already-applied log entries"
+
+
+class ResentEntriesNotice(logging.Filter):
+    """pysyncobj logs a CRITICAL "truncating already-applied log entries ...
+    state machine may have diverged" whenever an append overlaps entries a
+    follower holds, also when they are the very same entries (an append sent
+    again after a restart or a lost reply), which is harmless. What would not
+    be is caught elsewhere: the journal compares every entry added again with
+    the one it replaces and stops the node when an applied one differs
+    (`DurableJournal._cut_file`). So the message becomes an INFO saying so."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.CRITICAL and str(record.msg).startswith(_OVERLAP_MESSAGE):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = (
+                f"{record.msg}; harmless when the leader sent the same entries again: the"
+                " journal stops this node if an applied entry is replaced by another"
+            )
+        return True
+
+
+logging.getLogger(pysyncobj.syncobj.__name__).addFilter(ResentEntriesNotice())
 
 
 def _journal_or_file(journal: Any) -> Any:
