@@ -162,6 +162,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_by_node_submit ON tasks (assigned_node, submit_index, id, created_at);
     CREATE INDEX workflows_by_submit ON workflows (submit_index, id, created_at);
     """,
+    # 9: `task list --type` pages and counts without a scan (a task's type
+    # never changes, so only inserts maintain it).
+    """
+    CREATE INDEX tasks_by_type_submit ON tasks (type, submit_index, id, created_at);
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.
