@@ -16,6 +16,7 @@ import uuid
 from pysyncobj.config import SERIALIZER_STATE
 
 from cortex.config import NodeConfig
+from cortex.raft.journal import DurableJournal
 from cortex.raft.snapshot import SnapshotStore
 from cortex.state import StateMachine
 from cortex.state import entries as e
@@ -60,7 +61,7 @@ def main() -> None:
                 if name.startswith("state.db")
             )
             path = os.path.join(scratch, "raft.snapshot")
-            store = SnapshotStore(machine)
+            store = SnapshotStore(machine, DurableJournal(os.path.join(scratch, "journal")))
             started = time.perf_counter()
             # As pysyncobj calls it: with the pending name, from the Raft thread.
             recorded = index
@@ -78,7 +79,9 @@ def main() -> None:
             assert os.path.exists(path), "the snapshot was not written"
             fresh = StateMachine(os.path.join(scratch, "fresh.db"))
             started = time.perf_counter()
-            SnapshotStore(fresh).deserialize(path)
+            SnapshotStore(
+                fresh, DurableJournal(os.path.join(scratch, "fresh-journal"))
+            ).deserialize(path)
             restored = time.perf_counter() - started
             # The copy holds at least the recorded state, and maybe entries past it.
             assert recorded <= fresh.applied_index <= machine.applied_index
