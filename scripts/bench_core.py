@@ -103,6 +103,18 @@ def _cpu_seconds(nodes: Sequence[DevNode]) -> dict[str, float]:
 # -- workload -----------------------------------------------------------------
 
 
+def _run_workers(worker: Callable[[], None], concurrency: int) -> None:
+    """Runs `worker` on `concurrency` threads until every one returns."""
+    threads = [
+        threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+
+
 def _submit_all(
     clients: Sequence[CortexClient],
     tasks: int,
@@ -141,14 +153,7 @@ def _submit_all(
                 record.error = ""
                 break
 
-    threads = [
-        threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(concurrency)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
+    _run_workers(worker, concurrency)
     return records
 
 
@@ -197,14 +202,7 @@ def _submit_batches(
                     record.error = result.error
                 break
 
-    threads = [
-        threading.Thread(target=worker, name=f"submit-{i}", daemon=True) for i in range(concurrency)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
+    _run_workers(worker, concurrency)
     return records
 
 

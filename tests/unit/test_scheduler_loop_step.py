@@ -45,6 +45,19 @@ def assigned(proposer: HeldProposer, number: int = 0) -> list[str]:
     return [item["task_id"] for item in payload.assignments]
 
 
+def first_round(log: WorkflowLog, clock: FakeClock) -> tuple[HeldProposer, Stepper]:
+    """A loop on `log` woken once, as by a submit: its proposals, held."""
+    proposer = HeldProposer(log)
+    loop = SchedulerLoop(
+        LeaderContext("n1", lambda: True, proposer, log.reader, clock),
+        ResourceBoard(clock),
+        reachable=lambda node: True,
+    )
+    stepper = Stepper(loop.main())
+    stepper.resume(True)
+    return proposer, stepper
+
+
 def test_one_assign_future_per_round_on_the_loops_clock(log: WorkflowLog) -> None:
     due_ms = backing_off(log, "t-later")
     assert log.one(e.TaskSubmit("t-now", {"type": "noop"}))["ok"]
@@ -82,15 +95,7 @@ def test_one_assign_future_per_round_on_the_loops_clock(log: WorkflowLog) -> Non
 
 def test_a_round_that_finds_nothing_proposes_nothing(log: WorkflowLog) -> None:
     due_ms = backing_off(log, "t-later")
-    clock = FakeClock(wall_s=(due_ms - 1) / 1000)
-    proposer = HeldProposer(log)
-    loop = SchedulerLoop(
-        LeaderContext("n1", lambda: True, proposer, log.reader, clock),
-        ResourceBoard(clock),
-        reachable=lambda node: True,
-    )
-    stepper = Stepper(loop.main())
-    stepper.resume(True)
+    proposer, stepper = first_round(log, FakeClock(wall_s=(due_ms - 1) / 1000))
     assert proposer.held == [] and isinstance(stepper.waiting, WaitSignal)
 
 
@@ -109,13 +114,5 @@ def test_tasks_no_free_node_takes_do_not_hide_the_ones_behind_them(log: Workflow
         spec = {"type": "noop", "priority": 9, "constraints": {"nodeLabels": ["gpu=yes"]}}
         assert log.one(e.TaskSubmit(f"t-gpu-{number:03d}", spec))["ok"]
     assert log.one(e.TaskSubmit("t-plain", {"type": "noop", "priority": 0}))["ok"]
-    clock = FakeClock(wall_s=10_000.0)
-    proposer = HeldProposer(log)
-    loop = SchedulerLoop(
-        LeaderContext("n1", lambda: True, proposer, log.reader, clock),
-        ResourceBoard(clock),
-        reachable=lambda node: True,
-    )
-    stepper = Stepper(loop.main())
-    stepper.resume(True)
+    proposer, _ = first_round(log, FakeClock(wall_s=10_000.0))
     assert assigned(proposer) == ["t-plain"]
