@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,18 +28,31 @@ SECRET = "test-cluster-secret"
 _handed_out: set[int] = set()
 
 
+# Below the kernel's ephemeral range (32768 and up by default) and the ports
+# `cortex demo` scans from (17100): a port handed out here is never taken in
+# the meantime by a listener on port 0 (a node's peer listener) or by the
+# local end of a connection.
+_PORTS = range(10_000, 17_000)
+_port_choice = random.Random()
+
+
 def free_ports(count: int) -> list[int]:
     """Ports free right now and never handed out before in this process: two
     nodes given the same port would both bind it (gRPC sets SO_REUSEPORT)."""
     sockets, ports = [], []
     while len(ports) < count:
+        port = _port_choice.choice(_PORTS)
+        if port in _handed_out:
+            continue
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            continue
         sockets.append(s)
-        port = s.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            ports.append(port)
+        _handed_out.add(port)
+        ports.append(port)
     for s in sockets:
         s.close()
     return ports
