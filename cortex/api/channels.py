@@ -29,6 +29,7 @@ RETRY_AFTER_HEADER = "cortex-retry-after-ms"
 _GRPC_CONCURRENCY_REFUSAL = "Concurrent RPC limit exceeded!"
 GRPC_REFUSAL_RETRY_S = 0.2
 
+_STATUS_BY_NUMBER = {status.value[0]: status for status in grpc.StatusCode}
 _ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -38,6 +39,16 @@ _ERROR_FOR_STATUS: dict[grpc.StatusCode, type[CortexError]] = {
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.DEADLINE_EXCEEDED: Unavailable,
 }
+
+
+def status_code(number: int) -> grpc.StatusCode:
+    """The status a code's number stands for (UNKNOWN for none)."""
+    return _STATUS_BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
+
+
+def error_for_status(status: grpc.StatusCode, detail: str) -> CortexError:
+    """The Cortex exception a node's refusal with `status` stands for."""
+    return _ERROR_FOR_STATUS.get(status, CortexError)(detail)
 
 
 def open_channel(
@@ -125,4 +136,4 @@ def rpc_error(address: str, err: grpc.RpcError, tls: ClientTls | None) -> Cortex
         hint = retry_after_s(err)
         if hint is not None:
             return ResourceExhausted(detail, hint)
-    return _ERROR_FOR_STATUS.get(code, CortexError)(detail)
+    return error_for_status(code, detail)

@@ -5,7 +5,9 @@ from `cortex.cli.options` while parsing."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from importlib import metadata
+from typing import Any
 
 from cortex import __version__
 from cortex.cli.connect import CONSISTENCY_NAMES
@@ -326,6 +328,12 @@ def _add_task_submit(task_commands: Commands) -> None:
         help="submit the tasks of a JSON Lines file (- for standard input), one task spec "
         "object per line, optionally with an idempotencyKey; instead of CMD and the spec flags",
     )
+    # Every option from here on but --wait-timeout describes the one task of
+    # a plain submit, which a file's lines describe instead.
+    first_of_one_task = len(submit._actions)
+    submit.add_argument(
+        "--shell", action="store_true", help="run CMD as one string through /bin/sh -c"
+    )
     submit.add_argument(
         "--wait", action="store_true", help="wait for the task to end and show its result"
     )
@@ -333,9 +341,6 @@ def _add_task_submit(task_commands: Commands) -> None:
         "--idempotency-key", default="", help="submitting the same key again returns the same task"
     )
     submit.add_argument("--type", default="shell", help="executor type (shell, noop)")
-    submit.add_argument(
-        "--shell", action="store_true", help="run CMD as one string through /bin/sh -c"
-    )
     submit.add_argument("--env", action="append", default=[], metavar="K=V")
     submit.add_argument("--cwd")
     submit.add_argument(
@@ -389,6 +394,25 @@ def _add_task_submit(task_commands: Commands) -> None:
         help=f"seconds --wait waits (at most {MAX_WAIT_MS // 1000})",
     )
     submit.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD", help="-- CMD [ARG...]")
+    submit.set_defaults(
+        one_task_flags=tuple(
+            OneTaskFlag(
+                a.dest, a.option_strings[0] if a.option_strings else str(a.metavar), a.default
+            )
+            for a in submit._actions[first_of_one_task:]
+            if a.dest != "wait_timeout"
+        )
+    )
+
+
+@dataclass(frozen=True)
+class OneTaskFlag:
+    """An option of `task submit` that describes its one task: its dest, how
+    the user writes it, and its default."""
+
+    dest: str
+    flag: str
+    default: Any
 
 
 def label_requirement(value: str) -> str:

@@ -17,12 +17,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 from rich.text import Text
 
+from cortex.api.channels import status_code
 from cortex.api.client import CortexClient
 from cortex.api.convert import spec_to_proto
 from cortex.cli import render
+from cortex.cli.parser import OneTaskFlag
 from cortex.cli.tables import Column, print_table
 from cortex.errors import CortexError, InvalidArgument
 from cortex.requests import MAX_SUBMIT_BATCH, check_idempotency_key
@@ -30,33 +31,9 @@ from cortex.spec import parse_task_spec
 from cortex.v1 import cortex_pb2 as pb
 
 STDIN = "-"
-# The flags that describe the one task of a plain submit: with a file, each
-# line describes its own.
-_ONE_TASK_FLAGS = {
-    "argv": "CMD",
-    "shell": "--shell",
-    "idempotency_key": "--idempotency-key",
-    "wait": "--wait",
-    "env": "--env",
-    "cwd": "--cwd",
-    "timeout_ms": "--timeout-ms",
-    "priority": "--priority",
-    "max_retries": "--max-retries",
-    "label": "--label",
-    "min_memory_mb": "--min-memory-mb",
-    "min_disk_gb": "--min-disk-gb",
-    "target_node": "--target-node",
-    "gpu": "--gpu",
-    "avoid_gaming": "--avoid-gaming",
-    "allow_node": "--allow-node",
-    "forbid_node": "--forbid-node",
-    "capability": "--capability",
-    "max_parallel_per_node": "--max-parallel-per-node",
-}
 _KEY_FIELDS = ("idempotencyKey", "idempotency_key")
 # How a node names one task of a call: `tasks[3].spec...`, `tasks[3] rejected: ...`.
 _TASK_INDEX = re.compile(r"^tasks\[(\d+)\](?: rejected)?[.:]?\s*")
-_STATUS_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}
 
 
 class BadFile(Exception):
@@ -89,15 +66,14 @@ class LineOutcome:
 
 def conflicting_flags(args: argparse.Namespace) -> list[str]:
     """The flags given with --from-file that only describe a single task."""
-    given = [flag for dest, flag in _ONE_TASK_FLAGS.items() if _given(dest, args)]
-    return given + (["--type"] if args.type != "shell" else [])
+    return [one.flag for one in args.one_task_flags if _given(one, args)]
 
 
-def _given(dest: str, args: argparse.Namespace) -> bool:
-    value = getattr(args, dest)
-    if dest == "argv":
+def _given(one: OneTaskFlag, args: argparse.Namespace) -> bool:
+    value = getattr(args, one.dest)
+    if one.dest == "argv":
         return bool([word for word in value if word != "--"])
-    return value not in (None, False, "", [])
+    return bool(value != one.default)
 
 
 def read_tasks(source: str) -> list[FileTask]:
@@ -228,7 +204,7 @@ def _outcome(task: FileTask, result: pb.SubmitTasksResult) -> LineOutcome:
     if result.HasField("task"):
         return LineOutcome(task.line, result.task.id, result.created)
     problem = _TASK_INDEX.sub("", result.error, 1)
-    code = _STATUS_NAMES.get(result.error_code, str(result.error_code))
+    code = status_code(result.error_code).name
     return LineOutcome(task.line, "", False, problem, code)
 
 

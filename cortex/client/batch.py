@@ -9,11 +9,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import grpc
 from google.protobuf.json_format import ParseError
 
-# The one table from status codes to Cortex errors, also used by rpc_error.
-from cortex.api.channels import _ERROR_FOR_STATUS
+from cortex.api.channels import error_for_status, status_code
 from cortex.client import requests as rq
 from cortex.client.models import Task
 from cortex.errors import CortexError, InvalidArgument
@@ -27,7 +25,6 @@ TaskDescription = Mapping[str, Any]
 # it alone.
 Submitted = Task | CortexError
 
-_STATUS_BY_CODE = {status.value[0]: status for status in grpc.StatusCode}
 # How a node names one task of a call: `tasks[3].spec...`, `tasks[3] rejected: ...`.
 _TASK_INDEX = re.compile(r"^tasks\[(\d+)\]")
 
@@ -70,8 +67,7 @@ def outcomes(response: pb.SubmitTasksResponse, start: int) -> list[Submitted]:
 def _outcome(result: pb.SubmitTasksResult, start: int) -> Submitted:
     if result.HasField("task"):
         return Task.from_proto(result.task)
-    status = _STATUS_BY_CODE.get(result.error_code, grpc.StatusCode.UNKNOWN)
-    return _ERROR_FOR_STATUS.get(status, CortexError)(numbered(result.error, start))
+    return error_for_status(status_code(result.error_code), numbered(result.error, start))
 
 
 def numbered(message: str, start: int) -> str:
