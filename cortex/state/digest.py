@@ -3,11 +3,11 @@ date as apply writes them, so reading it costs nothing however large the
 state grows.
 
 It is an additive multiset hash (AdHash): the sum, modulo 2^256, of a SHA-256
-per row over a canonical, length-prefixed encoding of the table name and the
-row's values in column order. Two databases holding the same rows have the
+per row over a canonical encoding (an ASCII JSON array) of the table name and
+the row's values in column order. Two databases holding the same rows have the
 same digest, whatever the order they were written in. SQLite triggers on each
-replicated table add a row's hash on insert, subtract it on delete and do both
-on update, through SQL functions registered on every connection; `full_digest`
+replicated table add a row's hash on insert, subtract it on delete and swap the
+old row's for the new one's on update, through SQL functions registered on every connection; `full_digest`
 recomputes the sum from scratch, which tests compare with the running one.
 The triggers follow the tables' columns: after a migration changes them they
 are recreated and the sum recomputed."""
@@ -21,25 +21,27 @@ import sqlite3
 _MOD = 1 << 256
 _ADD = "cortex_digest_add"
 _SUB = "cortex_digest_sub"
+_SWAP = "cortex_digest_swap"
+# Part of the triggers' signature: a new row encoding rebuilds them and the sum.
+_ENCODING = 2
 _TABLE = "state_digest"
 
 
+def _blob(value: object) -> dict[str, str]:
+    if isinstance(value, bytes):
+        return {"b": value.hex()}
+    raise TypeError(f"unexpected column value of type {type(value).__name__}")
+
+
+# JSON in C: a row is encoded as an array of the table name and its values.
+# ASCII-only output and Python's shortest float repr keep it the same on every
+# platform and Python version; an int, a float and a string that print alike
+# stay apart (1, 1.0, "1"), and a BLOB becomes an object no other value can.
+_ROW_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=_blob)
+
+
 def _encode(table: str, values: tuple[object, ...]) -> bytes:
-    parts = [table]
-    for value in values:
-        if value is None:
-            parts.append("n")
-        elif isinstance(value, int):
-            parts.append(f"i{value}")
-        elif isinstance(value, float):
-            parts.append(f"f{value!r}")
-        elif isinstance(value, str):
-            parts.append(f"s{len(value)}:{value}")
-        elif isinstance(value, bytes):
-            parts.append(f"b{value.hex()}")
-        else:  # SQLite hands nothing else to a function
-            raise TypeError(f"unexpected column value of type {type(value).__name__}")
-    return "\x00".join(parts).encode("utf-8", "surrogatepass")
+    return _ROW_ENCODER.encode([table, *values]).encode("ascii")
 
 
 def row_hash(table: str, values: tuple[object, ...]) -> int:
@@ -54,10 +56,18 @@ def _sub(current: str, table: str, *values: object) -> str:
     return format((int(current, 16) - row_hash(table, values)) % _MOD, "064x")
 
 
+def _swap(current: str, table: str, *values: object) -> str:
+    """An updated row: its old values (the first half) out, its new ones in."""
+    half = len(values) // 2
+    delta = row_hash(table, values[half:]) - row_hash(table, values[:half])
+    return format((int(current, 16) + delta) % _MOD, "064x")
+
+
 def register_functions(conn: sqlite3.Connection) -> None:
     """The functions the triggers call; every connection that writes needs them."""
     conn.create_function(_ADD, -1, _add, deterministic=True)
     conn.create_function(_SUB, -1, _sub, deterministic=True)
+    conn.create_function(_SWAP, -1, _swap, deterministic=True)
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -81,7 +91,10 @@ def stored_digest(conn: sqlite3.Connection) -> str:
 def install(conn: sqlite3.Connection, tables: list[str]) -> None:
     """Creates or recreates the triggers when the tables' columns are not the
     ones they were made for, and then recomputes the sum."""
-    signature = json.dumps({table: _columns(conn, table) for table in tables}, sort_keys=True)
+    signature = json.dumps(
+        {"encoding": _ENCODING, **{table: _columns(conn, table) for table in tables}},
+        sort_keys=True,
+    )
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1),"
         " value TEXT NOT NULL, columns TEXT NOT NULL)"
@@ -98,7 +111,7 @@ def install(conn: sqlite3.Connection, tables: list[str]) -> None:
             for kind, expression in (
                 ("INSERT", f"{_ADD}(value, '{table}', {new})"),
                 ("DELETE", f"{_SUB}(value, '{table}', {old})"),
-                ("UPDATE", f"{_ADD}({_SUB}(value, '{table}', {old}), '{table}', {new})"),
+                ("UPDATE", f"{_SWAP}(value, '{table}', {old}, {new})"),
             ):
                 name = f"digest_{table}_{kind.lower()}"
                 conn.execute(f"DROP TRIGGER IF EXISTS {name}")

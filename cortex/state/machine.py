@@ -38,6 +38,10 @@ def stop_on_fault(index: int, applied: int, err: BaseException) -> NoReturn:
     )
 
 
+class _Refused(Exception):
+    """An entry of a batch applied without savepoints was refused."""
+
+
 class StateMachine:
     """Owns the writer connection. `apply_batch` is called only from the Raft
     thread; reads go through `cortex.state.queries` on their own connections."""
@@ -95,12 +99,20 @@ class StateMachine:
     def _apply_in_transaction(
         self, index: int, data: bytes, changes: list[TaskChange]
     ) -> list[dict[str, Any]]:
+        """Applies the batch first without a savepoint per entry, as almost no
+        entry is refused; when one is, the transaction is rolled back and the
+        batch applied again with each entry under its own savepoint, so the
+        refused entry's partial writes are undone and the others kept. Both
+        passes are the same deterministic function of the batch and the state."""
+        items = e.decode_batch(data)
         cur = self._conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
         try:
-            results = [
-                self._apply_entry(cur, index, item, changes) for item in e.decode_batch(data)
-            ]
+            try:
+                results = self._apply_entries(cur, index, items, changes, guarded=False)
+            except _Refused:
+                cur.execute("ROLLBACK")
+                changes.clear()
+                results = self._apply_entries(cur, index, items, changes, guarded=True)
             cur.execute(
                 "INSERT INTO raft_meta (key, value) VALUES ('applied_index', ?)"
                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -116,28 +128,47 @@ class StateMachine:
             raise
         return results
 
+    def _apply_entries(
+        self,
+        cur: sqlite3.Cursor,
+        index: int,
+        items: list[e.Entry | e.EntryDecodeError],
+        changes: list[TaskChange],
+        guarded: bool,
+    ) -> list[dict[str, Any]]:
+        cur.execute("BEGIN IMMEDIATE")
+        return [self._apply_entry(cur, index, item, changes, guarded) for item in items]
+
     def _apply_entry(
         self,
         cur: sqlite3.Cursor,
         index: int,
         item: e.Entry | e.EntryDecodeError,
         changes: list[TaskChange],
+        guarded: bool,
     ) -> dict[str, Any]:
+        """Applies one entry. Unguarded, a refusal raises `_Refused` (the
+        caller starts over guarded); guarded, the entry runs under a savepoint
+        and a refusal undoes its writes and is recorded."""
         if isinstance(item, e.EntryDecodeError):
             entry = e.Entry(type=item.entry_type, id=item.entry_id, ts=0, node="", payload={})
             return self._reject(ApplyContext(cur, index, entry, changes), item.code, item.text)
         ctx = ApplyContext(cur, index, item, [])
-        cur.execute("SAVEPOINT entry")
+        if guarded:
+            cur.execute("SAVEPOINT entry")
         try:
             payload = item.decode_payload()
             result = HANDLERS[type(payload)](ctx, payload)
             settle_workflows(ctx)
         except (Rejected, e.EntryDecodeError) as why:
+            if not guarded:
+                raise _Refused from None
             cur.execute("ROLLBACK TO entry")
             cur.execute("RELEASE entry")
             return self._reject(ctx, why.code, why.text)
         # Anything else propagates: the whole batch rolls back and the node stops.
-        cur.execute("RELEASE entry")
+        if guarded:
+            cur.execute("RELEASE entry")
         changes.extend(ctx.changes)
         return {"ok": True, **result}
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cortex.state import handlers
 from cortex.state.entries import (
     MAX_NESTING,
     Entry,
@@ -30,8 +31,10 @@ from cortex.state.entries import (
     batch_nesting,
     encode_batch,
 )
-from cortex.state.machine import StateMachine, copy_database
+from cortex.state.machine import StateMachine, copy_database, state_digest
 from cortex.state.queries import StateReader
+from cortex.state.reasons import ILLEGAL_TRANSITION, Rejected
+from cortex.state.transitions import ApplyContext
 
 SHELL = {"command": ["true"]}
 
@@ -158,6 +161,29 @@ def test_several_entries_in_one_batch_apply_in_order(log: Log, reader: StateRead
     task = reader.get_task("t1")
     assert task is not None and task.state == "running"
     assert {ev.raft_index for ev in reader.task_events("t1")} == {1}
+
+
+def test_an_entry_refused_after_writing_loses_its_writes_and_not_its_neighbours(
+    log: Log, reader: StateReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is applied first without savepoints; a refusal starts it over
+    with one savepoint per entry, so what the refused entry wrote before it
+    was refused is undone and the entries around it stay applied."""
+    def half_then_refuse(ctx: ApplyContext, p: TaskCancel) -> dict[str, Any]:
+        ctx.cur.execute("UPDATE tasks SET priority = 9 WHERE id = ?", (p.task_id,))
+        ctx.event("half_written", p.task_id)
+        raise Rejected(ILLEGAL_TRANSITION, "refused after writing")
+
+    monkeypatch.setitem(handlers.HANDLERS, TaskCancel, half_then_refuse)
+    results = log.apply(TaskSubmit("t1", SHELL), TaskCancel("t1", "x"), TaskSubmit("t2", SHELL))
+    assert [r["ok"] for r in results] == [True, False, True]
+    assert results[1]["reason"] == "illegal_transition: refused after writing"
+    for task_id in ("t1", "t2"):
+        task = reader.get_task(task_id)
+        assert task is not None and task.state == "queued" and task.priority == 5
+    assert [ev.event for ev in reader.task_events("t1")] == ["submitted", "rejected"]
+    assert [ev.event for ev in reader.task_events("t2")] == ["submitted"]
+    assert log.machine.digest() == state_digest(log.machine._conn)
 
 
 def test_digest_tracks_state_and_applied_index_is_persisted(tmp_path: Path) -> None:
