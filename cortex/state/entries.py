@@ -4,6 +4,7 @@ travel together as one `Batch`, the unit pysyncobj replicates."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -47,17 +48,17 @@ class Payload:
     def from_dict(cls, data: dict[str, Any]) -> Payload:
         """Checks the keys and each field's type before building the payload,
         so nothing here raises anything but `EntryDecodeError`."""
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(str(key) for key in data if key not in known)
+        table = _fields_of(cls)
+        unknown = sorted(str(key) for key in data if key not in table)
         if unknown:
             raise EntryDecodeError(
                 INVALID_PAYLOAD, f"{cls.TYPE}: unknown field {quoted(unknown[0])}"
             )
-        for f in fields(cls):
-            if f.name in data:
-                _check_type(cls.TYPE, f.name, data[f.name], f.type)
-            elif f.default is MISSING and f.default_factory is MISSING:
-                raise EntryDecodeError(INVALID_PAYLOAD, f"{cls.TYPE}: missing field {f.name}")
+        for name, (annotation, required) in table.items():
+            if name in data:
+                _check_type(cls.TYPE, name, data[name], annotation)
+            elif required:
+                raise EntryDecodeError(INVALID_PAYLOAD, f"{cls.TYPE}: missing field {name}")
         payload = cls(**data)
         payload.check()
         return payload
@@ -84,16 +85,36 @@ _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _check_type(entry_type: str, name: str, value: Any, annotation: Any) -> None:
+_FIELD_TABLES: dict[type, dict[str, tuple[str, bool]]] = {}
+
+
+def _fields_of(cls: type[Any]) -> dict[str, tuple[str, bool]]:
+    """A dataclass's fields in order: name -> (annotation, required)."""
+    table = _FIELD_TABLES.get(cls)
+    if table is None:
+        table = _FIELD_TABLES[cls] = {
+            f.name: (str(f.type), f.default is MISSING and f.default_factory is MISSING)
+            for f in fields(cls)
+        }
+    return table
+
+
+@functools.cache
+def _accepted_types(annotation: str) -> tuple[bool, tuple[tuple[type, ...], ...]]:
+    """What an annotation such as `str | None` or `dict[str, Any]` accepts:
+    whether None, and the types of each other option."""
+    options = [part.strip() for part in annotation.split("|")]
+    simple = [_SIMPLE_TYPES.get(option.split("[")[0]) for option in options]
+    return "None" in options, tuple(accepted for accepted in simple if accepted is not None)
+
+
+def _check_type(entry_type: str, name: str, value: Any, annotation: str) -> None:
     """Checks a payload field against its annotation (`str | None`, `int`,
     `dict[str, Any]` ...), so a malformed entry is rejected, not half-applied."""
-    options = [part.strip() for part in str(annotation).split("|")]
-    if value is None and "None" in options:
+    allows_none, options = _accepted_types(annotation)
+    if value is None and allows_none:
         return
-    for option in options:
-        accepted = _SIMPLE_TYPES.get(option.split("[")[0])
-        if accepted is None:
-            continue
+    for accepted in options:
         if isinstance(value, bool) and accepted == (int,):
             continue
         if (
@@ -112,16 +133,16 @@ def _check_record(entry_type: str, where: str, raw: Any, cls: type[Any]) -> None
     dataclass `cls`, each of its type."""
     if not isinstance(raw, dict):
         raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} is not an object")
-    names = [f.name for f in fields(cls)]
-    unknown = sorted(str(key) for key in raw if key not in names)
+    table = _fields_of(cls)
+    unknown = sorted(str(key) for key in raw if key not in table)
     if unknown:
         raise EntryDecodeError(
             INVALID_PAYLOAD, f"{entry_type}: {where} has an unknown field {quoted(unknown[0])}"
         )
-    for f in fields(cls):
-        if f.name not in raw:
-            raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} has no {f.name}")
-        _check_type(entry_type, f"{where}.{f.name}", raw[f.name], f.type)
+    for name, (annotation, _required) in table.items():
+        if name not in raw:
+            raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} has no {name}")
+        _check_type(entry_type, f"{where}.{name}", raw[name], annotation)
 
 
 def _check_strings(entry_type: str, name: str, values: Any) -> None:

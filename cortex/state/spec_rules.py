@@ -20,9 +20,10 @@ path it was found at and returns the canonical value or raises."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,10 +222,9 @@ class Field:
     default: Callable[[], Any]
     alias: str | None = None
 
-    def keys(self) -> Iterator[str]:
-        yield self.name
-        if self.alias:
-            yield self.alias
+    @functools.cached_property
+    def keys(self) -> tuple[str, ...]:
+        return (self.name, self.alias) if self.alias else (self.name,)
 
 
 @dataclass(frozen=True)
@@ -235,16 +235,19 @@ class Model:
     fields: tuple[Field, ...]
     rules: tuple[Callable[[dict[str, Any]], str | None], ...] = ()
 
+    @functools.cached_property
+    def known(self) -> frozenset[str]:
+        return frozenset(key for f in self.fields for key in f.keys)
+
     def __call__(self, value: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise SpecError(f"{where or 'spec'} must be an object")
-        known = {key for f in self.fields for key in f.keys()}
-        unknown = sorted(str(key) for key in value if key not in known)
+        unknown = sorted(str(key) for key in value if key not in self.known)
         if unknown:
             raise SpecError(f"{_path(where, unknown[0])} is not a known field")
         out: dict[str, Any] = {}
         for f in self.fields:
-            given = [key for key in f.keys() if key in value]
+            given = [key for key in f.keys if key in value]
             if len(given) == 2:
                 raise SpecError(f"{_path(where, f.alias or '')} is given twice, also as {f.name}")
             if given:
