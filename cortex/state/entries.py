@@ -409,14 +409,16 @@ class Entry:
     def create(
         cls, payload: Payload, node: str, parent_span_id: str | None = None, ts: int | None = None
     ) -> Entry:
-        """Stamps a payload with the proposer's identity and clock."""
+        """Stamps a payload with the proposer's identity and clock. The span id
+        is the id's last 64 random bits (one random draw per entry)."""
+        unique = uuid.uuid4()
         return cls(
             type=payload.TYPE,
-            id=str(uuid.uuid4()),
+            id=str(unique),
             ts=int(time.time() * 1000) if ts is None else ts,
             node=node,
             payload=_as_dict(payload),
-            trace={"span_id": uuid.uuid4().hex[:16], "parent_span_id": parent_span_id},
+            trace={"span_id": unique.hex[16:], "parent_span_id": parent_span_id},
         )
 
     def decode_payload(self) -> Payload:
