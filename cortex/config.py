@@ -25,6 +25,7 @@ from cortex.errors import ConfigError
 DEFAULT_RAFT_PORT = 7100
 DEFAULT_GRPC_PORT = 7200
 DEFAULT_GRPC_ADDRESS = f"127.0.0.1:{DEFAULT_GRPC_PORT}"
+DEFAULT_HTTP_PORT = 7300
 MIN_SECRET_BYTES = 16
 # Keys whose value may instead come from a file (`KEY_file`), so it stays
 # out of `ps` and shell history.
@@ -85,8 +86,11 @@ class NodeConfig(BaseModel):
     # The listener for node-to-node calls (heartbeats, output relays), apart
     # from clients. Unset: a free port on the gRPC host, chosen at start.
     peer: str | None = None
+    # The HTTP listener serving Prometheus metrics (`/metrics`), with the
+    # API token and TLS of the gRPC API.
+    http: str = f"127.0.0.1:{DEFAULT_HTTP_PORT}"
     # The host other nodes and clients reach this node at, when `raft`,
-    # `grpc` or `peer` listen on a wildcard address such as 0.0.0.0.
+    # `grpc`, `peer` or `http` listen on a wildcard address such as 0.0.0.0.
     advertise: str | None = Field(None, validate_default=True)
     peers: list[str] = Field(default_factory=list)
     join: str | None = None
@@ -172,7 +176,7 @@ class NodeConfig(BaseModel):
     def _byte_size(cls, value: Any) -> Any:
         return parse_byte_size(value) if isinstance(value, str) else value
 
-    @field_validator("raft", "grpc", "join")
+    @field_validator("raft", "grpc", "http", "join")
     @classmethod
     def _address(cls, value: str | None) -> str | None:
         return None if value is None else check_address(value)
@@ -200,7 +204,7 @@ class NodeConfig(BaseModel):
                     f"{value!r}: give a host name or IP without a port ([...] around IPv6)"
                 )
             return value
-        for key in ("raft", "grpc", "peer"):
+        for key in ("raft", "grpc", "peer", "http"):
             host = str(info.data.get(key) or "").rpartition(":")[0]
             if host in WILDCARD_HOSTS:
                 raise ValueError(

@@ -1,12 +1,13 @@
 """A Cortex node: the state machine, its Raft member, the scheduler, the agent,
-the public gRPC server and the peer listener, wired together and started in
-order."""
+the public gRPC server, the peer listener and the HTTP listener serving
+metrics, wired together and started in order."""
 
 from __future__ import annotations
 
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from cortex.api.join_server import JoinServicer
 from cortex.api.peer_client import PeerClient
 from cortex.api.peer_server import PeerListener, PeerServicer
 from cortex.api.servicer import CortexServicer
-from cortex.api.tls import node_tls
+from cortex.api.tls import ServerTls, node_tls
 from cortex.config import NodeConfig
 from cortex.data_dir import (
     check_role,
@@ -32,6 +33,14 @@ from cortex.data_dir import (
 )
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import TaskEnvironment, build_executors, secret_values
+from cortex.http import HttpListener, NodeMetrics, server_tls_context
+from cortex.http.collectors import (
+    NodesCollector,
+    OutputStreamsCollector,
+    QueueCollector,
+    RaftCollector,
+)
+from cortex.http.timing import TimedProposer, TimedStateMachine
 from cortex.membership import (
     HeartbeatSender,
     NodeRegistration,
@@ -47,13 +56,12 @@ from cortex.membership.reachability import Reachability
 from cortex.membership.registry import SHUTDOWN_REASON
 from cortex.membership.removal import CATCH_UP_S, NodeRemover
 from cortex.output import OutputHub, OutputLimits, StreamingService
-from cortex.raft import Proposer, RaftGroup, RaftSettings
+from cortex.raft import RaftGroup, RaftSettings
 from cortex.raft.journal import migrate_legacy_journal
 from cortex.raft.leader_loop import LeaderContext
 from cortex.raft.read_barrier import ReadBarriers
 from cortex.retention_loop import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
-from cortex.state import StateMachine
 from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
@@ -79,6 +87,14 @@ def _check_can_listen(address: str, key: str) -> None:
         ) from None
 
 
+def _http_tls(config: NodeConfig, tls: ServerTls | None) -> ssl.SSLContext | None:
+    """The gRPC API's TLS, for the HTTP listener: the same certificate, and
+    the same client certificates required."""
+    if tls is None or not (config.tls_cert and config.tls_key):
+        return None
+    return server_tls_context(config.tls_cert, config.tls_key, tls.client_ca_pem)
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -90,6 +106,15 @@ class Node:
             _check_can_listen(config.raft, "raft")
         self._server_tls, client_tls = node_tls(config)
         secret = resolve_secret(config, self.data_dir)
+        db_path = str(self.data_dir / "state.db")
+        self.metrics = NodeMetrics(db_path)
+        # Bound now, as the peer listener is: a port in use stops the start here.
+        self.http = HttpListener(
+            config.http,
+            self.metrics.registry,
+            config.api_token,
+            _http_tls(config, self._server_tls),
+        )
         # Bound now: its port (the OS's choice by default) goes into the join.
         self.peer_listener = PeerListener(
             config.node_id, config.peer_listen, secret, config.max_streams, self._server_tls
@@ -97,9 +122,8 @@ class Node:
         self.peer_address = config.peer_address(self.peer_listener.port)
         self.peer_client = PeerClient(config.node_id, secret, client_tls)
         peers = initial_peers(config, self.data_dir, secret, client_tls, self.peer_address)
-        db_path = str(self.data_dir / "state.db")
         migrate_legacy_journal(str(self.data_dir), sync=config.raft_sync)
-        self.machine = StateMachine(db_path)
+        self.machine = TimedStateMachine(db_path, on_applied=self.metrics.apply_seconds.observe)
         refuse_if_state_ahead(self.data_dir, self.machine.applied_index)
         self.reader = StateReader(db_path)
         self._ready = threading.Event()
@@ -121,7 +145,11 @@ class Node:
         # The real node's time: the same components take a simulated clock in
         # a simulated node (cortex.sim).
         clock = SYSTEM_CLOCK
-        self.proposer = Proposer(self.group, commit_timeout_s=config.propose_timeout_s)
+        self.proposer = TimedProposer(
+            self.group,
+            on_committed=self.metrics.commit_latency.observe,
+            commit_timeout_s=config.propose_timeout_s,
+        )
         self.board = ResourceBoard(clock)
         reachable = Reachability(
             config.node_id, self.group, self.board, config.heartbeat_interval_s
@@ -260,8 +288,21 @@ class Node:
             config.node_id, db_path, self.reader, self.output, self.peer_client
         )
         self.machine.add_listener(self.streaming.on_change)
+        self.machine.add_listener(self.metrics.on_change)
+        for collector in (
+            QueueCollector(self.metrics.state_reads),
+            RaftCollector(self.group, lambda: self.machine.applied_index),
+            NodesCollector(self.cluster, self.reader),
+            OutputStreamsCollector(lambda: self.streaming.output_streams),
+        ):
+            self.metrics.add_collector(collector)
         self._grpc_server = None
         self._stopped = threading.Event()
+
+    @property
+    def http_address(self) -> str:
+        """Where the HTTP listener (metrics) listens."""
+        return self.http.address
 
     def _on_removed(self, reason: str) -> None:
         """The cluster took this node out: keep its data dir from being started
@@ -290,6 +331,7 @@ class Node:
 
         self.output.start()
         self.streaming.start()
+        self.metrics.start()
         # A linearizable read waits for a barrier committed by the leader:
         # this node's own when it leads (or when another node asks it), else
         # the leader's, asked over the peer listener.
@@ -337,6 +379,7 @@ class Node:
             joins=JoinServicer(self.joins, self.cluster),
             secret=self._join_secret,
         )
+        self.http.start()
         self.registration.start()
         self.heartbeats.start()
         self.supervisor.start()
@@ -353,12 +396,12 @@ class Node:
             else ""
         )
         log.info(
-            "node %s started: %s, grpc %s, peer %s%s%s, data %s",
+            "node %s started: %s, grpc %s, peer %s, http %s%s%s, data %s",
             self.config.node_id,
             "observer (no raft port)" if self.config.observer else f"raft {self.config.raft}",
             self.config.grpc,
             self.config.peer_listen.rpartition(":")[0] + f":{self.peer_listener.port}",
-            " (TLS)" if self._server_tls else "", advertised, self.data_dir,
+            self.http.address, " (TLS)" if self._server_tls else "", advertised, self.data_dir,
         )  # fmt: skip
 
     def wait(self) -> None:
@@ -405,6 +448,8 @@ class Node:
         self.output.stop()
         if self._grpc_server is not None:
             self._grpc_server.stop(grace=1.0)
+        self.http.stop()
+        self.metrics.stop()
         self.peer_listener.stop(1.0)
         self.peer_client.close()
         try:

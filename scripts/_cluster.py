@@ -18,18 +18,19 @@ from pathlib import Path
 import psutil
 
 from cortex.api.client import CortexClient
-from cortex.cli.dev import DevNode, port_free
+from cortex.cli.dev import DevNode, ports_free
 from cortex.errors import CortexError, Unavailable
 from cortex.v1 import cortex_pb2 as pb
 
 
 def free_base_port(count: int) -> int:
-    """A base port whose raft (base+i) and grpc (base+100+i) ports are free,
-    from a random start below the ephemeral range, so concurrent runs (and
-    `cortex demo`, which scans from 17100) rarely collide."""
+    """A base port whose raft (base+i), grpc (base+100+i) and http
+    (base+200+i) ports are free, from a random start below the ephemeral
+    range, so concurrent runs (and `cortex demo`, which scans from 17100)
+    rarely collide."""
     start = random.randrange(20000, 30000, 10)
     for base in itertools.chain(range(start, 31000, 10), range(20000, start, 10)):
-        if all(port_free(base + i) and port_free(base + 100 + i) for i in range(count)):
+        if ports_free(base, count):
             return base
     raise CortexError("no free block of ports found between 20000 and 31000")
 

@@ -52,6 +52,7 @@ class ChaosNode:
     node_id: str
     raft: str
     grpc: str
+    http: str
     data_dir: Path
     process: subprocess.Popen[bytes] | None = None
 
@@ -60,7 +61,7 @@ class ChaosNode:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "cortex.cli.main", "node", "start", "--node-id", self.node_id,
              "--data-dir", str(self.data_dir), "--raft", self.raft, "--grpc", self.grpc,
-             "--peers", peers],
+             "--http", self.http, "--peers", peers],
             env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
@@ -162,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
             f"node-{i + 1}",
             f"127.0.0.1:{base + i}",
             f"127.0.0.1:{base + 100 + i}",
+            f"127.0.0.1:{base + 200 + i}",
             root / f"node-{i + 1}",
         )  # fmt: skip
         for i in range(NODES)

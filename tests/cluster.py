@@ -83,6 +83,9 @@ class ClusterNode:
     raft: str
     grpc: str
     data_dir: Path
+    # The HTTP listener (metrics); each node gets its own, so nodes of tests
+    # run side by side never meet on the default port.
+    http: str = ""
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
@@ -106,6 +109,8 @@ class ClusterNode:
             "--node-id", self.node_id, "--data-dir", str(self.data_dir),
             "--raft", self.raft, "--grpc", self.grpc,
         ]  # fmt: skip
+        if self.http:
+            args += ["--http", self.http]
         if peers:
             args += ["--peers", ",".join(peers)]
         if join:
@@ -185,12 +190,13 @@ class Cluster:
             self.add_node()
 
     def add_node(self, extra_args: list[str] | None = None) -> ClusterNode:
-        raft_port, grpc_port = free_ports(2)
+        raft_port, grpc_port, http_port = free_ports(3)
         number = len(self.nodes) + 1
         node = ClusterNode(
             node_id=f"n{number}",
             raft=f"127.0.0.1:{raft_port}",
             grpc=f"127.0.0.1:{grpc_port}",
+            http=f"127.0.0.1:{http_port}",
             data_dir=self.root / f"n{number}",
             extra_args=[*self._extra_args, *(extra_args or [])],
             api_token=self.api_token,

@@ -4,6 +4,7 @@ processes in the background; `cortex demo`: the same, plus example tasks."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import secrets
@@ -29,9 +30,14 @@ from cortex.v1 import cortex_pb2 as pb
 
 _STATE_FILE = "dev-cluster.json"
 # Where `cortex demo` without --base-port looks for free ports: Raft from
-# 17100, gRPC from 17200, clear of the defaults of `cortex node start` and
-# `cortex dev` (7100 and 7200).
+# 17100, gRPC from 17200, HTTP from 17300, clear of the defaults of `cortex
+# node start` and `cortex dev` (7100, 7200 and 7300).
 DEMO_BASE_PORT = 17100
+# A local cluster's ports from its base port: node i (from 0) has Raft on
+# base+i, gRPC on base+100+i and HTTP (metrics) on base+200+i.
+GRPC_OFFSET = 100
+HTTP_OFFSET = 200
+PORT_LAYOUT = "Raft ports from N, gRPC ports from N+100, HTTP ports from N+200"
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,8 @@ class DevNode:
     grpc: str
     data_dir: str
     pid: int = 0
+    # The HTTP listener (metrics); empty in the state files of older versions.
+    http: str = ""
 
 
 def port_free(port: int) -> bool:
@@ -50,6 +58,15 @@ def port_free(port: int) -> bool:
             return True
         except OSError:
             return False
+
+
+def ports_free(base_port: int, count: int) -> bool:
+    """Whether every port of a `count`-node local cluster from `base_port` is free."""
+    return all(
+        port_free(base_port + offset + i)
+        for i in range(count)
+        for offset in (0, GRPC_OFFSET, HTTP_OFFSET)
+    )
 
 
 def _plaintext_env() -> dict[str, str]:
@@ -63,7 +80,8 @@ def plan_nodes(count: int, base_port: int, data_dir: Path) -> list[DevNode]:
         DevNode(
             node_id=f"node-{i + 1}",
             raft=f"127.0.0.1:{base_port + i}",
-            grpc=f"127.0.0.1:{base_port + 100 + i}",
+            grpc=f"127.0.0.1:{base_port + GRPC_OFFSET + i}",
+            http=f"127.0.0.1:{base_port + HTTP_OFFSET + i}",
             data_dir=str(data_dir / f"node-{i + 1}"),
         )
         for i in range(count)
@@ -75,7 +93,8 @@ def check_plan(nodes: list[DevNode], data_dir: Path) -> None:
     running dev cluster, naming the flag that changes it."""
     if not 1 <= len(nodes) <= 9:
         raise CortexError("--nodes must be between 1 and 9")
-    ports = [_port(n.raft) for n in nodes] + [_port(n.grpc) for n in nodes]
+    addresses = [a for n in nodes for a in (n.raft, n.grpc, n.http)]
+    ports = [_port(address) for address in addresses]
     if min(ports) < 1 or max(ports) > 65535:
         raise CortexError(
             f"--base-port {ports[0]} gives ports {min(ports)}-{max(ports)}, outside 1-65535"
@@ -84,12 +103,11 @@ def check_plan(nodes: list[DevNode], data_dir: Path) -> None:
         raise CortexError(
             f"a dev cluster already runs from {data_dir}; stop it with `{stop_command(data_dir)}`"
         )
-    busy = [n.raft for n in nodes if not port_free(_port(n.raft))]
-    busy += [n.grpc for n in nodes if not port_free(_port(n.grpc))]
+    busy = [address for address in addresses if not port_free(_port(address))]
     if busy:
         raise CortexError(
             f"ports already in use: {', '.join(busy)}; choose others with --base-port N "
-            "(Raft ports from N, gRPC ports from N+100)"
+            f"({PORT_LAYOUT})"
         )
 
 
@@ -104,7 +122,7 @@ def stop_command(data_dir: Path) -> str:
 
 def describe_plan(nodes: list[DevNode], data_dir: Path) -> str:
     """One line: every node's ports and the data dir."""
-    ports = ", ".join(f"{n.node_id} raft {n.raft} grpc {n.grpc}" for n in nodes)
+    ports = ", ".join(f"{n.node_id} raft {n.raft} grpc {n.grpc} http {n.http}" for n in nodes)
     return f"{len(nodes)} nodes ({ports}), data in {data_dir}"
 
 
@@ -135,6 +153,8 @@ def start_cluster(
                 node.raft,
                 "--grpc",
                 node.grpc,
+                "--http",
+                node.http,
                 "--peers",
                 peers,
                 *extra_args,
@@ -146,7 +166,7 @@ def start_cluster(
             start_new_session=True,
         )
         log_file.close()
-        started.append(DevNode(node.node_id, node.raft, node.grpc, node.data_dir, process.pid))
+        started.append(dataclasses.replace(node, pid=process.pid))
     (data_dir / _STATE_FILE).write_text(
         json.dumps({"nodes": [n.__dict__ for n in started]}, indent=2)
     )
@@ -234,12 +254,14 @@ def run(args: argparse.Namespace) -> int:
     )
     for node in nodes:
         render.console.print(
-            f"  {node.node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}"
+            f"  {node.node_id}: grpc {node.grpc}  raft {node.raft}  http {node.http}"
+            f"  pid {node.pid}"
         )
     first = nodes[0].grpc
     flag = "" if first == DEFAULT_GRPC_ADDRESS else f" --node {first}"
     render.console.print(f"try:  cortex{flag} task submit --wait -- echo hello")
     render.console.print(f"      cortex{flag} status")
+    render.console.print(f"      curl http://{nodes[0].http}/metrics")
     render.console.print(f"stop: {escape(stop_command(data_dir))}")
     return 0
 
@@ -257,14 +279,14 @@ DEMO_TASKS: list[tuple[str, list[str] | str]] = [
 
 
 def _first_free_base(count: int) -> int:
-    """The first base port from DEMO_BASE_PORT, in steps of 10, whose Raft
-    and gRPC ports are all free."""
+    """The first base port from DEMO_BASE_PORT, in steps of 10, whose Raft,
+    gRPC and HTTP ports are all free."""
     for base in range(DEMO_BASE_PORT, DEMO_BASE_PORT + 1000, 10):
-        if all(port_free(base + i) and port_free(base + 100 + i) for i in range(count)):
+        if ports_free(base, count):
             return base
     raise CortexError(
-        f"no free ports from {DEMO_BASE_PORT} to {DEMO_BASE_PORT + 1099}; choose others with"
-        " --base-port N (Raft ports from N, gRPC ports from N+100)"
+        f"no free ports from {DEMO_BASE_PORT} to {DEMO_BASE_PORT + 1000 + HTTP_OFFSET - 1};"
+        f" choose others with --base-port N ({PORT_LAYOUT})"
     )
 
 

@@ -49,6 +49,7 @@ def run_node(args: argparse.Namespace) -> int:
         "raft": args.raft,
         "grpc": args.grpc,
         "peer": args.peer,
+        "http": args.http,
         "advertise": args.advertise,
         "peers": [p.strip() for p in args.peers.split(",") if p.strip()] if args.peers else None,
         "join": args.join,
@@ -92,7 +93,8 @@ def run_node(args: argparse.Namespace) -> int:
         f"cortex node {config.node_id} running: "
         f"{'observer (no raft port)' if config.observer else f'raft {config.raft}'},"
         f" grpc {config.grpc},"
-        f" peer {node.peer_address}{' (TLS)' if config.tls_cert else ''}, data {node.data_dir}",
+        f" peer {node.peer_address}, http {node.http_address}{' (TLS)' if config.tls_cert else ''},"
+        f" data {node.data_dir}",
         flush=True,
     )
     node.wait()

@@ -117,6 +117,21 @@ class Number:
         )
 
 
+def listen_address(value: str) -> str:
+    """HOST:PORT to listen on, the port from 1 to 65535; IPv6 in brackets
+    (`[::1]:7300`)."""
+    raw = text(value).strip()
+    host, sep, port = raw.rpartition(":")
+    bare_ipv6 = ":" in host and not (host.startswith("[") and host.endswith("]"))
+    if not sep or not host.strip("[]") or bare_ipv6 or any(c.isspace() or c == "/" for c in raw):
+        raise argparse.ArgumentTypeError(f"must be HOST:PORT, e.g. 127.0.0.1:7300 (got {value!r})")
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"the port must be a whole number from 1 to 65535 (got {_shown(port)!r})"
+        )
+    return raw
+
+
 _AGE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 

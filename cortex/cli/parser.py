@@ -16,6 +16,7 @@ from cortex.cli.options import (
     CortexArgumentParser,
     Integer,
     Number,
+    listen_address,
     point_in_time,
     require_text,
     text,
@@ -30,8 +31,9 @@ from cortex.v1 import cortex_pb2 as pb
 Commands = argparse._SubParsersAction  # type: ignore[type-arg]
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "name")
-# Ports a local cluster uses from its base: Raft base.., gRPC base+100..
-_DEV_PORT_SPAN = 100 + 9
+# Ports a local cluster uses from its base: Raft base.., gRPC base+100..,
+# HTTP (metrics) base+200..
+_DEV_PORT_SPAN = 200 + 9
 PORT = Integer(1, 65535)
 DEV_NODES = Integer(1, 9)
 DEV_BASE_PORT = Integer(1024, 65535 - _DEV_PORT_SPAN)
@@ -173,10 +175,16 @@ def _add_node(commands: Commands) -> None:
         "give a fixed port to open in a firewall)",
     )
     start.add_argument(
+        "--http",
+        type=listen_address,
+        metavar="HOST:PORT",
+        help="HTTP listener serving Prometheus metrics at /metrics (default 127.0.0.1:7300)",
+    )
+    start.add_argument(
         "--advertise",
         metavar="HOST",
-        help="host or IP other machines reach this node at (needed when --raft, --grpc or "
-        "--peer listen on 0.0.0.0)",
+        help="host or IP other machines reach this node at (needed when --raft, --grpc, "
+        "--peer or --http listen on 0.0.0.0)",
     )
     start.add_argument("--peers", help="comma-separated Raft addresses of a static group")
     start.add_argument(
@@ -504,7 +512,7 @@ def _add_local(commands: Commands) -> None:
         "--base-port",
         type=DEV_BASE_PORT,
         default=7100,
-        help="Raft ports from here, gRPC from +100 (default 7100)",
+        help="Raft ports from here, gRPC from +100, HTTP (metrics) from +200 (default 7100)",
     )
     demo = commands.add_parser(
         "demo", help="start a local 3-node cluster, run example tasks, show results"
@@ -516,7 +524,8 @@ def _add_local(commands: Commands) -> None:
         "--base-port",
         type=DEV_BASE_PORT,
         default=None,
-        help="Raft ports from here, gRPC from +100 (default: the first free from 17100)",
+        help="Raft ports from here, gRPC from +100, HTTP (metrics) from +200 (default: the "
+        "first free from 17100)",
     )
 
 

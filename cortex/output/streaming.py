@@ -3,6 +3,7 @@ from its parts; the gRPC servicer hands requests here."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 from cortex.output.events import EventFeed, EventWatch, EventWatcher
@@ -29,6 +30,13 @@ class StreamingService:
         self.relay = RelayClient(peers, relay_stall_grace_s)
         self.output = OutputStreamer(node_id, reader, hub, self.ticker, self.relay)
         self.events = EventWatcher(EventFeed(db_path), self.ticker)
+        self._output_streams = 0
+        self._output_streams_lock = threading.Lock()
+
+    @property
+    def output_streams(self) -> int:
+        """Task output streams being served now (to clients and relaying nodes)."""
+        return self._output_streams
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """StateMachine listener (Raft thread): wakes waiting streams."""
@@ -49,7 +57,20 @@ class StreamingService:
         context: StreamContext,
         relayed_for: str | None = None,
     ) -> Iterator[pb.StreamTaskOutputResponse]:
-        return self.output.stream(request, context, relayed_for)
+        return self._counted(self.output.stream(request, context, relayed_for))
+
+    def _counted(
+        self, stream: Iterator[pb.StreamTaskOutputResponse]
+    ) -> Iterator[pb.StreamTaskOutputResponse]:
+        """`stream`, counted in `output_streams` from its first read until it
+        ends, fails or is closed (gRPC closes a cancelled call's stream)."""
+        with self._output_streams_lock:
+            self._output_streams += 1
+        try:
+            yield from stream
+        finally:
+            with self._output_streams_lock:
+                self._output_streams -= 1
 
     def watch_events(self, request: EventWatch, context: StreamContext) -> Iterator[EventView]:
         return self.events.watch(request, context)

@@ -144,8 +144,8 @@ def _wait_state(
 def test_node_start_without_flags_runs_a_single_node_cluster_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    if not (_port_free(7100) and _port_free(7200)):
-        pytest.skip("ports 7100/7200 (the defaults of `cortex node start`) are already in use")
+    if not (_port_free(7100) and _port_free(7200) and _port_free(7300)):
+        pytest.skip("ports 7100/7200/7300 (the defaults of `cortex node start`) are already in use")
     workdir = tmp_path / "empty"
     workdir.mkdir()
     log_path = tmp_path / "node.out"
@@ -476,7 +476,7 @@ def _free_base_port(count: int) -> int:
     rng = random.Random()
     for _ in range(200):
         base = rng.randrange(20000, 32000)
-        if all(_port_free(base + i) and _port_free(base + 100 + i) for i in range(count)):
+        if all(_port_free(base + offset + i) for i in range(count) for offset in (0, 100, 200)):
             return base
     pytest.fail("no free block of ports for `cortex dev`")
 
@@ -505,6 +505,7 @@ def test_dev_starts_a_three_node_cluster_and_dev_stop_stops_it(tmp_path: Path) -
         for i in range(3):
             assert f"127.0.0.1:{base + i}" in started.stdout
             assert f"127.0.0.1:{base + 100 + i}" in started.stdout
+            assert f"http 127.0.0.1:{base + 200 + i}" in started.stdout
         assert f"cortex dev stop --data-dir {data_dir}" in started.stdout
         assert len(pids) == 3 and all(_pid_running(pid) for pid in pids)
 

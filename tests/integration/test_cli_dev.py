@@ -58,7 +58,7 @@ def _free_base_port(count: int) -> int:
     rng = random.Random()
     for _ in range(200):
         base = rng.randrange(20000, 32000)
-        if all(_free(base + i) and _free(base + 100 + i) for i in range(count)):
+        if all(_free(base + offset + i) for i in range(count) for offset in (0, 100, 200)):
             return base
     pytest.fail("no free block of ports")
 
@@ -81,9 +81,10 @@ def leftovers() -> Iterator[list[Path]]:
 
 def _expect_ports(line: str, base: int, count: int) -> None:
     for i in range(count):
-        assert f"node-{i + 1} raft 127.0.0.1:{base + i} grpc 127.0.0.1:{base + 100 + i}" in line, (
-            line
-        )
+        assert (
+            f"node-{i + 1} raft 127.0.0.1:{base + i} grpc 127.0.0.1:{base + 100 + i}"
+            f" http 127.0.0.1:{base + 200 + i}"
+        ) in line, line
 
 
 def test_dev_first_line_has_ports_data_dir_and_a_stop_command_for_any_directory(
@@ -169,10 +170,12 @@ def test_demo_without_base_port_says_which_ports_it_found(
     leftovers.extend(data_dirs)
     assert result.returncode == 0, _describe(result)
     first = result.stdout.splitlines()[0]
-    found = re.search(r"node-1 raft 127\.0\.0\.1:(\d+) grpc 127\.0\.0\.1:(\d+)", first)
+    found = re.search(
+        r"node-1 raft 127\.0\.0\.1:(\d+) grpc 127\.0\.0\.1:(\d+) http 127\.0\.0\.1:(\d+)", first
+    )
     assert found, first
-    raft, grpc = int(found.group(1)), int(found.group(2))
-    assert raft >= 17100 and grpc == raft + 100, first
+    raft, grpc, http = (int(port) for port in found.groups())
+    assert raft >= 17100 and grpc == raft + 100 and http == raft + 200, first
     assert "the first free from 17100; --base-port N chooses" in first
     assert len(data_dirs) == 1 and f"data in {data_dirs[0]}" in first, first
     stop = _cli("dev", "stop", "--data-dir", str(data_dirs[0]), cwd=tmp_path)

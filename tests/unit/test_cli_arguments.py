@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from cortex.cli.main import main
-from cortex.cli.options import Integer, Number, point_in_time, text, walk
+from cortex.cli.options import Integer, Number, listen_address, point_in_time, text, walk
 from cortex.cli.parser import build_parser, label_requirement, node_address
 
 NOT_UTF8 = "caf\udce9"  # b"caf\xe9" as argv decodes it
@@ -48,6 +48,9 @@ def _bad_values(action: argparse.Action) -> list[str]:
         return ["3 fortnights", "2026-13-45", "99999999w", NOT_UTF8]
     if kind is node_address:
         return ["127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:http", "a b", NOT_UTF8]
+    if kind is listen_address:
+        return ["127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1", ":7300", "::1:7300", "a b:1",
+                "127.0.0.1:http", NOT_UTF8]  # fmt: skip
     if kind is label_requirement:
         return ["", "=v", " =v", NOT_UTF8]
     if kind is text:

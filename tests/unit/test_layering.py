@@ -1,7 +1,7 @@
 """The package's layers, read from its source. Every import counts, the
 ones inside functions included:
 
-- the domain packages never import the interfaces (`cortex.api`,
+- the domain packages never import the interfaces (`cortex.api`, `cortex.http`,
   `cortex.cli`, `cortex.mcp`) or the node's wiring (`cortex.node`,
   `cortex.__main__`): they define the interfaces they need (membership's
   `PeerCalls`, the output relay's `RelayCalls`) and the outer layer
@@ -32,7 +32,14 @@ DOMAIN_PACKAGES = (
     "cortex.output",
     "cortex.raft",
 )
-OUTER_LAYER = ("cortex.api", "cortex.cli", "cortex.mcp", "cortex.node", "cortex.__main__")
+OUTER_LAYER = (
+    "cortex.api",
+    "cortex.cli",
+    "cortex.http",
+    "cortex.mcp",
+    "cortex.node",
+    "cortex.__main__",
+)
 STATE_MAY_IMPORT = ("cortex.state", "cortex.failstop")
 
 

@@ -1,0 +1,177 @@
+"""Gauges read at scrape time, each collector one source: the task queue and
+workflows from SQLite, the Raft member, the cluster's nodes as this node
+sees them, and the output streams it serves. Nothing here is kept between
+scrapes, so a gauge is never stale and costs nothing between them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from cortex.bounds import spec_bounds
+from cortex.http.state_reads import MetricsStateReads
+from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
+from cortex.raft.group import RaftGroup
+from cortex.spec import TaskSpec
+from cortex.state.queries import StateReader
+
+_PRIORITY_BOUNDS = spec_bounds(TaskSpec, "priority")
+PRIORITIES = range(int(_PRIORITY_BOUNDS["ge"]), int(_PRIORITY_BOUNDS["le"]) + 1)
+
+
+class QueueCollector(Collector):
+    """`cortex_queue_depth{priority}` (every priority, 0 when empty),
+    `cortex_queue_oldest_age_seconds`, `cortex_workflows_total{state}` (the
+    workflows in each state now) and `cortex_dead_letter_tasks`."""
+
+    def __init__(self, reads: MetricsStateReads, clock: Callable[[], float] = time.time) -> None:
+        self._reads = reads
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        now_ms = int(self._clock() * 1000)
+        queue = self._reads.queue(now_ms)
+        depth = GaugeMetricFamily(
+            "cortex_queue_depth", "Queued tasks, by priority.", labels=["priority"]
+        )
+        for priority in PRIORITIES:
+            depth.add_metric([str(priority)], queue.depth_by_priority.get(priority, 0))
+        yield depth
+        since = queue.oldest_runnable_since_ms
+        yield GaugeMetricFamily(
+            "cortex_queue_oldest_age_seconds",
+            "How long the longest-waiting runnable queued task has waited since it entered"
+            " the queue or its back-off ended (0 when none waits).",
+            value=0.0 if since is None else max(now_ms - since, 0) / 1000.0,
+        )
+        workflows = GaugeMetricFamily(
+            "cortex_workflows_total", "Workflows in each state.", labels=["state"]
+        )
+        for state, count in self._reads.workflow_counts().items():
+            workflows.add_metric([state], count)
+        yield workflows
+        yield GaugeMetricFamily(
+            "cortex_dead_letter_tasks",
+            "Tasks in the dead-letter queue (retries exhausted).",
+            value=self._reads.dead_letter_count(),
+        )
+
+
+class RaftCollector(Collector):
+    """The Raft member's term, commit and applied indexes and role, and
+    `cortex_raft_elections_total`: the terms begun since this node started
+    (each new term is an election, whoever held it)."""
+
+    def __init__(self, group: RaftGroup, applied_index: Callable[[], int]) -> None:
+        self._group = group
+        self._applied_index = applied_index
+        self._first_term = int(group.raftCurrentTerm)
+
+    def collect(self) -> Iterator[Metric]:
+        term = int(self._group.raftCurrentTerm)
+        yield GaugeMetricFamily("cortex_raft_term", "The current Raft term.", value=term)
+        yield GaugeMetricFamily(
+            "cortex_raft_commit_index",
+            "The highest Raft index this node knows to be committed.",
+            value=int(self._group.raftCommitIndex),
+        )
+        yield GaugeMetricFamily(
+            "cortex_raft_applied_index",
+            "The highest Raft index applied to this node's state.",
+            value=self._applied_index(),
+        )
+        yield GaugeMetricFamily(
+            "cortex_raft_is_leader",
+            "1 while this node is the Raft leader, else 0.",
+            value=1 if self._group.is_leader else 0,
+        )
+        yield CounterMetricFamily(
+            "cortex_raft_elections",
+            "Raft elections (new terms) seen since this node started.",
+            value=max(term - self._first_term, 0),
+        )
+
+
+class NodesCollector(Collector):
+    """Every node of the cluster as this node sees it: whether it is up
+    (reachable and not offline), and per resource what it has (capacity),
+    what its last report says is in use (used) and what the replicated state
+    has promised to its tasks (allocated). Resources: `tasks` (task slots),
+    `cpu_cores`, `memory_mb`, `disk_gb`, `gpu_memory_mb`."""
+
+    def __init__(self, cluster: ClusterStatus, reader: StateReader) -> None:
+        self._cluster = cluster
+        self._reader = reader
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["node", "resource"]
+        up = GaugeMetricFamily(
+            "cortex_node_up", "1 while the node is reachable and not offline.", labels=["node"]
+        )
+        capacity = GaugeMetricFamily(
+            "cortex_node_capacity", "What the node has, per resource.", labels=labels
+        )
+        used = GaugeMetricFamily(
+            "cortex_node_used", "What the node's last report says is in use.", labels=labels
+        )
+        allocated = GaugeMetricFamily(
+            "cortex_node_allocated", "What its active tasks were promised.", labels=labels
+        )
+        reserved = self._reader.reserved_memory_by_node()
+        for view in self._cluster.list_nodes():
+            node = view.node.id
+            up.add_metric([node], 1 if view.connected and view.node.status != "offline" else 0)
+            for resource, value in _capacity(view).items():
+                capacity.add_metric([node, resource], value)
+            for resource, value in _used(view).items():
+                used.add_metric([node, resource], value)
+            allocated.add_metric([node, "tasks"], view.active_tasks)
+            allocated.add_metric([node, "memory_mb"], reserved.get(node, 0.0))
+        yield from (up, capacity, used, allocated)
+
+
+def _capacity(view: NodeStatusView) -> dict[str, float]:
+    found = {"tasks": float(view.node.resources.get("max_tasks", 0))}
+    if view.report is not None:
+        resources = view.report.resources
+        found |= {
+            "cpu_cores": resources.cpu_cores,
+            "memory_mb": resources.memory_total_mb,
+            "disk_gb": resources.disk_total_gb,
+        }
+        if resources.gpu is not None:
+            found["gpu_memory_mb"] = resources.gpu.memory_total_mb
+    return found
+
+
+def _used(view: NodeStatusView) -> dict[str, float]:
+    if view.report is None:
+        return {}
+    resources = view.report.resources
+    found = {
+        "tasks": float(view.report.running_tasks),
+        "cpu_cores": resources.cpu_cores * resources.cpu_usage_percent / 100.0,
+        "memory_mb": max(resources.memory_total_mb - resources.memory_available_mb, 0.0),
+        "disk_gb": max(resources.disk_total_gb - resources.disk_available_gb, 0.0),
+    }
+    if resources.gpu is not None:
+        found["gpu_memory_mb"] = resources.gpu.memory_used_mb
+    return found
+
+
+class OutputStreamsCollector(Collector):
+    """`cortex_output_stream_clients`: task output streams this node serves
+    now, to clients and to nodes relaying them."""
+
+    def __init__(self, open_streams: Callable[[], int]) -> None:
+        self._open_streams = open_streams
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "cortex_output_stream_clients",
+            "Task output streams this node serves now (StreamTaskOutput, relays included).",
+            value=self._open_streams(),
+        )

@@ -1,0 +1,259 @@
+"""The node's HTTP listener: Prometheus metrics at `/metrics`, from the
+standard library's threaded HTTP server on a daemon thread. It takes the
+node's API token (`Authorization: Bearer TOKEN`, compared in constant time)
+and TLS settings, as the gRPC API does."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import socket
+import socketserver
+import ssl
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+
+from cortex.api.auth import bearer_token
+from cortex.config import WILDCARD_HOSTS
+from cortex.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+METRICS_PATH = "/metrics"
+ALLOWED_METHODS = "GET, HEAD"
+# A client gets this long for its TLS handshake and its request, so a
+# silent connection cannot hold a thread for good.
+REQUEST_TIMEOUT_S = 10.0
+# Requests answered at once, each on a thread of its own; a connection
+# beyond them is closed at once rather than given another thread.
+MAX_CONCURRENT_REQUESTS = 8
+
+
+def server_tls_context(
+    cert_file: str, key_file: str, client_ca_pem: bytes | None
+) -> ssl.SSLContext:
+    """TLS with the node's certificate and key; with `client_ca_pem`, callers
+    must present a certificate that CA signed (as on the gRPC port)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    if client_ca_pem is not None:
+        context.load_verify_locations(cadata=client_ca_pem.decode())
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def _bind_host(host: str) -> tuple[str, socket.AddressFamily]:
+    bare = host.strip("[]")
+    if host in WILDCARD_HOSTS and ":" not in bare:
+        return "0.0.0.0", socket.AF_INET
+    return bare, socket.AF_INET6 if ":" in bare else socket.AF_INET
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        family: socket.AddressFamily,
+        registry: CollectorRegistry,
+        token: str | None,
+        tls: ssl.SSLContext | None,
+    ) -> None:
+        self.address_family = family
+        self.registry = registry
+        self.token = token.encode() if token else None
+        self.tls = tls
+        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_REQUESTS)
+        super().__init__(address, _MetricsHandler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind looks the host's name up in DNS (getfqdn),
+        # which can take seconds; nothing here needs it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            log.debug("refused %s: %d requests in progress", client_address,
+                      MAX_CONCURRENT_REQUESTS)  # fmt: skip
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Runs on the request's own thread, so a slow TLS handshake holds
+        up no one else."""
+        request.settimeout(REQUEST_TIMEOUT_S)
+        if self.tls is None:
+            _MetricsHandler(request, client_address, self)
+            return
+        try:
+            wrapped = self.tls.wrap_socket(request, server_side=True)
+        except OSError as err:  # ssl.SSLError included
+            log.debug("TLS handshake with %s failed: %s", client_address, err)
+            return
+        try:
+            _MetricsHandler(wrapped, client_address, self)
+        finally:
+            wrapped.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("HTTP request from %s failed", client_address, exc_info=True)
+
+
+class _MetricsHandler(BaseHTTPRequestHandler):
+    server: _Server
+    server_version = "cortex"
+    timeout = REQUEST_TIMEOUT_S
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+        self._answer(with_body=True)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._answer(with_body=False)
+
+    # Other methods are answered too: 405 on /metrics, as elsewhere 404 or 401.
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET
+
+    def _answer(self, with_body: bool) -> None:
+        if not self._authorized():
+            self._send_text(
+                HTTPStatus.UNAUTHORIZED,
+                "missing or wrong API token: send Authorization: Bearer TOKEN\n",
+                with_body,
+                {"WWW-Authenticate": 'Bearer realm="cortex"'},
+            )
+            return
+        if urlsplit(self.path).path != METRICS_PATH:
+            self._send_text(HTTPStatus.NOT_FOUND, f"not found; metrics are at {METRICS_PATH}\n",
+                            with_body)  # fmt: skip
+            return
+        if self.command not in ("GET", "HEAD"):
+            self._send_text(
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                f"{self.command} not allowed: {ALLOWED_METHODS}\n",
+                with_body,
+                {"Allow": ALLOWED_METHODS},
+            )
+            return
+        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+        try:
+            body = encoder(self.server.registry)
+        except Exception:
+            log.exception("collecting metrics failed")
+            self._send_text(HTTPStatus.INTERNAL_SERVER_ERROR, "collecting metrics failed\n",
+                            with_body)  # fmt: skip
+            return
+        self._send(HTTPStatus.OK, body, content_type, with_body)
+
+    def _authorized(self) -> bool:
+        expected = self.server.token
+        if expected is None:
+            return True
+        given = bearer_token(self.headers.get("Authorization", ""))
+        return given is not None and hmac.compare_digest(given, expected)
+
+    def _send_text(
+        self,
+        status: HTTPStatus,
+        text: str,
+        with_body: bool,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self._send(status, text.encode(), "text/plain; charset=utf-8", with_body, headers)
+
+    def _send(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str,
+        with_body: bool,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if with_body:
+            self.wfile.write(body)
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("http %s: " + format, self.address_string(), *args)
+
+
+class HttpListener:
+    """Bound when made, so a port in use is a config error at start (naming
+    `config_key`); serves from `start` until `stop`."""
+
+    def __init__(
+        self,
+        address: str,
+        registry: CollectorRegistry,
+        api_token: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        config_key: str = "http",
+    ) -> None:
+        host, _, port = address.rpartition(":")
+        bind_host, family = _bind_host(host)
+        try:
+            self._server = _Server((bind_host, int(port)), family, registry, api_token, tls)
+        except OSError as err:
+            reason = err.strerror or os.strerror(err.errno or 0)
+            raise ConfigError(
+                f"config key {config_key}: cannot listen on {address}: {reason}"
+            ) from None
+        self._host = host
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def address(self) -> str:
+        """Where it listens, with the port it got."""
+        return f"{self._host}:{self.port}"
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self._server.tls is not None else "http"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="http", kwargs={"poll_interval": 0.5},
+            daemon=True,
+        )  # fmt: skip
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops taking requests and closes the port (requests being answered
+        finish on their own threads)."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+        self._server.server_close()
