@@ -1,6 +1,6 @@
 """A Cortex node: the state machine, its Raft member, the scheduler, the agent,
 the public gRPC server, the peer listener and the HTTP listener serving
-metrics, wired together and started in order."""
+metrics and the web UI, wired together and started in order."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from cortex.data_dir import (
 )
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import TaskEnvironment, build_executors, secret_values
-from cortex.http import HttpListener, NodeMetrics, server_tls_context
+from cortex.http import HttpListener, NodeMetrics, TaskSearchReads, WebApi, server_tls_context
 from cortex.http.collectors import (
     NodesCollector,
     OutputStreamsCollector,
@@ -301,7 +301,7 @@ class Node:
 
     @property
     def http_address(self) -> str:
-        """Where the HTTP listener (metrics) listens."""
+        """Where the HTTP listener (metrics, the web UI) listens."""
         return self.http.address
 
     def _on_removed(self, reason: str) -> None:
@@ -379,7 +379,18 @@ class Node:
             joins=JoinServicer(self.joins, self.cluster),
             secret=self._join_secret,
         )
-        self.http.start()
+        self.http.start(
+            WebApi(
+                self.config.node_id,
+                self.tasks,
+                self.workflows,
+                self.cluster,
+                self.reader,
+                self.streaming,
+                TaskSearchReads(str(self.data_dir / "state.db")),
+                lambda: self.machine.applied_index,
+            )
+        )
         self.registration.start()
         self.heartbeats.start()
         self.supervisor.start()

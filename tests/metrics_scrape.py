@@ -49,10 +49,14 @@ def request(
     method: str = "GET",
     context: ssl.SSLContext | None = None,
     timeout_s: float = 10.0,
+    headers: dict[str, str] | None = None,
+    data: bytes | None = None,
 ) -> Response:
     """The answer to one request, whatever its status."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    sent = urllib.request.Request(url, method=method, headers=headers)
+    sent_headers = {"Authorization": f"Bearer {token}"} if token else {}
+    sent = urllib.request.Request(
+        url, method=method, headers={**sent_headers, **(headers or {})}, data=data
+    )
     try:
         with urllib.request.urlopen(sent, timeout=timeout_s, context=context) as answer:
             return Response(answer.status, answer.headers, answer.read())

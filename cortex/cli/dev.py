@@ -262,6 +262,7 @@ def run(args: argparse.Namespace) -> int:
     render.console.print(f"try:  cortex{flag} task submit --wait -- echo hello")
     render.console.print(f"      cortex{flag} status")
     render.console.print(f"      curl http://{nodes[0].http}/metrics")
+    render.console.print(f"web UI: http://{nodes[0].http}/")
     render.console.print(f"stop: {escape(stop_command(data_dir))}")
     return 0
 

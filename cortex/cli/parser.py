@@ -178,7 +178,8 @@ def _add_node(commands: Commands) -> None:
         "--http",
         type=listen_address,
         metavar="HOST:PORT",
-        help="HTTP listener serving Prometheus metrics at /metrics (default 127.0.0.1:7300)",
+        help="HTTP listener serving Prometheus metrics at /metrics and the web UI at /"
+        " (default 127.0.0.1:7300)",
     )
     start.add_argument(
         "--advertise",

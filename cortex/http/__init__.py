@@ -1,7 +1,17 @@
-"""The node's HTTP listener and the Prometheus metrics it serves at
-`/metrics`."""
+"""The node's HTTP listener: the Prometheus metrics it serves at `/metrics`,
+and the web UI with its JSON API (`/`, `/api/v1/`)."""
 
 from cortex.http.metrics import NodeMetrics
 from cortex.http.server import METRICS_PATH, HttpListener, server_tls_context
+from cortex.http.task_search import TaskSearchReads
+from cortex.http.web_api import API_PREFIX, WebApi
 
-__all__ = ["METRICS_PATH", "HttpListener", "NodeMetrics", "server_tls_context"]
+__all__ = [
+    "API_PREFIX",
+    "METRICS_PATH",
+    "HttpListener",
+    "NodeMetrics",
+    "TaskSearchReads",
+    "WebApi",
+    "server_tls_context",
+]

@@ -12,8 +12,9 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from cortex.bounds import spec_bounds
+from cortex.http.node_load import node_loads
 from cortex.http.state_reads import MetricsStateReads
-from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
+from cortex.membership.cluster_status import ClusterStatus
 from cortex.raft.group import RaftGroup
 from cortex.spec import TaskSpec
 from cortex.state.queries import StateReader
@@ -99,8 +100,7 @@ class NodesCollector(Collector):
     """Every node of the cluster as this node sees it: whether it is up
     (reachable and not offline), and per resource what it has (capacity),
     what its last report says is in use (used) and what the replicated state
-    has promised to its tasks (allocated). Resources: `tasks` (task slots),
-    `cpu_cores`, `memory_mb`, `disk_gb`, `gpu_memory_mb`."""
+    has promised to its tasks (allocated); see `cortex.http.node_load`."""
 
     def __init__(self, cluster: ClusterStatus, reader: StateReader) -> None:
         self._cluster = cluster
@@ -120,46 +120,14 @@ class NodesCollector(Collector):
         allocated = GaugeMetricFamily(
             "cortex_node_allocated", "What its active tasks were promised.", labels=labels
         )
-        reserved = self._reader.reserved_memory_by_node()
-        for view in self._cluster.list_nodes():
-            node = view.node.id
-            up.add_metric([node], 1 if view.connected and view.node.status != "offline" else 0)
-            for resource, value in _capacity(view).items():
-                capacity.add_metric([node, resource], value)
-            for resource, value in _used(view).items():
-                used.add_metric([node, resource], value)
-            allocated.add_metric([node, "tasks"], view.active_tasks)
-            allocated.add_metric([node, "memory_mb"], reserved.get(node, 0.0))
+        for load in node_loads(self._cluster, self._reader):
+            node = load.view.node.id
+            up.add_metric([node], 1 if load.up else 0)
+            measures = ((capacity, load.capacity), (used, load.used), (allocated, load.allocated))
+            for family, values in measures:
+                for resource, value in values.items():
+                    family.add_metric([node, resource], value)
         yield from (up, capacity, used, allocated)
-
-
-def _capacity(view: NodeStatusView) -> dict[str, float]:
-    found = {"tasks": float(view.node.resources.get("max_tasks", 0))}
-    if view.report is not None:
-        resources = view.report.resources
-        found |= {
-            "cpu_cores": resources.cpu_cores,
-            "memory_mb": resources.memory_total_mb,
-            "disk_gb": resources.disk_total_gb,
-        }
-        if resources.gpu is not None:
-            found["gpu_memory_mb"] = resources.gpu.memory_total_mb
-    return found
-
-
-def _used(view: NodeStatusView) -> dict[str, float]:
-    if view.report is None:
-        return {}
-    resources = view.report.resources
-    found = {
-        "tasks": float(view.report.running_tasks),
-        "cpu_cores": resources.cpu_cores * resources.cpu_usage_percent / 100.0,
-        "memory_mb": max(resources.memory_total_mb - resources.memory_available_mb, 0.0),
-        "disk_gb": max(resources.disk_total_gb - resources.disk_available_gb, 0.0),
-    }
-    if resources.gpu is not None:
-        found["gpu_memory_mb"] = resources.gpu.memory_used_mb
-    return found
 
 
 class OutputStreamsCollector(Collector):

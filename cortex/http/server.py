@@ -1,11 +1,13 @@
-"""The node's HTTP listener: Prometheus metrics at `/metrics`, from the
+"""The node's HTTP listener: Prometheus metrics at `/metrics` and, when
+given the web API, the web UI (`/`, `/ui/...`), its JSON API
+(`/api/v1/...`) and its login (`POST /login`, `POST /logout`); from the
 standard library's threaded HTTP server on a daemon thread. It takes the
-node's API token (`Authorization: Bearer TOKEN`, compared in constant time)
-and TLS settings, as the gRPC API does."""
+node's API token (`cortex.http.web_auth`) and TLS settings, as the gRPC API
+does."""
 
 from __future__ import annotations
 
-import hmac
+import json
 import logging
 import os
 import socket
@@ -20,14 +22,27 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from cortex.api.auth import bearer_token
 from cortex.config import WILDCARD_HOSTS
 from cortex.errors import ConfigError
+from cortex.http.json_answers import ApiAnswer
+from cortex.http.ui_assets import UI_HEADERS, UiAssets
+from cortex.http.web_api import WebApi
+from cortex.http.web_auth import (
+    LOGIN_PATH,
+    LOGOUT_PATH,
+    MAX_FORM_BYTES,
+    TokenCheck,
+    login_answer,
+    logout_answer,
+)
 
 log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
+API_PATH = "/api/"
 ALLOWED_METHODS = "GET, HEAD"
+API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+UNAUTHORIZED = "missing or wrong API token: send Authorization: Bearer TOKEN"
 # A client gets this long for its TLS handshake and its request, so a
 # silent connection cannot hold a thread for good.
 REQUEST_TIMEOUT_S = 10.0
@@ -70,10 +85,12 @@ class _Server(ThreadingHTTPServer):
     ) -> None:
         self.address_family = family
         self.registry = registry
-        self.token = token.encode() if token else None
+        self.tokens = TokenCheck(token)
         self.tls = tls
+        self.web: WebApi | None = None
+        self.assets: UiAssets | None = None
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_REQUESTS)
-        super().__init__(address, _MetricsHandler)
+        super().__init__(address, _Handler)
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind looks the host's name up in DNS (getfqdn),
@@ -105,7 +122,7 @@ class _Server(ThreadingHTTPServer):
         up no one else."""
         request.settimeout(REQUEST_TIMEOUT_S)
         if self.tls is None:
-            _MetricsHandler(request, client_address, self)
+            _Handler(request, client_address, self)
             return
         try:
             wrapped = self.tls.wrap_socket(request, server_side=True)
@@ -113,7 +130,7 @@ class _Server(ThreadingHTTPServer):
             log.debug("TLS handshake with %s failed: %s", client_address, err)
             return
         try:
-            _MetricsHandler(wrapped, client_address, self)
+            _Handler(wrapped, client_address, self)
         finally:
             wrapped.close()
 
@@ -121,7 +138,7 @@ class _Server(ThreadingHTTPServer):
         log.debug("HTTP request from %s failed", client_address, exc_info=True)
 
 
-class _MetricsHandler(BaseHTTPRequestHandler):
+class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "cortex"
     timeout = REQUEST_TIMEOUT_S
@@ -132,30 +149,52 @@ class _MetricsHandler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:  # noqa: N802
         self._answer(with_body=False)
 
-    # Other methods are answered too: 405 on /metrics, as elsewhere 404 or 401.
+    # Other methods are answered too: 405 where a path takes only GET, as
+    # elsewhere 404 or 401.
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET
 
     def _answer(self, with_body: bool) -> None:
-        if not self._authorized():
-            self._send_text(
-                HTTPStatus.UNAUTHORIZED,
-                "missing or wrong API token: send Authorization: Bearer TOKEN\n",
-                with_body,
-                {"WWW-Authenticate": 'Bearer realm="cortex"'},
-            )
+        target = urlsplit(self.path)
+        path, web = target.path, self.server.web
+        asset = self.server.assets.find(path) if self.server.assets is not None else None
+        if asset is not None:
+            if self._method_allowed(with_body):
+                self._send(HTTPStatus.OK, asset.body, asset.content_type, with_body, UI_HEADERS)
             return
-        if urlsplit(self.path).path != METRICS_PATH:
+        if web is not None and path in (LOGIN_PATH, LOGOUT_PATH):
+            self._session(path)
+            return
+        if not self.server.tokens.allows(self.headers):
+            challenge = {"WWW-Authenticate": 'Bearer realm="cortex"'}
+            if web is not None and path.startswith(API_PATH):
+                answer = ApiAnswer(HTTPStatus.UNAUTHORIZED, {"error": UNAUTHORIZED}, challenge)
+                self._send_json(answer, with_body)
+            else:
+                self._send_text(HTTPStatus.UNAUTHORIZED, UNAUTHORIZED + "\n", with_body, challenge)
+            return
+        if path == METRICS_PATH:
+            if self._method_allowed(with_body):
+                self._metrics(with_body)
+        elif web is not None and path.startswith(API_PATH):
+            if self._method_allowed(with_body):
+                self._send_json(web.answer(path, target.query), with_body)
+        else:
             self._send_text(HTTPStatus.NOT_FOUND, f"not found; metrics are at {METRICS_PATH}\n",
                             with_body)  # fmt: skip
-            return
-        if self.command not in ("GET", "HEAD"):
-            self._send_text(
-                HTTPStatus.METHOD_NOT_ALLOWED,
-                f"{self.command} not allowed: {ALLOWED_METHODS}\n",
-                with_body,
-                {"Allow": ALLOWED_METHODS},
-            )
-            return
+
+    def _method_allowed(self, with_body: bool) -> bool:
+        """Whether the method is GET or HEAD; answers 405 when not."""
+        if self.command in ("GET", "HEAD"):
+            return True
+        self._send_text(
+            HTTPStatus.METHOD_NOT_ALLOWED,
+            f"{self.command} not allowed: {ALLOWED_METHODS}\n",
+            with_body,
+            {"Allow": ALLOWED_METHODS},
+        )
+        return False
+
+    def _metrics(self, with_body: bool) -> None:
         encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
         try:
             body = encoder(self.server.registry)
@@ -166,12 +205,33 @@ class _MetricsHandler(BaseHTTPRequestHandler):
             return
         self._send(HTTPStatus.OK, body, content_type, with_body)
 
-    def _authorized(self) -> bool:
-        expected = self.server.token
-        if expected is None:
-            return True
-        given = bearer_token(self.headers.get("Authorization", ""))
-        return given is not None and hmac.compare_digest(given, expected)
+    def _session(self, path: str) -> None:
+        """`POST /login`, a form holding `token`: the cookie, or 401 when it
+        is not the token. `POST /logout`: the cookie dropped."""
+        if self.command != "POST":
+            self._send_text(HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command} not allowed: POST\n",
+                            self.command != "HEAD", {"Allow": "POST"})  # fmt: skip
+            return
+        secure = self.server.tls is not None
+        if path == LOGOUT_PATH:
+            self._send_json(logout_answer(secure), True)
+            return
+        length = self.headers.get("Content-Length", "")
+        if not (length.isascii() and length.isdigit()) or int(length) > MAX_FORM_BYTES:
+            problem = f"a login form needs a Content-Length of at most {MAX_FORM_BYTES} bytes"
+            self._send_json(ApiAnswer(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": problem}),
+                            True)  # fmt: skip
+            return
+        form = self.rfile.read(int(length))
+        self._send_json(login_answer(self.server.tokens, form, secure), True)
+
+    def _send_json(self, answer: ApiAnswer, with_body: bool) -> None:
+        headers = {**API_HEADERS, **answer.headers}
+        if answer.status == HTTPStatus.NO_CONTENT:
+            self._send(answer.status, b"", "application/json", False, headers)
+            return
+        body = json.dumps(answer.body, separators=(",", ":")).encode()
+        self._send(answer.status, body, "application/json", with_body, headers)
 
     def _send_text(
         self,
@@ -243,7 +303,10 @@ class HttpListener:
     def scheme(self) -> str:
         return "https" if self._server.tls is not None else "http"
 
-    def start(self) -> None:
+    def start(self, web: WebApi | None = None) -> None:
+        """Serves `/metrics`, and with `web` the web UI and its API too."""
+        if web is not None:
+            self._server.web, self._server.assets = web, UiAssets()
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="http", kwargs={"poll_interval": 0.5},
             daemon=True,
