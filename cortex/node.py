@@ -33,7 +33,7 @@ from cortex.data_dir import (
 )
 from cortex.errors import ConfigError, CortexError
 from cortex.executors import TaskEnvironment, build_executors, secret_values
-from cortex.http import HttpListener, NodeMetrics, TaskSearchReads, WebApi, server_tls_context
+from cortex.http import HttpListener, NodeMetrics, WebApi, server_tls_context
 from cortex.http.collectors import (
     NodesCollector,
     OutputStreamsCollector,
@@ -387,7 +387,6 @@ class Node:
                 self.cluster,
                 self.reader,
                 self.streaming,
-                TaskSearchReads(str(self.data_dir / "state.db")),
                 lambda: self.machine.applied_index,
             )
         )

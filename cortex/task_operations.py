@@ -32,6 +32,7 @@ from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
+from cortex.state.task_match import TaskMatch
 from cortex.state.transitions import same_spec
 
 TASK_STATES = (
@@ -244,10 +245,11 @@ class TaskOperations:
         after: PageKey | None = None,
         newest_first: bool = True,
         created: CreatedWindow | None = None,
+        match: TaskMatch | None = None,
     ) -> TaskPage:
         check_states(states, TASK_STATES, "task")
         return self._reader.list_tasks(
-            states, task_type, workflow_id, node, limit, after, newest_first, created
+            states, task_type, workflow_id, node, limit, after, newest_first, created, match
         )
 
     def cancel(self, task_id: str, reason: str = "") -> TaskWrite:

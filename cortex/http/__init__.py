@@ -3,7 +3,6 @@ and the web UI with its JSON API (`/`, `/api/v1/`)."""
 
 from cortex.http.metrics import NodeMetrics
 from cortex.http.server import METRICS_PATH, HttpListener, server_tls_context
-from cortex.http.task_search import TaskSearchReads
 from cortex.http.web_api import API_PREFIX, WebApi
 
 __all__ = [
@@ -11,7 +10,6 @@ __all__ = [
     "METRICS_PATH",
     "HttpListener",
     "NodeMetrics",
-    "TaskSearchReads",
     "WebApi",
     "server_tls_context",
 ]

@@ -135,11 +135,6 @@ class TaskListRequest:
             page_size=params.whole_number("page_size", 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE),
         )
 
-    @property
-    def searches(self) -> bool:
-        """Whether it filters on what the state's own listing cannot."""
-        return bool(self.labels or self.text)
-
 
 @dataclass(frozen=True)
 class WorkflowListRequest:

@@ -30,12 +30,12 @@ from cortex.http.api_requests import (
 from cortex.http.json_answers import ApiAnswer, error_answer
 from cortex.http.node_load import NodeLoad, node_loads
 from cortex.http.output_pages import OutputPage, read_output_page
-from cortex.http.task_search import TaskSearch, TaskSearchReads
 from cortex.membership.cluster_status import ClusterStatus
 from cortex.output import StreamingService
 from cortex.output.attempts import describe_attempt
 from cortex.state.paging import PageKey
 from cortex.state.queries import EventView, StateReader, TaskPage, TaskView
+from cortex.state.task_match import TaskMatch
 from cortex.task_operations import TaskOperations
 from cortex.workflows.operations import WorkflowOperations
 
@@ -51,7 +51,6 @@ class WebApi:
         cluster: ClusterStatus,
         reader: StateReader,
         streaming: StreamingService,
-        search: TaskSearchReads,
         applied_index: Callable[[], int],
     ) -> None:
         self._node_id = node_id
@@ -60,7 +59,6 @@ class WebApi:
         self._cluster = cluster
         self._reader = reader
         self._streaming = streaming
-        self._search = search
         self._applied_index = applied_index
 
     def answer(self, path: str, query: str) -> ApiAnswer:
@@ -121,19 +119,11 @@ class WebApi:
     def _task_page(
         self, request: TaskListRequest, workflow_id: str | None, after: PageKey | None
     ) -> TaskPage:
-        if not request.searches:
-            return self._tasks.list_tasks(
-                list(request.states) or None, None, workflow_id, request.node or None,
-                request.page_size, after, True,
-            )  # fmt: skip
-        search = TaskSearch(
-            states=request.states,
-            workflow_id=workflow_id,
-            node=request.node or None,
-            labels=tuple((label.key, label.value) for label in request.labels),
-            text=request.text,
-        )
-        return self._search.list_tasks(search, request.page_size, after)
+        match = TaskMatch(tuple((label.key, label.value) for label in request.labels), request.text)
+        return self._tasks.list_tasks(
+            list(request.states) or None, None, workflow_id, request.node or None,
+            request.page_size, after, True, match=match,
+        )  # fmt: skip
 
     def _workflow_filter(self, workflow: str) -> str | None:
         """A workflow filter's full id; one no workflow has (any more) stays

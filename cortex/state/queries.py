@@ -13,6 +13,7 @@ from cortex.state.node_transitions import removal_index
 from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
+from cortex.state.task_match import TaskMatch
 from cortex.state.workflow_queries import WorkflowQueries
 
 # Queued tasks of a workflow still `submitting`, or cancelled with tasks left
@@ -173,10 +174,15 @@ class StateReader(WorkflowQueries):
         after: PageKey | None = None,
         newest_first: bool = False,
         created: CreatedWindow | None = None,
+        match: TaskMatch | None = None,
     ) -> TaskPage:
         """A page of the tasks matching the filters, in submission order
         (newest first when asked), continuing after `after`."""
         clauses, params = (created or CreatedWindow()).clauses()
+        if match is not None:
+            matching, matching_params = match.clauses()
+            clauses += matching
+            params += matching_params
         for column, value in (
             ("type", task_type),
             ("workflow_id", workflow_id),
