@@ -107,7 +107,9 @@ class Node:
         self._server_tls, client_tls = node_tls(config)
         secret = resolve_secret(config, self.data_dir)
         db_path = str(self.data_dir / "state.db")
-        self.metrics = NodeMetrics(db_path)
+        # Opens its connections when first read, after the machine migrated.
+        self.reader = StateReader(db_path)
+        self.metrics = NodeMetrics(self.reader)
         # Bound now, as the peer listener is: a port in use stops the start here.
         self.http = HttpListener(
             config.http,
@@ -125,7 +127,6 @@ class Node:
         migrate_legacy_journal(str(self.data_dir), sync=config.raft_sync)
         self.machine = TimedStateMachine(db_path, on_applied=self.metrics.apply_seconds.observe)
         refuse_if_state_ahead(self.data_dir, self.machine.applied_index)
-        self.reader = StateReader(db_path)
         self._ready = threading.Event()
         self.group = RaftGroup(
             RaftSettings(
@@ -290,7 +291,7 @@ class Node:
         self.machine.add_listener(self.streaming.on_change)
         self.machine.add_listener(self.metrics.on_change)
         for collector in (
-            QueueCollector(self.metrics.state_reads),
+            QueueCollector(self.reader),
             RaftCollector(self.group, lambda: self.machine.applied_index),
             NodesCollector(self.cluster, self.reader),
             OutputStreamsCollector(lambda: self.streaming.output_streams),

@@ -13,7 +13,6 @@ from prometheus_client.registry import Collector
 
 from cortex.bounds import spec_bounds
 from cortex.http.node_load import node_loads
-from cortex.http.state_reads import MetricsStateReads
 from cortex.membership.cluster_status import ClusterStatus
 from cortex.raft.group import RaftGroup
 from cortex.spec import TaskSpec
@@ -28,13 +27,13 @@ class QueueCollector(Collector):
     `cortex_queue_oldest_age_seconds`, `cortex_workflows_total{state}` (the
     workflows in each state now) and `cortex_dead_letter_tasks`."""
 
-    def __init__(self, reads: MetricsStateReads, clock: Callable[[], float] = time.time) -> None:
-        self._reads = reads
+    def __init__(self, reader: StateReader, clock: Callable[[], float] = time.time) -> None:
+        self._reader = reader
         self._clock = clock
 
     def collect(self) -> Iterator[Metric]:
         now_ms = int(self._clock() * 1000)
-        queue = self._reads.queue(now_ms)
+        queue = self._reader.queue_view(now_ms)
         depth = GaugeMetricFamily(
             "cortex_queue_depth", "Queued tasks, by priority.", labels=["priority"]
         )
@@ -51,13 +50,13 @@ class QueueCollector(Collector):
         workflows = GaugeMetricFamily(
             "cortex_workflows_total", "Workflows in each state.", labels=["state"]
         )
-        for state, count in self._reads.workflow_counts().items():
+        for state, count in self._reader.workflow_counts().items():
             workflows.add_metric([state], count)
         yield workflows
         yield GaugeMetricFamily(
             "cortex_dead_letter_tasks",
             "Tasks in the dead-letter queue (retries exhausted).",
-            value=self._reads.dead_letter_count(),
+            value=self._reader.dead_letter_count(),
         )
 
 

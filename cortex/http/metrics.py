@@ -17,7 +17,7 @@ import threading
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.registry import Collector
 
-from cortex.http.state_reads import MetricsStateReads, TaskTimes
+from cortex.state.queries import StateReader, TaskTimes
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 
 log = logging.getLogger(__name__)
@@ -36,13 +36,13 @@ _BATCH_CHANGES = 2000
 
 
 class NodeMetrics:
-    def __init__(self, db_path: str) -> None:
+    def __init__(self, reader: StateReader) -> None:
         # No `*_created` series: the text format shows each as a gauge of its
         # own, doubling what is scraped. prometheus_client switches them off
         # only for the whole process.
         disable_created_metrics()
         self.registry = CollectorRegistry()
-        self.state_reads = MetricsStateReads(db_path)
+        self.reader = reader
         self.tasks = Counter(
             "cortex_tasks",
             "Task state transitions this node applied, by the state entered.",
@@ -100,7 +100,6 @@ class NodeMetrics:
         self._timed.put(None)
         if self._worker is not None:
             self._worker.join(timeout_s)
-        self.state_reads.close()
 
     def _observe_loop(self) -> None:
         while True:
@@ -128,7 +127,7 @@ class NodeMetrics:
         """Observes the task histograms for these changes, from the tasks'
         rows as they are now; a task that moved on since (a new attempt, a
         dead letter retried) or was purged is left out."""
-        rows = {row.id: row for row in self.state_reads.task_times(c.task_id for c in changes)}
+        rows = {row.id: row for row in self.reader.task_times(c.task_id for c in changes)}
         for change in changes:
             row = rows.get(change.task_id)
             if row is None or row.attempt != change.attempt:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schema import ReadConnections
 from cortex.state.task_match import TaskMatch
 from cortex.state.workflow_queries import WorkflowQueries
+from cortex.state.workflow_rules import WORKFLOW_STATES
 
 # Queued tasks of a workflow still `submitting`, or cancelled with tasks left
 # to cancel, wait (a dead letter retried after its workflow failed runs).
@@ -22,6 +24,32 @@ _NOT_HELD = (
     "(workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM workflows w"
     " WHERE w.id = tasks.workflow_id AND w.state IN ('submitting', 'cancelled')))"
 )
+
+
+# SQLite accepts at most 32,766 parameters per statement; stay far below.
+_IDS_PER_QUERY = 500
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """Queued tasks by priority, and when the longest-waiting runnable one
+    became runnable (entry time, ms; None when none is runnable)."""
+
+    depth_by_priority: dict[int, int]
+    oldest_runnable_since_ms: int | None
+
+
+@dataclass(frozen=True)
+class TaskTimes:
+    """A task's timestamps as its row holds them now (the task histograms)."""
+
+    id: str
+    type: str
+    state: str
+    attempt: int
+    created_at: int
+    started_at: int | None
+    completed_at: int | None
 
 
 @dataclass(frozen=True)
@@ -318,6 +346,50 @@ class StateReader(WorkflowQueries):
             .fetchall()
         )
         return {row[0]: float(row[1] or 0) for row in rows if row[0] is not None}
+
+    def queue_view(self, now_ms: int) -> QueueView:
+        """Queued tasks by priority, and since when the longest-waiting
+        runnable one has waited: from the later of its last change (entering
+        the queue) and the end of its back-off."""
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            depth = conn.execute(
+                "SELECT priority, COUNT(*) FROM tasks WHERE state = 'queued' GROUP BY priority"
+            ).fetchall()
+            oldest = conn.execute(
+                "SELECT MIN(MAX(updated_at, scheduled_after)) FROM tasks"
+                " WHERE state = 'queued' AND scheduled_after <= ?",
+                (now_ms,),
+            ).fetchone()
+        finally:
+            conn.execute("COMMIT")
+        return QueueView({int(row[0]): int(row[1]) for row in depth}, oldest[0])
+
+    def workflow_counts(self) -> dict[str, int]:
+        """Workflows in each state, every state named (0 when none)."""
+        rows = self._conn().execute("SELECT state, COUNT(*) FROM workflows GROUP BY state")
+        return {**dict.fromkeys(WORKFLOW_STATES, 0), **{row[0]: int(row[1]) for row in rows}}
+
+    def dead_letter_count(self) -> int:
+        row = self._conn().execute("SELECT COUNT(*) FROM tasks WHERE state = 'dead_letter'")
+        return int(row.fetchone()[0])
+
+    def task_times(self, task_ids: Iterable[str]) -> list[TaskTimes]:
+        """The timestamps of the tasks that still exist among `task_ids`
+        (purged ones are gone)."""
+        wanted = list(dict.fromkeys(task_ids))
+        conn = self._conn()
+        found: list[TaskTimes] = []
+        for start in range(0, len(wanted), _IDS_PER_QUERY):
+            chunk = wanted[start : start + _IDS_PER_QUERY]
+            rows = conn.execute(
+                "SELECT id, type, state, attempt, created_at, started_at, completed_at"
+                f" FROM tasks WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            found.extend(TaskTimes(*row) for row in rows)
+        return found
 
     def counts_by_state(self) -> dict[str, int]:
         rows = self._conn().execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()

@@ -27,6 +27,7 @@ from cortex.state.entries import (
     WorkflowSubmit,
     encode_batch,
 )
+from cortex.state.queries import StateReader
 from cortex.state.transitions import TaskChange
 from tests.metrics_scrape import Scrape
 
@@ -39,10 +40,10 @@ class Node:
 
     def __init__(self, path: Path) -> None:
         self.applied: list[float] = []
-        self.metrics = NodeMetrics(str(path))
+        self.metrics = NodeMetrics(StateReader(str(path)))
         self.machine = TimedStateMachine(str(path), on_applied=self.applied.append)
         self.machine.add_listener(self.metrics.on_change)
-        self.metrics.add_collector(QueueCollector(self.metrics.state_reads, lambda: NOW_MS / 1000))
+        self.metrics.add_collector(QueueCollector(self.metrics.reader, lambda: NOW_MS / 1000))
         self.index = 0
 
     def apply(self, payload: Payload, ts: int) -> dict[str, Any]:
