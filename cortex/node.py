@@ -389,6 +389,8 @@ class Node:
                 self.reader,
                 self.streaming,
                 lambda: self.machine.applied_index,
+                self.administration,
+                self.peer_client.node_state,
             )
         )
         self.registration.start()

@@ -52,6 +52,16 @@ class SubmitOutcome:
 
 
 @dataclass(frozen=True)
+class BulkOutcome:
+    """What a bulk change did to one task: `acted`, or not, with the refusal
+    in `error` (empty when the task was left as it was: nothing to do)."""
+
+    task_id: str
+    acted: bool
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class TaskWrite:
     """A task as a write left it, and the Raft index the write committed at."""
 
@@ -265,6 +275,55 @@ class TaskOperations:
         if not result.get("ok") and written.task.state != "cancelled":
             raise refusal_error(result, f"task {task_id} could not be cancelled")
         return written
+
+    def cancel_many(self, task_ids: list[str], reason: str = "") -> list[BulkOutcome]:
+        """`cancel` for many tasks (full ids), proposed together: each is
+        cancelled, left as it is (already terminal), or refused on its own."""
+        return self._act_on_many(
+            task_ids,
+            lambda task: None if task.state in TERMINAL_STATES else e.TaskCancel(
+                task.id, reason or "cancelled by request"),
+        )  # fmt: skip
+
+    def retry_dead_letter_many(self, task_ids: list[str]) -> list[BulkOutcome]:
+        """`retry_dead_letter` for many tasks (full ids), proposed together;
+        tasks no longer dead letters are left as they are."""
+        return self._act_on_many(
+            task_ids,
+            lambda task: e.TaskRetry(task.id, task.attempt, "retried from the dead-letter queue")
+            if task.state == "dead_letter"
+            else None,
+        )
+
+    def _act_on_many(
+        self, task_ids: list[str], payload_for: Callable[[TaskView], e.Payload | None]
+    ) -> list[BulkOutcome]:
+        outcomes: dict[str, BulkOutcome] = {}
+        proposed: list[tuple[str, e.Entry]] = []
+        for task_id in task_ids:
+            task = self._reader.get_task(task_id)
+            payload = payload_for(task) if task is not None else None
+            if task is None:
+                outcomes[task_id] = BulkOutcome(task_id, False, f"no task with id {task_id}")
+            elif payload is None:
+                outcomes[task_id] = BulkOutcome(task_id, False)
+            else:
+                proposed.append((task_id, e.Entry.create(payload, self.node_id)))
+        for start in range(0, len(proposed), MAX_SUBMIT_BATCH):
+            chunk = proposed[start : start + MAX_SUBMIT_BATCH]
+            future = self._proposer.submit_all([entry for _, entry in chunk])
+            try:
+                results = future.result(timeout=self._timeout + 1.0)
+            except FutureTimeout:
+                raise Unavailable(
+                    f"the changes were not all committed within {self._timeout:.0f}s; they may"
+                    " still be applied: list the tasks again before repeating"
+                ) from None
+            for (task_id, _), result in zip(chunk, results, strict=True):
+                ok = bool(result.get("ok"))
+                error = "" if ok else str(refusal_error(result, f"task {task_id}"))
+                outcomes[task_id] = BulkOutcome(task_id, ok, error)
+        return [outcomes[task_id] for task_id in task_ids]
 
     def list_dead_letter(
         self,

@@ -19,7 +19,7 @@ from cortex.api.tls import ClientTls
 from cortex.errors import CortexError
 from cortex.internal.v1 import peer_pb2 as peer_pb
 from cortex.internal.v1 import peer_pb2_grpc as peer_grpc
-from cortex.membership.peer_calls import Heartbeat, Removal
+from cortex.membership.peer_calls import Heartbeat, NodeState, Removal
 from cortex.v1 import cortex_pb2 as pb
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -126,6 +126,22 @@ class PeerClient:
         except grpc.RpcError as err:
             raise self.error(address, err) from None
         return int(reply.applied_index)
+
+    def node_state(self, address: str, timeout_s: float) -> NodeState:
+        """The Raft view and state digest of the node at `address`."""
+        try:
+            reply = self._stub(address).GetNodeState(
+                peer_pb.GetNodeStateRequest(), timeout=timeout_s, metadata=self._metadata
+            )
+        except grpc.RpcError as err:
+            raise self.error(address, err) from None
+        return NodeState(
+            applied_index=int(reply.applied_index),
+            state_digest=reply.state_digest,
+            commit_index=int(reply.commit_index),
+            term=int(reply.term),
+            raft_state=reply.raft_state,
+        )
 
     def read_index(self, address: str, timeout_s: float) -> int:
         """The leader's read index, asked of the leader at `address`."""

@@ -92,6 +92,19 @@ class PeerServicer(peer_grpc.PeerServiceServicer):
         return peer_pb.GetAppliedIndexResponse(applied_index=self._cluster.applied_index())
 
     @maps_errors
+    def GetNodeState(
+        self, request: peer_pb.GetNodeStateRequest, context: grpc.ServicerContext
+    ) -> peer_pb.GetNodeStateResponse:
+        state = self._cluster.node_state()
+        return peer_pb.GetNodeStateResponse(
+            applied_index=state.applied_index,
+            state_digest=state.state_digest,
+            commit_index=state.commit_index,
+            term=state.term,
+            raft_state=state.raft_state,
+        )
+
+    @maps_errors
     def ReadIndex(
         self, request: peer_pb.ReadIndexRequest, context: grpc.ServicerContext
     ) -> peer_pb.ReadIndexResponse:

@@ -5,7 +5,9 @@ no value, as an HTML form sends every field."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl
 
 from cortex.errors import InvalidArgument
@@ -19,6 +21,10 @@ MAX_QUERY_FIELDS = 64
 MAX_OFFSET = 2**63 - 1
 MAX_ATTEMPT = 2**31 - 1
 OUTPUT_STREAMS = ("stdout", "stderr")
+# The most tasks one bulk change acts on: a filter matching more is narrowed first.
+MAX_BULK_TASKS = 10_000
+# Bodies of the API's POSTs are small JSON objects.
+MAX_BODY_BYTES = 64 * 1024
 
 
 class BadParameter(InvalidArgument):
@@ -116,11 +122,14 @@ class TaskListRequest:
     page_token: str = ""
     page_size: int = DEFAULT_PAGE_SIZE
 
-    PARAMETERS = ("state", "node", "workflow", "label", "q", "page_token", "page_size")
+    FILTERS = ("state", "node", "workflow", "label", "q")
+    PARAMETERS = (*FILTERS, "page_token", "page_size")
 
     @classmethod
-    def from_query(cls, query: str) -> TaskListRequest:
-        params = QueryParams(query, cls.PARAMETERS)
+    def from_query(cls, query: str, paged: bool = True) -> TaskListRequest:
+        """The listing a query asks for; without `paged`, only its filters
+        are taken (a bulk change acts on every match)."""
+        params = QueryParams(query, cls.PARAMETERS if paged else cls.FILTERS)
         return cls(
             states=params.choices("state", TASK_STATES),
             node=params.text("node", MAX_ID_CHARS),
@@ -134,6 +143,58 @@ class TaskListRequest:
             page_token=params.text("page_token", 4096),
             page_size=params.whole_number("page_size", 1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE),
         )
+
+
+@dataclass(frozen=True)
+class BulkRequest:
+    """`POST /api/v1/tasks/cancel|retry?FILTERS`, body `{"expected": N}`:
+    change every task the filters match, which must be no more than the N
+    the user confirmed."""
+
+    filters: TaskListRequest
+    expected: int
+
+    @classmethod
+    def parse(cls, query: str, body: bytes) -> BulkRequest:
+        fields = json_body(body, ("expected",))
+        expected = fields.get("expected")
+        if isinstance(expected, bool) or not isinstance(expected, int):
+            raise BadParameter("expected", "required: the number of tasks the change was"
+                               " confirmed for, a whole number")  # fmt: skip
+        if not 0 <= expected <= MAX_BULK_TASKS:
+            raise BadParameter("expected", f"must be from 0 to {MAX_BULK_TASKS}, not {expected}")
+        return cls(TaskListRequest.from_query(query, paged=False), expected)
+
+
+@dataclass(frozen=True)
+class DrainRequest:
+    """`POST /api/v1/nodes/{id}/drain`, body `{}` or `{"deadline_s": N}`."""
+
+    deadline_s: int = 0
+
+    @classmethod
+    def parse(cls, body: bytes) -> DrainRequest:
+        deadline = json_body(body, ("deadline_s",)).get("deadline_s", 0)
+        if isinstance(deadline, bool) or not isinstance(deadline, int) or deadline < 0:
+            raise BadParameter("deadline_s", f"must be a whole number of seconds, not {deadline!r}")
+        return cls(deadline)
+
+
+def json_body(body: bytes, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """A request body: empty, or a JSON object of only `allowed` fields."""
+    if not body.strip():
+        return {}
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise BadParameter("body", f"not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise BadParameter("body", "must be a JSON object")
+    for name in value:
+        if name not in allowed:
+            known = ", ".join(allowed) if allowed else "none"
+            raise BadParameter(str(name)[:64], f"unknown field (known: {known})")
+    return value
 
 
 @dataclass(frozen=True)

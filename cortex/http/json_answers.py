@@ -39,12 +39,12 @@ class ApiAnswer:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def error_answer(err: Exception, path: str) -> ApiAnswer:
+def error_answer(err: Exception, path: str, method: str = "GET") -> ApiAnswer:
     """The answer for an error: its status and `{"error": ...}`, with
     `parameter` when it names one (`cortex.http.api_requests.BadParameter`);
     500 for anything but a Cortex error, which is logged."""
     if not isinstance(err, CortexError):
-        log.error("GET %s failed", path, exc_info=err)
+        log.error("%s %s failed", method, path, exc_info=err)
         return ApiAnswer(
             HTTPStatus.INTERNAL_SERVER_ERROR,
             {"error": f"internal error serving {path}; see the node log"},

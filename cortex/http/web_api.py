@@ -27,9 +27,12 @@ from cortex.http.api_requests import (
     WorkflowListRequest,
     path_id,
 )
+from cortex.http.cluster_view import AskNodeState, cluster_json
 from cortex.http.json_answers import ApiAnswer, error_answer
 from cortex.http.node_load import NodeLoad, node_loads
 from cortex.http.output_pages import OutputPage, read_output_page
+from cortex.http.web_actions import MoreThanConfirmed, WebActions, changes_only, workflow_filter
+from cortex.membership.administration import NodeAdministration
 from cortex.membership.cluster_status import ClusterStatus
 from cortex.output import StreamingService
 from cortex.output.attempts import describe_attempt
@@ -52,7 +55,11 @@ class WebApi:
         reader: StateReader,
         streaming: StreamingService,
         applied_index: Callable[[], int],
+        nodes: NodeAdministration,
+        ask_node_state: AskNodeState,
     ) -> None:
+        """`ask_node_state(peer_address, timeout_s)`: another member's Raft
+        view and digest (`cortex.api.peer_client.PeerClient.node_state`)."""
         self._node_id = node_id
         self._tasks = tasks
         self._workflows = workflows
@@ -60,21 +67,38 @@ class WebApi:
         self._reader = reader
         self._streaming = streaming
         self._applied_index = applied_index
+        self._ask_node_state = ask_node_state
+        self._actions = WebActions(tasks, workflows, nodes, self._one_node_json, self._task_json)
 
     def answer(self, path: str, query: str) -> ApiAnswer:
         """The answer to `GET path?query` (a path under `API_PREFIX`)."""
         try:
+            if changes_only(_parts(path)):
+                return _not_allowed("POST")
             return ApiAnswer(HTTPStatus.OK, {**self._route(path, query), "read": self._read()})
         except Exception as err:
             return error_answer(err, path)
+
+    def act(self, path: str, query: str, body: bytes) -> ApiAnswer:
+        """The answer to `POST path?query` with `body` (a path under `API_PREFIX`)."""
+        try:
+            parts = _parts(path)
+            if _reads_only(parts):
+                return _not_allowed("GET, HEAD")
+            return ApiAnswer(
+                HTTPStatus.OK, {**self._actions.route(parts, query, body), "read": self._read()}
+            )
+        except MoreThanConfirmed as err:
+            return ApiAnswer(HTTPStatus.CONFLICT, {"error": str(err), "matched": err.matched})
+        except Exception as err:
+            return error_answer(err, path, "POST")
 
     def _read(self) -> dict[str, Any]:
         return {"node_id": self._node_id, "applied_index": self._applied_index(),
                 "consistency": "stale"}  # fmt: skip
 
     def _route(self, path: str, query: str) -> dict[str, Any]:
-        parts = [_segment(part) for part in path.removeprefix(API_PREFIX).split("/")]
-        match parts:
+        match _parts(path):
             case ["tasks"]:
                 return self.list_tasks(TaskListRequest.from_query(query))
             case ["tasks", task_id]:
@@ -91,15 +115,18 @@ class WebApi:
             case ["workflows", workflow_id]:
                 _no_parameters(query)
                 return self.get_workflow(path_id(workflow_id, "workflow id"))
+            case ["cluster"]:
+                _no_parameters(query)
+                return cluster_json(self._cluster, self._reader, self._ask_node_state)
         raise NotFound(
             f"no API at {path}; there are {API_PREFIX}tasks, tasks/ID, tasks/ID/output,"
-            " nodes, workflows and workflows/ID"
+            " nodes, workflows, workflows/ID and cluster"
         )
 
     # -- tasks --------------------------------------------------------------------
 
     def list_tasks(self, request: TaskListRequest) -> dict[str, Any]:
-        workflow_id = self._workflow_filter(request.workflow)
+        workflow_id = workflow_filter(self._workflows, request.workflow)
         filters = {
             "states": sorted(request.states),
             "workflow_id": request.workflow,
@@ -124,18 +151,6 @@ class WebApi:
             list(request.states) or None, None, workflow_id, request.node or None,
             request.page_size, after, True, match=match,
         )  # fmt: skip
-
-    def _workflow_filter(self, workflow: str) -> str | None:
-        """A workflow filter's full id; one no workflow has (any more) stays
-        as given, matching nothing."""
-        if not workflow:
-            return None
-        try:
-            return self._workflows.resolve_id(workflow)
-        except NotFound:
-            return workflow
-        except InvalidArgument as err:  # an ambiguous prefix
-            raise BadParameter("workflow", str(err)) from None
 
     def get_task(self, task_id: str) -> dict[str, Any]:
         task = self._tasks.get(task_id)
@@ -183,6 +198,11 @@ class WebApi:
     def list_nodes(self) -> dict[str, Any]:
         return {"nodes": [_node_json(load) for load in node_loads(self._cluster, self._reader)]}
 
+    def _one_node_json(self, node_id: str) -> dict[str, Any]:
+        load = next(load for load in node_loads(self._cluster, self._reader)
+                    if load.view.node.id == node_id)  # fmt: skip
+        return _node_json(load)
+
     def list_workflows(self, request: WorkflowListRequest) -> dict[str, Any]:
         tokens = PageTokens("web_workflows", {"states": sorted(request.states)}, True)
         after = _page_start(tokens, request.page_token)
@@ -201,6 +221,26 @@ class WebApi:
 
 def _no_parameters(query: str) -> None:
     QueryParams(query, ())
+
+
+def _reads_only(parts: list[str]) -> bool:
+    """Whether the path is one only read (GET, HEAD)."""
+    match parts:
+        case ["tasks" | "nodes" | "workflows" | "cluster"] | ["tasks" | "workflows", _]:
+            return not changes_only(parts)
+        case ["tasks", _, "output"]:
+            return True
+    return False
+
+
+def _not_allowed(allowed: str) -> ApiAnswer:
+    return ApiAnswer(
+        HTTPStatus.METHOD_NOT_ALLOWED, {"error": f"not allowed here: {allowed}"}, {"Allow": allowed}
+    )
+
+
+def _parts(path: str) -> list[str]:
+    return [_segment(part) for part in path.removeprefix(API_PREFIX).split("/")]
 
 
 def _segment(part: str) -> str:

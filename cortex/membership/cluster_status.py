@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cortex.membership.board import NodeReport, ResourceBoard
+from cortex.membership.peer_calls import NodeState
 from cortex.raft.group import RaftGroup
 from cortex.state.machine import StateMachine
 from cortex.state.queries import NodeView, StateReader
@@ -98,6 +99,19 @@ class ClusterStatus:
             nodes=self._node_views(nodes, leader, active),
             task_counts=self._reader.counts_by_state(),
             node_role="observer" if self._group.observer else "voter",
+        )
+
+    def node_state(self) -> NodeState:
+        """This node's Raft view and digest (cheaper than `status`: no node
+        list, no counts)."""
+        status = self._group.getStatus()
+        digest, applied_index = self._reader.digest_and_index()
+        return NodeState(
+            applied_index=applied_index,
+            state_digest=digest,
+            commit_index=int(status["commit_idx"]),
+            term=int(status["raft_term"]),
+            raft_state=self._group.raft_role,
         )
 
     def list_nodes(self, include_removed: bool = False) -> list[NodeStatusView]:

@@ -29,6 +29,17 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
+class NodeState:
+    """One node's Raft view and its state digest at its applied index."""
+
+    applied_index: int
+    state_digest: str
+    commit_index: int
+    term: int
+    raft_state: str
+
+
+@dataclass(frozen=True)
 class Removal:
     """What removing a node did: the tasks it re-queued, the Raft members left."""
 

@@ -270,6 +270,15 @@ class StateReader(WorkflowQueries):
         )
         return [EventView.from_row(r) for r in rows]
 
+    def recent_events(self, limit: int) -> list[EventView]:
+        """The newest `limit` events, newest first."""
+        return [
+            EventView.from_row(r)
+            for r in self._conn()
+            .execute(f"{EVENT_SELECT} ORDER BY e.seq DESC LIMIT ?", (limit,))
+            .fetchall()
+        ]
+
     def entry_index(self, entry_id: str, task_id: str | None = None) -> int | None:
         """The Raft index an entry was applied at, read from the events it
         wrote (the newest first: an entry just applied is found at once)."""

@@ -100,6 +100,60 @@ def test_exactly_one_node_is_the_leader(cluster: Cluster) -> None:
         assert scraped.value("cortex_raft_commit_index") >= 1
 
 
+def growing_samples(scraped: Scrape) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample that may only grow: counters', and histograms' counts,
+    sums and buckets."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in scraped.families.values()
+        if family.type in ("counter", "histogram")
+        for sample in family.samples
+    }
+
+
+def test_counters_only_grow_during_a_run_and_one_node_leads(cluster: Cluster) -> None:
+    """Scraped over and over on every node while tasks run: no counter or
+    histogram sample ever goes down, and in every round of scrapes within
+    one term exactly one node says it leads."""
+    with cluster.nodes[0].client() as client:
+        ids = [
+            client.submit_task(
+                shell_spec("sleep 0.2") if n % 3 else pb.TaskSpec(type="noop")
+            ).task.id
+            for n in range(24)
+        ]
+    last: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    rounds = one_leader_rounds = 0
+
+    def finished() -> bool:
+        with cluster.nodes[1].client() as client:
+            states = [client.get_task(task_id).task.state for task_id in ids]
+        return all(state == pb.TASK_STATE_COMPLETED for state in states)
+
+    while True:
+        done = finished()
+        scrapes = [metrics_of(node) for node in cluster.nodes]
+        rounds += 1
+        for node, scraped in zip(cluster.nodes, scrapes, strict=True):
+            now = growing_samples(scraped)
+            for key, value in last.get(node.node_id, {}).items():
+                assert now.get(key, 0.0) >= value, (node.node_id, key, value, now.get(key))
+            last[node.node_id] = now
+        if len({scraped.value("cortex_raft_term") for scraped in scrapes}) == 1:
+            leaders = sum(scraped.value("cortex_raft_is_leader") for scraped in scrapes)
+            assert leaders == 1, [s.value("cortex_raft_is_leader") for s in scrapes]
+            one_leader_rounds += 1
+        if done:
+            break
+        assert rounds < 600, "the run did not finish within 600 rounds of scrapes"
+    assert rounds >= 2 and one_leader_rounds >= 1
+    # The run itself was counted: the samples grew, not just stayed put.
+    assert all(
+        last[node.node_id][("cortex_tasks_total", (("state", "completed"),))] >= len(ids)
+        for node in cluster.nodes
+    )
+
+
 def test_every_node_sees_every_node_up_with_its_resources(cluster: Cluster) -> None:
     ids = {node.node_id for node in cluster.nodes}
 

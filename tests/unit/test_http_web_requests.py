@@ -13,7 +13,10 @@ import pytest
 
 from cortex.errors import FailedPrecondition, NotFound, ResourceExhausted, Unavailable
 from cortex.http.api_requests import (
+    MAX_BULK_TASKS,
     BadParameter,
+    BulkRequest,
+    DrainRequest,
     LabelFilter,
     OutputRequest,
     TaskListRequest,
@@ -72,6 +75,47 @@ def test_a_bad_task_listing_parameter_is_named(query: str, parameter: str) -> No
         TaskListRequest.from_query(query)
     assert refused.value.parameter == parameter
     assert str(refused.value).startswith(f"{parameter}: ")
+
+
+def test_a_bulk_change_takes_the_listing_filters_and_the_confirmed_count() -> None:
+    bulk = BulkRequest.parse("state=running&label=team%3Dweb&q=build", b'{"expected": 12}')
+    assert bulk == BulkRequest(
+        TaskListRequest(states=("running",), labels=(LabelFilter("team", "web"),), text="build"),
+        12,
+    )
+    assert DrainRequest.parse(b"") == DrainRequest(0)
+    assert DrainRequest.parse(b'{"deadline_s": 30}') == DrainRequest(30)
+
+
+@pytest.mark.parametrize(
+    ("query", "body", "parameter"),
+    [
+        ("state=running", b"", "expected"),
+        ("state=running", b'{"expected": "3"}', "expected"),
+        ("state=running", b'{"expected": true}', "expected"),
+        ("state=running", b'{"expected": -1}', "expected"),
+        ("state=running", b'{"expected": %d}' % (MAX_BULK_TASKS + 1), "expected"),
+        ("state=running", b'{"expected": 1, "all": true}', "all"),
+        ("state=running", b"[1]", "body"),
+        ("state=running", b"{not json", "body"),
+        ("state=running", b'{"expected": 1}\xff', "body"),
+        # Paging belongs to listings; a bulk change acts on every match.
+        ("page_size=5", b'{"expected": 1}', "page_size"),
+        ("state=lost", b'{"expected": 1}', "state"),
+    ],
+)
+def test_a_bad_bulk_change_is_refused_naming_what_is_wrong(
+    query: str, body: bytes, parameter: str
+) -> None:
+    with pytest.raises(BadParameter) as refused:
+        BulkRequest.parse(query, body)
+    assert refused.value.parameter == parameter
+
+
+def test_a_bad_drain_deadline_is_named() -> None:
+    for body in (b'{"deadline_s": -5}', b'{"deadline_s": "soon"}', b'{"until": 3}'):
+        with pytest.raises(BadParameter):
+            DrainRequest.parse(body)
 
 
 def test_output_and_workflow_parameters() -> None:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from cortex.v1 import cortex_pb2 as cortex_dot_v1_dot_cortex__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x63ortex/internal/v1/peer.proto\x12\x12\x63ortex.internal.v1\x1a\x16\x63ortex/v1/cortex.proto\"\xab\x02\n\x10HeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12+\n\tresources\x18\x02 \x01(\x0b\x32\x18.cortex.v1.NodeResources\x12L\n\x0c\x63\x61pabilities\x18\x03 \x03(\x0b\x32\x36.cortex.internal.v1.HeartbeatRequest.CapabilitiesEntry\x12\x15\n\rrunning_tasks\x18\x04 \x01(\x05\x12\x12\n\nsent_at_ms\x18\x05 \x01(\x03\x12\r\n\x05proof\x18\x06 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x07 \x01(\t\x12\x0b\n\x03seq\x18\x08 \x01(\x04\x1a\x33\n\x11\x43\x61pabilitiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x13\n\x11HeartbeatResponse\"M\n\x16RelayTaskOutputRequest\x12\x33\n\x07request\x18\x01 \x01(\x0b\x32\".cortex.v1.StreamTaskOutputRequest\"M\n\x17RelayTaskOutputResponse\x12\x32\n\x05\x63hunk\x18\x01 \x01(\x0b\x32#.cortex.v1.StreamTaskOutputResponse\"\x18\n\x16GetAppliedIndexRequest\"0\n\x17GetAppliedIndexResponse\x12\x15\n\rapplied_index\x18\x01 \x01(\x03\"\x12\n\x10ReadIndexRequest\"\'\n\x11ReadIndexResponse\x12\x12\n\nread_index\x18\x01 \x01(\x03\"C\n\x12PassRemovalRequest\x12-\n\x07request\x18\x01 \x01(\x0b\x32\x1c.cortex.v1.RemoveNodeRequest\"F\n\x13PassRemovalResponse\x12/\n\x08response\x18\x01 \x01(\x0b\x32\x1d.cortex.v1.RemoveNodeResponse\"\x16\n\x14JoinChallengeRequest\"6\n\x15JoinChallengeResponse\x12\r\n\x05nonce\x18\x01 \x01(\t\x12\x0e\n\x06ttl_ms\x18\x02 \x01(\x03\"\xa8\x01\n\x12JoinClusterRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\r\n\x05proof\x18\x04 \x01(\t\x12\x14\n\x0cpeer_address\x18\x05 \x01(\t\x12\r\n\x05nonce\x18\x06 \x01(\t\x12!\n\x04role\x18\x07 \x01(\x0e\x32\x13.cortex.v1.NodeRole\";\n\x13JoinClusterResponse\x12\x14\n\x0craft_members\x18\x01 \x03(\t\x12\x0e\n\x06leader\x18\x02 \x01(\t2\xfb\x03\n\x0bPeerService\x12X\n\tHeartbeat\x12$.cortex.internal.v1.HeartbeatRequest\x1a%.cortex.internal.v1.HeartbeatResponse\x12l\n\x0fRelayTaskOutput\x12*.cortex.internal.v1.RelayTaskOutputRequest\x1a+.cortex.internal.v1.RelayTaskOutputResponse0\x01\x12j\n\x0fGetAppliedIndex\x12*.cortex.internal.v1.GetAppliedIndexRequest\x1a+.cortex.internal.v1.GetAppliedIndexResponse\x12X\n\tReadIndex\x12$.cortex.internal.v1.ReadIndexRequest\x1a%.cortex.internal.v1.ReadIndexResponse\x12^\n\x0bPassRemoval\x12&.cortex.internal.v1.PassRemovalRequest\x1a\'.cortex.internal.v1.PassRemovalResponse2\xd3\x01\n\x0bJoinService\x12\x64\n\rJoinChallenge\x12(.cortex.internal.v1.JoinChallengeRequest\x1a).cortex.internal.v1.JoinChallengeResponse\x12^\n\x0bJoinCluster\x12&.cortex.internal.v1.JoinClusterRequest\x1a\'.cortex.internal.v1.JoinClusterResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x63ortex/internal/v1/peer.proto\x12\x12\x63ortex.internal.v1\x1a\x16\x63ortex/v1/cortex.proto\"\xab\x02\n\x10HeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12+\n\tresources\x18\x02 \x01(\x0b\x32\x18.cortex.v1.NodeResources\x12L\n\x0c\x63\x61pabilities\x18\x03 \x03(\x0b\x32\x36.cortex.internal.v1.HeartbeatRequest.CapabilitiesEntry\x12\x15\n\rrunning_tasks\x18\x04 \x01(\x05\x12\x12\n\nsent_at_ms\x18\x05 \x01(\x03\x12\r\n\x05proof\x18\x06 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x07 \x01(\t\x12\x0b\n\x03seq\x18\x08 \x01(\x04\x1a\x33\n\x11\x43\x61pabilitiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x13\n\x11HeartbeatResponse\"M\n\x16RelayTaskOutputRequest\x12\x33\n\x07request\x18\x01 \x01(\x0b\x32\".cortex.v1.StreamTaskOutputRequest\"M\n\x17RelayTaskOutputResponse\x12\x32\n\x05\x63hunk\x18\x01 \x01(\x0b\x32#.cortex.v1.StreamTaskOutputResponse\"\x18\n\x16GetAppliedIndexRequest\"0\n\x17GetAppliedIndexResponse\x12\x15\n\rapplied_index\x18\x01 \x01(\x03\"\x15\n\x13GetNodeStateRequest\"{\n\x14GetNodeStateResponse\x12\x15\n\rapplied_index\x18\x01 \x01(\x03\x12\x14\n\x0cstate_digest\x18\x02 \x01(\t\x12\x14\n\x0c\x63ommit_index\x18\x03 \x01(\x03\x12\x0c\n\x04term\x18\x04 \x01(\x03\x12\x12\n\nraft_state\x18\x05 \x01(\t\"\x12\n\x10ReadIndexRequest\"\'\n\x11ReadIndexResponse\x12\x12\n\nread_index\x18\x01 \x01(\x03\"C\n\x12PassRemovalRequest\x12-\n\x07request\x18\x01 \x01(\x0b\x32\x1c.cortex.v1.RemoveNodeRequest\"F\n\x13PassRemovalResponse\x12/\n\x08response\x18\x01 \x01(\x0b\x32\x1d.cortex.v1.RemoveNodeResponse\"\x16\n\x14JoinChallengeRequest\"6\n\x15JoinChallengeResponse\x12\r\n\x05nonce\x18\x01 \x01(\t\x12\x0e\n\x06ttl_ms\x18\x02 \x01(\x03\"\xa8\x01\n\x12JoinClusterRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x14\n\x0craft_address\x18\x02 \x01(\t\x12\x14\n\x0cgrpc_address\x18\x03 \x01(\t\x12\r\n\x05proof\x18\x04 \x01(\t\x12\x14\n\x0cpeer_address\x18\x05 \x01(\t\x12\r\n\x05nonce\x18\x06 \x01(\t\x12!\n\x04role\x18\x07 \x01(\x0e\x32\x13.cortex.v1.NodeRole\";\n\x13JoinClusterResponse\x12\x14\n\x0craft_members\x18\x01 \x03(\t\x12\x0e\n\x06leader\x18\x02 \x01(\t2\xde\x04\n\x0bPeerService\x12X\n\tHeartbeat\x12$.cortex.internal.v1.HeartbeatRequest\x1a%.cortex.internal.v1.HeartbeatResponse\x12l\n\x0fRelayTaskOutput\x12*.cortex.internal.v1.RelayTaskOutputRequest\x1a+.cortex.internal.v1.RelayTaskOutputResponse0\x01\x12j\n\x0fGetAppliedIndex\x12*.cortex.internal.v1.GetAppliedIndexRequest\x1a+.cortex.internal.v1.GetAppliedIndexResponse\x12\x61\n\x0cGetNodeState\x12\'.cortex.internal.v1.GetNodeStateRequest\x1a(.cortex.internal.v1.GetNodeStateResponse\x12X\n\tReadIndex\x12$.cortex.internal.v1.ReadIndexRequest\x1a%.cortex.internal.v1.ReadIndexResponse\x12^\n\x0bPassRemoval\x12&.cortex.internal.v1.PassRemovalRequest\x1a\'.cortex.internal.v1.PassRemovalResponse2\xd3\x01\n\x0bJoinService\x12\x64\n\rJoinChallenge\x12(.cortex.internal.v1.JoinChallengeRequest\x1a).cortex.internal.v1.JoinChallengeResponse\x12^\n\x0bJoinCluster\x12&.cortex.internal.v1.JoinClusterRequest\x1a\'.cortex.internal.v1.JoinClusterResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,24 +48,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETAPPLIEDINDEXREQUEST']._serialized_end=582
   _globals['_GETAPPLIEDINDEXRESPONSE']._serialized_start=584
   _globals['_GETAPPLIEDINDEXRESPONSE']._serialized_end=632
-  _globals['_READINDEXREQUEST']._serialized_start=634
-  _globals['_READINDEXREQUEST']._serialized_end=652
-  _globals['_READINDEXRESPONSE']._serialized_start=654
-  _globals['_READINDEXRESPONSE']._serialized_end=693
-  _globals['_PASSREMOVALREQUEST']._serialized_start=695
-  _globals['_PASSREMOVALREQUEST']._serialized_end=762
-  _globals['_PASSREMOVALRESPONSE']._serialized_start=764
-  _globals['_PASSREMOVALRESPONSE']._serialized_end=834
-  _globals['_JOINCHALLENGEREQUEST']._serialized_start=836
-  _globals['_JOINCHALLENGEREQUEST']._serialized_end=858
-  _globals['_JOINCHALLENGERESPONSE']._serialized_start=860
-  _globals['_JOINCHALLENGERESPONSE']._serialized_end=914
-  _globals['_JOINCLUSTERREQUEST']._serialized_start=917
-  _globals['_JOINCLUSTERREQUEST']._serialized_end=1085
-  _globals['_JOINCLUSTERRESPONSE']._serialized_start=1087
-  _globals['_JOINCLUSTERRESPONSE']._serialized_end=1146
-  _globals['_PEERSERVICE']._serialized_start=1149
-  _globals['_PEERSERVICE']._serialized_end=1656
-  _globals['_JOINSERVICE']._serialized_start=1659
-  _globals['_JOINSERVICE']._serialized_end=1870
+  _globals['_GETNODESTATEREQUEST']._serialized_start=634
+  _globals['_GETNODESTATEREQUEST']._serialized_end=655
+  _globals['_GETNODESTATERESPONSE']._serialized_start=657
+  _globals['_GETNODESTATERESPONSE']._serialized_end=780
+  _globals['_READINDEXREQUEST']._serialized_start=782
+  _globals['_READINDEXREQUEST']._serialized_end=800
+  _globals['_READINDEXRESPONSE']._serialized_start=802
+  _globals['_READINDEXRESPONSE']._serialized_end=841
+  _globals['_PASSREMOVALREQUEST']._serialized_start=843
+  _globals['_PASSREMOVALREQUEST']._serialized_end=910
+  _globals['_PASSREMOVALRESPONSE']._serialized_start=912
+  _globals['_PASSREMOVALRESPONSE']._serialized_end=982
+  _globals['_JOINCHALLENGEREQUEST']._serialized_start=984
+  _globals['_JOINCHALLENGEREQUEST']._serialized_end=1006
+  _globals['_JOINCHALLENGERESPONSE']._serialized_start=1008
+  _globals['_JOINCHALLENGERESPONSE']._serialized_end=1062
+  _globals['_JOINCLUSTERREQUEST']._serialized_start=1065
+  _globals['_JOINCLUSTERREQUEST']._serialized_end=1233
+  _globals['_JOINCLUSTERRESPONSE']._serialized_start=1235
+  _globals['_JOINCLUSTERRESPONSE']._serialized_end=1294
+  _globals['_PEERSERVICE']._serialized_start=1297
+  _globals['_PEERSERVICE']._serialized_end=1903
+  _globals['_JOINSERVICE']._serialized_start=1906
+  _globals['_JOINSERVICE']._serialized_end=2117
 # @@protoc_insertion_point(module_scope)

@@ -60,6 +60,24 @@ class GetAppliedIndexResponse(_message.Message):
     applied_index: int
     def __init__(self, applied_index: _Optional[int] = ...) -> None: ...
 
+class GetNodeStateRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetNodeStateResponse(_message.Message):
+    __slots__ = ("applied_index", "state_digest", "commit_index", "term", "raft_state")
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    RAFT_STATE_FIELD_NUMBER: _ClassVar[int]
+    applied_index: int
+    state_digest: str
+    commit_index: int
+    term: int
+    raft_state: str
+    def __init__(self, applied_index: _Optional[int] = ..., state_digest: _Optional[str] = ..., commit_index: _Optional[int] = ..., term: _Optional[int] = ..., raft_state: _Optional[str] = ...) -> None: ...
+
 class ReadIndexRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -55,6 +55,11 @@ class PeerServiceStub:
                 request_serializer=cortex_dot_internal_dot_v1_dot_peer__pb2.GetAppliedIndexRequest.SerializeToString,
                 response_deserializer=cortex_dot_internal_dot_v1_dot_peer__pb2.GetAppliedIndexResponse.FromString,
                 _registered_method=True)
+        self.GetNodeState = channel.unary_unary(
+                '/cortex.internal.v1.PeerService/GetNodeState',
+                request_serializer=cortex_dot_internal_dot_v1_dot_peer__pb2.GetNodeStateRequest.SerializeToString,
+                response_deserializer=cortex_dot_internal_dot_v1_dot_peer__pb2.GetNodeStateResponse.FromString,
+                _registered_method=True)
         self.ReadIndex = channel.unary_unary(
                 '/cortex.internal.v1.PeerService/ReadIndex',
                 request_serializer=cortex_dot_internal_dot_v1_dot_peer__pb2.ReadIndexRequest.SerializeToString,
@@ -100,6 +105,14 @@ class PeerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetNodeState(self, request, context):
+        """This node's Raft view and its state digest at its applied index, for a
+        node showing every member side by side (the web UI's cluster page).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReadIndex(self, request, context):
         """Asked of the leader by a follower or observer serving a LINEARIZABLE
         read: the leader confirms it still leads with a quorum and returns an
@@ -134,6 +147,11 @@ def add_PeerServiceServicer_to_server(servicer, server):
                     servicer.GetAppliedIndex,
                     request_deserializer=cortex_dot_internal_dot_v1_dot_peer__pb2.GetAppliedIndexRequest.FromString,
                     response_serializer=cortex_dot_internal_dot_v1_dot_peer__pb2.GetAppliedIndexResponse.SerializeToString,
+            ),
+            'GetNodeState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetNodeState,
+                    request_deserializer=cortex_dot_internal_dot_v1_dot_peer__pb2.GetNodeStateRequest.FromString,
+                    response_serializer=cortex_dot_internal_dot_v1_dot_peer__pb2.GetNodeStateResponse.SerializeToString,
             ),
             'ReadIndex': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadIndex,
@@ -233,6 +251,33 @@ class PeerService:
             '/cortex.internal.v1.PeerService/GetAppliedIndex',
             cortex_dot_internal_dot_v1_dot_peer__pb2.GetAppliedIndexRequest.SerializeToString,
             cortex_dot_internal_dot_v1_dot_peer__pb2.GetAppliedIndexResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetNodeState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.internal.v1.PeerService/GetNodeState',
+            cortex_dot_internal_dot_v1_dot_peer__pb2.GetNodeStateRequest.SerializeToString,
+            cortex_dot_internal_dot_v1_dot_peer__pb2.GetNodeStateResponse.FromString,
             options,
             channel_credentials,
             insecure,
