@@ -111,7 +111,7 @@ def _every_slots(
     # The first k with anchor + k*every > after (k >= 1: the anchor itself
     # is the moment of creation, not a slot).
     k = max((after_ms - anchor_ms) // every_ms + 1, 1)
-    slots = []
+    slots: list[int] = []
     slot = anchor_ms + k * every_ms
     while slot <= until_ms and len(slots) < limit:
         slots.append(slot)
