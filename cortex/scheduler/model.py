@@ -63,6 +63,10 @@ class PendingTask:
     priority: int = 5
     created_at: int = 0
     constraints: Constraints = field(default_factory=Constraints)
+    # Shares placements with other keys by weight (cortex.scheduler.fairness).
+    fairness_key: str = "default"
+    # Counts against the key's limits (cortex.scheduler.limits); None: no key.
+    concurrency_key: str | None = None
 
 
 @dataclass(frozen=True)

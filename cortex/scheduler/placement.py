@@ -12,7 +12,9 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cortex.scheduler.fairness import FairQueue, LastServed
 from cortex.scheduler.filters import first_failure
+from cortex.scheduler.limits import LimitGate
 from cortex.scheduler.model import Candidate, NodeLoad, PendingTask, Placement, RoundResult
 from cortex.scheduler.scores import score_node
 
@@ -104,14 +106,28 @@ def explain(task: PendingTask, nodes: Sequence[Candidate]) -> list[str]:
     return exclusion_reasons(task, nodes, initial_loads(nodes))
 
 
-def schedule_round(tasks: Sequence[PendingTask], nodes: Sequence[Candidate]) -> RoundResult:
-    """Places tasks by priority then age; each placement counts against its
-    node (tasks and reserved memory) for the rest of the round, so a burst
-    spreads. A `targetNode` leaves one feasible node, so scores don't matter."""
+def schedule_round(
+    tasks: Sequence[PendingTask],
+    nodes: Sequence[Candidate],
+    limits: LimitGate | None = None,
+    active_by_fairness_key: dict[str, int] | None = None,
+    weights: dict[str, int] | None = None,
+    served: LastServed | None = None,
+) -> RoundResult:
+    """Places tasks by priority, sharing each level between fairness keys by
+    weight (oldest first within a key); each placement counts against its
+    node (tasks and reserved memory) and its concurrency key for the rest of
+    the round, so a burst spreads and no limit is passed. A `targetNode`
+    leaves one feasible node, so scores don't matter."""
     state = _Round(nodes)
     result = RoundResult([], {})
     reasons_by_group: dict[int, list[str]] = {}
-    for task in order_tasks(tasks):
+    queue = FairQueue(tasks, active_by_fairness_key or {}, weights or {}, served)
+    for task in queue:
+        held = limits.held(task.concurrency_key) if limits is not None else None
+        if held is not None:
+            result.unplaced[task.id] = [held]
+            continue
         choice = state.choose(task)
         if choice is None:
             group = id(state.group_for(task))
@@ -121,5 +137,8 @@ def schedule_round(tasks: Sequence[PendingTask], nodes: Sequence[Candidate]) -> 
             continue
         node, score = choice
         state.place(task, node)
+        queue.placed(task)
+        if limits is not None:
+            limits.admit(task.concurrency_key)
         result.placements.append(Placement(task.id, node.id, task.attempt + 1, score))
     return result
