@@ -1,9 +1,10 @@
 """The node's HTTP listener: Prometheus metrics at `/metrics` and, when
-given the web API, the web UI (`/`, `/ui/...`), its JSON API
-(`/api/v1/...`) and its login (`POST /login`, `POST /logout`); from the
-standard library's threaded HTTP server on a daemon thread. It takes the
-node's API token (`cortex.http.web_auth`) and TLS settings, as the gRPC API
-does."""
+given the web API, the web UI (its pages at `/tasks`, `/workflows`,
+`/nodes`, `/cluster`, `/` sending to one of them, its files under `/ui/`),
+its JSON API (`/api/v1/...`: reads by GET, changes by POST) and its login
+(`POST /login`, `POST /logout`); from the standard library's threaded HTTP
+server on a daemon thread. It takes the node's API token
+(`cortex.http.web_auth`) and TLS settings, as the gRPC API does."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import ssl
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -24,9 +25,17 @@ from prometheus_client.exposition import choose_encoder
 
 from cortex.config import WILDCARD_HOSTS
 from cortex.errors import ConfigError
+from cortex.http.change_guard import change_refusal
 from cortex.http.json_answers import ApiAnswer
-from cortex.http.ui_assets import UI_HEADERS, UiAssets
-from cortex.http.web_api import WebApi
+from cortex.http.ui_assets import (
+    TASKS_PAGE,
+    UI_HEADERS,
+    UI_PATH,
+    WORKFLOWS_PAGE,
+    UiAssets,
+    is_page,
+)
+from cortex.http.web_api import API_PREFIX
 from cortex.http.web_auth import (
     LOGIN_PATH,
     LOGOUT_PATH,
@@ -41,6 +50,7 @@ log = logging.getLogger(__name__)
 METRICS_PATH = "/metrics"
 API_PATH = "/api/"
 ALLOWED_METHODS = "GET, HEAD"
+API_METHODS = "GET, HEAD, POST"
 API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 UNAUTHORIZED = "missing or wrong API token: send Authorization: Bearer TOKEN"
 # A client gets this long for its TLS handshake and its request, so a
@@ -65,6 +75,18 @@ def server_tls_context(
     return context
 
 
+class JsonApi(Protocol):
+    """The JSON API under `/api/v1/` (`cortex.http.web_api.WebApi`)."""
+
+    def answer(self, path: str, query: str) -> ApiAnswer:
+        """The answer to `GET path?query`."""
+        ...
+
+    def act(self, path: str, query: str, body: bytes) -> ApiAnswer:
+        """The answer to `POST path?query` with `body`."""
+        ...
+
+
 def _bind_host(host: str) -> tuple[str, socket.AddressFamily]:
     bare = host.strip("[]")
     if host in WILDCARD_HOSTS and ":" not in bare:
@@ -87,7 +109,7 @@ class _Server(ThreadingHTTPServer):
         self.registry = registry
         self.tokens = TokenCheck(token)
         self.tls = tls
-        self.web: WebApi | None = None
+        self.web: JsonApi | None = None
         self.assets: UiAssets | None = None
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT_REQUESTS)
         super().__init__(address, _Handler)
@@ -144,25 +166,17 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = REQUEST_TIMEOUT_S
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's names)
-        self._answer(with_body=True)
+        self._answer()
 
-    def do_HEAD(self) -> None:  # noqa: N802
-        self._answer(with_body=False)
+    # Every method is taken here; each path answers 405 for those it does
+    # not take (after 401 where the token is missing, or 404).
+    do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET
 
-    # Other methods are answered too: 405 where a path takes only GET, as
-    # elsewhere 404 or 401.
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET
-
-    def _answer(self, with_body: bool) -> None:
+    def _answer(self) -> None:
         target = urlsplit(self.path)
-        path, web = target.path, self.server.web
-        asset = self.server.assets.find(path) if self.server.assets is not None else None
-        if asset is not None:
-            if self._method_allowed(with_body):
-                self._send(HTTPStatus.OK, asset.body, asset.content_type, with_body, UI_HEADERS)
-            return
-        if web is not None and path in (LOGIN_PATH, LOGOUT_PATH):
-            self._session(path)
+        path, web, assets = target.path, self.server.web, self.server.assets
+        with_body = self.command != "HEAD"
+        if web is not None and assets is not None and self._ui(path, web, assets):
             return
         if not self.server.tokens.allows(self.headers):
             challenge = {"WWW-Authenticate": 'Bearer realm="cortex"'}
@@ -176,11 +190,63 @@ class _Handler(BaseHTTPRequestHandler):
             if self._method_allowed(with_body):
                 self._metrics(with_body)
         elif web is not None and path.startswith(API_PATH):
-            if self._method_allowed(with_body):
-                self._send_json(web.answer(path, target.query), with_body)
+            self._api(web, path, target.query)
         else:
             self._send_text(HTTPStatus.NOT_FOUND, f"not found; metrics are at {METRICS_PATH}\n",
                             with_body)  # fmt: skip
+
+    def _ui(self, path: str, web: JsonApi, assets: UiAssets) -> bool:
+        """Answers what the web UI serves without the token (its files, its
+        pages, `/`, a 404 page for a path that is none of the node's, the
+        login); False for anything else."""
+        with_body = self.command != "HEAD"
+        asset = assets.find(path)
+        if asset is not None or is_page(path):
+            if self._method_allowed(with_body):
+                shown = asset or assets.page
+                self._send(HTTPStatus.OK, shown.body, shown.content_type, with_body, UI_HEADERS)
+        elif path == "/":
+            if self._method_allowed(with_body):
+                headers = {"Location": self._front_page(web), "Cache-Control": "no-store"}
+                self._send_text(HTTPStatus.FOUND, "", with_body, headers)
+        elif path in (LOGIN_PATH, LOGOUT_PATH):
+            self._session(path)
+        elif path == METRICS_PATH or path.startswith((API_PATH, UI_PATH)):
+            return False
+        else:
+            # The page, which says there is no such view: the same for any
+            # path, so it tells nothing to a caller without the token.
+            page = assets.page
+            self._send(HTTPStatus.NOT_FOUND, page.body, page.content_type, with_body, UI_HEADERS)
+        return True
+
+    def _front_page(self, web: JsonApi) -> str:
+        """The workflows page when the cluster has any workflow, else the
+        tasks page (also when the request cannot read the API to tell)."""
+        if not self.server.tokens.allows(self.headers):
+            return TASKS_PAGE
+        listing = web.answer(API_PREFIX + "workflows", "page_size=1")
+        if listing.status == HTTPStatus.OK and listing.body.get("total"):
+            return WORKFLOWS_PAGE
+        return TASKS_PAGE
+
+    def _api(self, web: JsonApi, path: str, query: str) -> None:
+        """GET and HEAD read (`web.answer`); POST changes (`web.act`), when
+        `cortex.http.change_guard` lets it through."""
+        if self.command in ("GET", "HEAD"):
+            self._send_json(web.answer(path, query), self.command == "GET")
+            return
+        if self.command != "POST":
+            error = {"error": f"{self.command} not allowed: {API_METHODS}"}
+            answer = ApiAnswer(HTTPStatus.METHOD_NOT_ALLOWED, error, {"Allow": API_METHODS})
+            self._send_json(answer, True)
+            return
+        refusal = change_refusal(self.headers)
+        if refusal is not None:
+            self._send_json(refusal, True)
+            return
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self._send_json(web.act(path, query, body), True)
 
     def _method_allowed(self, with_body: bool) -> bool:
         """Whether the method is GET or HEAD; answers 405 when not."""
@@ -303,7 +369,7 @@ class HttpListener:
     def scheme(self) -> str:
         return "https" if self._server.tls is not None else "http"
 
-    def start(self, web: WebApi | None = None) -> None:
+    def start(self, web: JsonApi | None = None) -> None:
         """Serves `/metrics`, and with `web` the web UI and its API too."""
         if web is not None:
             self._server.web, self._server.assets = web, UiAssets()

@@ -1,10 +1,14 @@
 """The web UI's files, shipped in the package (`cortex/http/ui`): an HTML
-page, its script and its style sheet, read once and served as they are.
-They hold no data (the page reads everything from the JSON API), so they
-are served without the API token; the page asks for it when the API does."""
+page, its scripts (ES modules) and its style sheet, read once and served as
+they are; and the paths the page answers at (`/tasks`, `/tasks/ID`,
+`/workflows`, `/workflows/ID`, `/nodes`, `/cluster`), each of which is
+served the same page, its script showing the view the path names. They
+hold no data (the page reads everything from the JSON API), so they are
+served without the API token; the page asks for it when the API does."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -15,7 +19,11 @@ CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
 }
-# The page runs only its own script and style sheet and talks only to this
+# Each path a view of the page lives at; an id is one path segment.
+PAGE_PATH = re.compile(r"/(?:(?:tasks|workflows)(?:/[^/]+)?|nodes|cluster)")
+TASKS_PAGE = "/tasks"
+WORKFLOWS_PAGE = "/workflows"
+# The page runs only its own scripts and style sheet and talks only to this
 # node: no inline scripts, nothing from elsewhere, never framed.
 UI_HEADERS = {
     "Content-Security-Policy": (
@@ -35,7 +43,8 @@ class Asset:
 
 
 class UiAssets:
-    """`/` is the page; `/ui/NAME` each shipped file."""
+    """`/ui/NAME` each shipped file; `page` the HTML page every view path
+    is served."""
 
     def __init__(self) -> None:
         folder = resources.files("cortex.http").joinpath("ui")
@@ -44,10 +53,14 @@ class UiAssets:
             for entry in folder.iterdir()
             if (suffix := "." + entry.name.rpartition(".")[2]) in CONTENT_TYPES
         }
+        self.page = self._files[INDEX]
 
     def find(self, path: str) -> Asset | None:
-        if path == "/":
-            return self._files.get(INDEX)
         if path.startswith(UI_PATH):
             return self._files.get(path.removeprefix(UI_PATH))
         return None
+
+
+def is_page(path: str) -> bool:
+    """Whether `path` is one the page shows a view at."""
+    return PAGE_PATH.fullmatch(path) is not None

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
+from google.protobuf.duration_pb2 import Duration
 
 from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import Cluster, ClusterNode, shared_cluster, shell_spec, wait_until
@@ -90,6 +91,25 @@ def submit(
         spec = shell_spec(command, labels=labels or {}, **fields)
         task_id: str = client.submit_task(spec).task.id
     return task_id
+
+
+def post(node: ClusterNode, path: str, body: dict[str, Any] | None = None, /,
+         guarded: bool = True, **params: Any) -> Response:  # fmt: skip
+    """A change: JSON body, with the header every change needs (`guarded`)."""
+    query = f"?{urlencode(params, doseq=True)}" if params else ""
+    headers = {"Content-Type": "application/json"}
+    if guarded:
+        headers["X-Cortex-Request"] = "1"
+    data = json.dumps(body if body is not None else {}).encode()
+    return request(f"http://{node.http}{path}{query}", method="POST", headers=headers, data=data)
+
+
+def post_json(node: ClusterNode, path: str, body: dict[str, Any] | None = None, /,
+              status: int = 200, **params: Any) -> dict[str, Any]:  # fmt: skip
+    answer = post(node, path, body, **params)
+    assert answer.status == status, (path, params, answer.status, answer.body[:300])
+    found: dict[str, Any] = json.loads(answer.body)
+    return found
 
 
 def wait_state(node: ClusterNode, task_id: str, states: tuple[str, ...]) -> dict[str, Any]:
@@ -185,7 +205,7 @@ def test_bad_parameters_are_refused_naming_them(cluster: Cluster) -> None:
         assert body["parameter"] == parameter
 
 
-def test_unknown_ids_and_paths_are_404_and_writes_405(cluster: Cluster) -> None:
+def test_unknown_ids_and_paths_are_404_and_writes_to_reads_405(cluster: Cluster) -> None:
     node = cluster.nodes[0]
     missing = str(uuid.uuid4())
     for path in (
@@ -197,7 +217,7 @@ def test_unknown_ids_and_paths_are_404_and_writes_405(cluster: Cluster) -> None:
         "/api/v2/tasks",
     ):
         refused(node, path, 404)
-    answer = request(f"http://{node.http}/api/v1/tasks", method="POST", data=b"{}")
+    answer = post(node, "/api/v1/tasks")
     assert answer.status == 405 and answer.headers["Allow"] == "GET, HEAD"
     head = request(f"http://{node.http}/api/v1/nodes", method="HEAD")
     assert head.status == 200 and head.body == b""
@@ -361,3 +381,127 @@ def test_the_api_token_by_header_or_by_the_login_cookie(
     assert request(f"{base}/api/v1/nodes", headers={"Cookie": "cortex_token=nope"}).status == 401
     out = request(f"{base}/logout", method="POST", data=b"")
     assert out.status == 204 and "Max-Age=0" in out.headers["Set-Cookie"]
+
+
+def test_the_cluster_shows_one_leader_and_every_members_digest(cluster: Cluster) -> None:
+    submit(cluster.nodes[1], "echo cluster page")
+    ids = sorted(node.node_id for node in cluster.nodes)
+
+    def settled() -> dict[str, Any] | None:
+        found = get_json(cluster.nodes[2], "/api/v1/cluster")["cluster"]
+        members = found["members"]
+        indexes = {m["applied_index"] for m in members}
+        digests = {m["state_digest"] for m in members}
+        return found if len(indexes) == 1 and len(digests) == 1 else None
+
+    seen = wait_until(settled, 30, what="every member at one applied index and digest")
+    assert sorted(m["node_id"] for m in seen["members"]) == ids
+    assert all(m["reachable"] and m["error"] is None for m in seen["members"])
+    leaders = [m["node_id"] for m in seen["members"] if m["is_leader"]]
+    assert leaders == [seen["leader_id"]] and seen["term"] >= 1
+    assert [m["raft_state"] for m in seen["members"]].count("leader") == 1
+    assert seen["events"] and seen["events"][0]["seq"] > seen["events"][-1]["seq"]
+    assert (
+        refused(cluster.nodes[0], "/api/v1/cluster", 400, page_size=3)["parameter"] == "page_size"
+    )
+
+
+def test_a_task_is_cancelled_from_the_api_and_a_second_cancel_conflicts(
+    cluster: Cluster,
+) -> None:
+    node = cluster.nodes[0]
+    task_id = submit(node, "sleep 60")
+    wait_state(node, task_id, ("running",))
+    cancelled = post_json(node, f"/api/v1/tasks/{task_id}/cancel", {"reason": "enough"})
+    assert cancelled["task"]["id"] == task_id and cancelled["task"]["state"] == "cancelled"
+    again = post_json(node, f"/api/v1/tasks/{task_id[:8]}/cancel", status=409)
+    assert "already cancelled" in again["error"]
+    missing = post_json(node, f"/api/v1/tasks/{uuid.uuid4()}/cancel", status=404)
+    assert "no task" in missing["error"]
+
+
+def test_a_bulk_cancel_acts_on_no_more_than_the_confirmed_matches(cluster: Cluster) -> None:
+    node, other = cluster.nodes[1], cluster.nodes[2]
+    batch = uuid.uuid4().hex[:8]
+    ids = [submit(node, "sleep 60", {"bulk": batch}) for _ in range(3)]
+    done = submit(node, "true", {"bulk": batch})
+    wait_state(other, done, ("completed",))
+    for task_id in ids:
+        wait_state(other, task_id, ("queued", "assigned", "running"))
+    # More match than were confirmed: nothing changes, and the count is told.
+    conflict = post_json(other, "/api/v1/tasks/cancel", {"expected": 3}, status=409,
+                         label=f"bulk={batch}")  # fmt: skip
+    assert conflict["matched"] == 4
+    assert all(wait_state(other, t, ("queued", "assigned", "running")) for t in ids)
+    result = post_json(other, "/api/v1/tasks/cancel", {"expected": 4}, label=f"bulk={batch}")
+    assert result["matched"] == 4 and result["acted"] == 3 and result["unchanged"] == 1
+    assert result["errors"] == []
+    for task_id in ids:
+        assert wait_state(node, task_id, ("cancelled",))["state"] == "cancelled"
+    nothing = post_json(other, "/api/v1/tasks/cancel", {"expected": 0},
+                        label=f"bulk={batch}", state="running")  # fmt: skip
+    assert nothing == {**nothing, "matched": 0, "acted": 0}
+
+
+def test_a_bulk_retry_queues_the_matching_dead_letters_again(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    node = cluster.nodes[2]
+    batch = uuid.uuid4().hex[:8]
+    marker = tmp_path / "fixed"
+    command = f"test -e {marker}"
+    policy = pb.RetryPolicy(max_retries=1, backoff=Duration(nanos=10_000_000))
+    ids = [submit(node, command, {"dlq": batch}, retry_policy=policy) for _ in range(2)]
+    for task_id in ids:
+        wait_state(node, task_id, ("dead_letter",))
+    marker.touch()
+    result = post_json(node, "/api/v1/tasks/retry", {"expected": 2}, label=f"dlq={batch}")
+    assert result["matched"] == 2 and result["acted"] == 2
+    for task_id in ids:
+        wait_state(cluster.nodes[0], task_id, ("completed",))
+    # Nothing left in the dead-letter queue: the matches are left as they are.
+    again = post_json(node, "/api/v1/tasks/retry", {"expected": 2}, label=f"dlq={batch}")
+    assert again["acted"] == 0 and again["unchanged"] == 2
+
+
+def test_a_node_is_cordoned_drained_and_uncordoned_from_the_api(cluster: Cluster) -> None:
+    asker, target = cluster.nodes[0], cluster.nodes[2]
+    path = f"/api/v1/nodes/{target.node_id}"
+
+    def status_on(node: ClusterNode, wanted: str) -> bool:
+        nodes = get_json(node, "/api/v1/nodes")["nodes"]
+        return any(n["node_id"] == target.node_id and n["status"] == wanted for n in nodes)
+
+    try:
+        assert post_json(asker, f"{path}/cordon")["node"]["status"] == "cordoned"
+        wait_until(lambda: status_on(target, "cordoned"), 30, what="the cordon applied")
+        drained = post_json(asker, f"{path}/drain", {"deadline_s": 60})["node"]
+        assert drained["status"] == "draining"
+    finally:
+        restored = post_json(asker, f"{path}/uncordon")["node"]
+    assert restored["status"] == "active"
+    wait_until(lambda: status_on(cluster.nodes[1], "active"), 30, what="the uncordon applied")
+    assert post_json(asker, "/api/v1/nodes/nope/cordon", status=404)["error"]
+    bad = post_json(asker, f"{path}/drain", {"deadline_s": -1}, status=400)
+    assert bad["parameter"] == "deadline_s"
+
+
+def test_changes_need_their_header_and_the_right_method(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    task_id = submit(node, "true")
+    # A cross-site form cannot set the header: refused before anything changes.
+    unguarded = post(node, f"/api/v1/tasks/{task_id}/cancel", guarded=False)
+    assert unguarded.status == 403 and "X-Cortex-Request" in json.loads(unguarded.body)["error"]
+    for path in ("/api/v1/tasks", f"/api/v1/tasks/{task_id}", "/api/v1/cluster"):
+        answer = post(node, path)
+        assert answer.status == 405 and answer.headers["Allow"] == "GET, HEAD", path
+    for path in (
+        f"/api/v1/tasks/{task_id}/cancel",
+        "/api/v1/tasks/cancel",
+        "/api/v1/nodes/x/drain",
+    ):
+        answer = get(node, path)
+        assert answer.status == 405 and answer.headers["Allow"] == "POST", path
+    assert post(node, "/api/v1/tasks/x/explode").status == 404
+    bad = post_json(node, "/api/v1/tasks/cancel", {"expected": 1, "force": True}, status=400)
+    assert bad["parameter"] == "force"
