@@ -165,11 +165,23 @@ class NodeConfig(BaseModel):
     # and how many sandbox processes may evaluate conditions at once.
     condition_input_max_bytes: int = Field(1024**2, ge=64 * 1024, le=4 * 1024**2)
     condition_workers_max: int = Field(4, ge=1, le=64)
+    # Where OpenTelemetry spans go: `otlp` (the OTEL_EXPORTER_OTLP_* variables
+    # say where), `otlp:http://HOST:4318`, or `file:PATH` (JSON lines).
+    # Unset: no tracing. Needs the `otel` extra.
+    otel_exporter: str | None = None
 
     @field_validator("condition_input_max_bytes", mode="before")
     @classmethod
     def _condition_input_size(cls, value: Any) -> Any:
         return parse_byte_size(value) if isinstance(value, str) else value
+
+    @field_validator("otel_exporter")
+    @classmethod
+    def _exporter(cls, value: str | None) -> str | None:
+        from cortex.tracing.exporter_setting import parse_exporter_setting
+
+        parse_exporter_setting(value)
+        return value.strip() if value and value.strip() else None
 
     @field_validator("output_max_bytes_per_attempt", "output_max_total_bytes", mode="before")
     @classmethod

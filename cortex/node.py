@@ -68,8 +68,10 @@ from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.steps import SYSTEM_CLOCK
 from cortex.task_operations import TaskOperations
+from cortex.tracing import build_tracer
 from cortex.workflows.engine import WorkflowEngine
 from cortex.workflows.operations import WorkflowOperations
+from cortex.workflows.run_spans import WorkflowRunSpans
 from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,8 @@ class Node:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         refuse_if_removed(self.data_dir)
         check_role(self.data_dir, config.observer)
+        # First: a node asked to trace without the SDK stops here, not later.
+        self.tracer = build_tracer(config.otel_exporter, config.node_id)
         if not config.observer:  # an observer listens on no Raft port
             _check_can_listen(config.raft, "raft")
         self._server_tls, client_tls = node_tls(config)
@@ -164,6 +168,7 @@ class Node:
             reachable,
             config.max_spec_bytes,
             config.propose_timeout_s,
+            tracer=self.tracer,
         )
         self.workflows = WorkflowOperations(
             config.node_id,
@@ -173,6 +178,7 @@ class Node:
             config.propose_timeout_s,
             config.max_spec_bytes,
             sandbox=ConditionSandbox(max_workers=config.condition_workers_max),
+            tracer=self.tracer,
         )
         self.cluster = ClusterStatus(
             config.node_id, self.group, self.machine, self.reader, self.board, reachable
@@ -226,6 +232,7 @@ class Node:
             config.kill_grace_s,
             output=self.output,
             clock=clock,
+            tracer=self.tracer,
         )
         self.registration = NodeRegistration(
             e.NodeJoin(
@@ -283,8 +290,15 @@ class Node:
             self.workflows.sandbox,
             config.scheduler_interval_s,
             input_max_bytes=config.condition_input_max_bytes,
+            tracer=self.tracer,
         )
         self.machine.add_listener(self.workflow_engine.on_change)
+        self.workflow_spans: WorkflowRunSpans | None = None
+        if self.tracer.enabled:
+            self.workflow_spans = WorkflowRunSpans(
+                self.tracer, self.reader, lambda: self.group.is_leader
+            )
+            self.machine.add_listener(self.workflow_spans.on_change)
         self.streaming = StreamingService(
             config.node_id, db_path, self.reader, self.output, self.peer_client
         )
@@ -398,6 +412,8 @@ class Node:
         self.supervisor.start()
         self.scheduler.start()
         self.workflow_engine.start()
+        if self.workflow_spans is not None:
+            self.workflow_spans.start()
         if self.config.task_retention_s > 0:
             self.retention.start()
         if not self.config.observer:  # no task is ever assigned to an observer
@@ -453,6 +469,8 @@ class Node:
         self.heartbeats.stop()
         self.scheduler.stop()
         self.workflow_engine.stop()
+        if self.workflow_spans is not None:
+            self.workflow_spans.stop()
         self.retention.stop()
         self.workflows.close()
         self.agent.stop()
@@ -469,6 +487,7 @@ class Node:
             self.group.destroy()
         except CortexError:
             pass
+        self.tracer.shutdown()
         log.info("node %s stopped", self.config.node_id)
 
 

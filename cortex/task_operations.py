@@ -33,7 +33,10 @@ from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
 from cortex.state.task_match import TaskMatch
+from cortex.state.traceparent import TraceParent
 from cortex.state.transitions import same_spec
+from cortex.tracing import NO_TRACING, Span, Tracer
+from cortex.tracing.spans import TASK_CREATED
 
 TASK_STATES = (
     "pending", "queued", "assigned", "running", "completed",
@@ -82,6 +85,13 @@ class DeadLetterRetry(TaskWrite):
     rejoined_workflow: bool = False
 
 
+def _end_submit_span(span: Span, result: dict[str, Any]) -> None:
+    if result.get("ok"):
+        span.end(attributes={TASK_CREATED: bool(result["created"])})
+    else:
+        span.end(error=str(result.get("reason", "rejected")))
+
+
 class TaskOperations:
     def __init__(
         self,
@@ -93,6 +103,7 @@ class TaskOperations:
         reachable: Callable[[NodeView], bool],
         max_spec_bytes: int,
         propose_timeout_s: float,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
         self.node_id = node_id
         self._proposer = proposer
@@ -102,11 +113,19 @@ class TaskOperations:
         self._reachable = reachable
         self._max_spec_bytes = max_spec_bytes
         self._timeout = propose_timeout_s
+        self._tracer = tracer
 
-    def submit(self, spec: dict[str, Any], idempotency_key: str | None = None) -> SubmitOutcome:
+    def submit(
+        self,
+        spec: dict[str, Any],
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
+    ) -> SubmitOutcome:
         """A key already used with the same spec gives that task back; with a
         different spec, AlreadyExists naming it. Apply decides the same way,
-        so two submitters racing with one key cannot both win."""
+        so two submitters racing with one key cannot both win. The task
+        keeps the submission's trace context, in the trace `traceparent`
+        (the client's W3C header; a malformed one is ignored) or a new one."""
         check_idempotency_key(idempotency_key)
         canonical = parse_task_spec(spec, self._max_spec_bytes).model_dump(mode="json")
         known = self._known_submission(idempotency_key, canonical) if idempotency_key else None
@@ -114,22 +133,32 @@ class TaskOperations:
             raise known
         if known is not None:
             return known
-        entry = e.Entry.create(
-            e.TaskSubmit(str(uuid.uuid4()), canonical, idempotency_key or None), self.node_id
-        )
-        result = self._proposer.propose_one(entry, self._timeout)
-        if not result.get("ok"):
-            raise refusal_error(result, "task rejected")
+        task_id = str(uuid.uuid4())
+        span = self._tracer.submit_task(TraceParent.parse(traceparent), task_id, canonical["type"])
+        try:
+            entry = e.Entry.create(
+                e.TaskSubmit(task_id, canonical, idempotency_key or None,
+                             traceparent=span.traceparent),
+                self.node_id,
+            )  # fmt: skip
+            result = self._proposer.propose_one(entry, self._timeout)
+            if not result.get("ok"):
+                raise refusal_error(result, "task rejected")
+        except CortexError as err:
+            span.end(error=str(err))
+            raise
+        _end_submit_span(span, result)
         return self._submitted(result["task_id"], bool(result["created"]))
 
     def submit_many(
-        self, items: list[tuple[dict[str, Any], str | None]]
+        self, items: list[tuple[dict[str, Any], str | None]], traceparent: str | None = None
     ) -> list[SubmitOutcome | CortexError]:
         """`submit` for many (spec, idempotency key) pairs at once, in order.
         Every item is checked first and one bad item refuses them all
         (InvalidArgument naming `tasks[i]`), so nothing is half submitted.
         The rest are proposed together and each succeeds or is refused on its
-        own: an outcome, or the error `submit` would have raised for it."""
+        own: an outcome, or the error `submit` would have raised for it.
+        Each task's submission is a span of its own in the trace `traceparent`."""
         if not 1 <= len(items) <= MAX_SUBMIT_BATCH:
             raise InvalidArgument(
                 f"tasks must hold 1 to {MAX_SUBMIT_BATCH} tasks (got {len(items)})"
@@ -145,23 +174,32 @@ class TaskOperations:
                 raise InvalidArgument(f"tasks[{number}].{err}") from None
         outcomes: list[SubmitOutcome | CortexError | None] = [None] * len(items)
         proposed: list[tuple[int, e.Entry]] = []
+        spans: list[Span] = []
+        incoming = TraceParent.parse(traceparent)
         for number, ((_, key), spec) in enumerate(zip(items, canonical, strict=True)):
             known = self._known_submission(key, spec) if key else None
             if known is not None:
                 outcomes[number] = known
             else:
-                task = e.TaskSubmit(str(uuid.uuid4()), spec, key or None)
+                task_id = str(uuid.uuid4())
+                span = self._tracer.submit_task(incoming, task_id, spec["type"])
+                spans.append(span)
+                task = e.TaskSubmit(task_id, spec, key or None, traceparent=span.traceparent)
                 proposed.append((number, e.Entry.create(task, self.node_id)))
         if proposed:
             future = self._proposer.submit_all([entry for _, entry in proposed])
             try:
                 results = future.result(timeout=self._timeout + 1.0)
             except FutureTimeout:
-                raise Unavailable(
+                message = (
                     f"the submissions were not all committed within {self._timeout:.0f}s; they"
                     " may still be applied: retry with the same idempotency keys"
-                ) from None
-            for (number, _), result in zip(proposed, results, strict=True):
+                )
+                for span in spans:
+                    span.end(error=message)
+                raise Unavailable(message) from None
+            for (number, _), result, span in zip(proposed, results, spans, strict=True):
+                _end_submit_span(span, result)
                 outcomes[number] = (
                     self._submitted(result["task_id"], bool(result["created"]))
                     if result.get("ok")

@@ -6,6 +6,7 @@ inspect."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ from cortex.api.servicer import CortexServicer
 from cortex.membership.board import ResourceBoard
 from cortex.output import OutputHub, StreamingService
 from cortex.state import entries as e
+from cortex.steps import completed
 from cortex.task_operations import TaskOperations
+from cortex.tracing import NO_TRACING, Tracer
 from cortex.workflows.operations import WorkflowOperations
 from tests.workflow_sim import WorkflowLog
 
@@ -33,8 +36,12 @@ class Aborted(Exception):
 class CallContext:
     """Stands in for grpc.ServicerContext."""
 
-    def __init__(self) -> None:
+    def __init__(self, metadata: tuple[tuple[str, str], ...] = ()) -> None:
         self.headers: list[Any] = []
+        self.metadata = metadata
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self.metadata
 
     def abort(self, code: grpc.StatusCode, message: str) -> None:
         raise Aborted(code, message)
@@ -82,18 +89,28 @@ class AppliesAtOnce:
         assert results is not None
         return results[0]
 
+    def submit_all(self, entries: list[e.Entry]) -> Future[list[dict[str, Any]]]:
+        """The entries as one batch, applied at the next index at once."""
+        self._log.index += 1
+        data = e.encode_batch(entries)
+        self._log.batches.append((self._log.index, data))
+        results = self._log.machine.apply_batch(self._log.index, data)
+        assert results is not None
+        return completed(results)
+
 
 class ApiState:
     """A state machine fed by hand, and the servicer reading it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, tracer: Tracer = NO_TRACING) -> None:
         self.log = WorkflowLog(root / "state.db")
         machine, reader = self.log.machine, self.log.reader
         proposer: Any = AppliesAtOnce(self.log)
         tasks = TaskOperations(
-            "n1", proposer, machine, reader, ResourceBoard(), lambda node: True, 1 << 20, 5.0
-        )
-        self.workflows = WorkflowOperations("n1", proposer, machine, reader, 5.0)
+            "n1", proposer, machine, reader, ResourceBoard(), lambda node: True, 1 << 20, 5.0,
+            tracer=tracer,
+        )  # fmt: skip
+        self.workflows = WorkflowOperations("n1", proposer, machine, reader, 5.0, tracer=tracer)
         reads = ReadGate("n1", machine, NoLeader(), read_index_unavailable, 1.0)
         self.peers = PeerClient("n1", "a-cluster-secret-of-some-length")
         self.streaming = StreamingService(
@@ -103,8 +120,8 @@ class ApiState:
         nobody: Any = None  # node administration and cluster status: not read here
         self.servicer = CortexServicer(tasks, self.workflows, nobody, nobody, reads, self.streaming)
 
-    def call(self, method: str, request: Any) -> Any:
-        return getattr(self.servicer, method)(request, CallContext())
+    def call(self, method: str, request: Any, metadata: tuple[tuple[str, str], ...] = ()) -> Any:
+        return getattr(self.servicer, method)(request, CallContext(metadata))
 
     def stream(self, method: str, request: Any) -> list[Any]:
         return list(getattr(self.servicer, method)(request, CallContext()))

@@ -39,6 +39,8 @@ from cortex.steps import (
     start_thread,
     wall_ms,
 )
+from cortex.tracing import NO_TRACING, Tracer
+from cortex.tracing.spans import PROCESS_EXIT_CODE
 from cortex.workflows.context import initial_context, read_context_update
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,10 @@ class RunningAttempt:
     superseded: bool = False
     # Set once the attempt has ended here and its outcome is being reported.
     finished: bool = False
+
+
+def _span_result(result: ExecutionResult) -> dict[str, int]:
+    return {PROCESS_EXIT_CODE: result.exit_code}
 
 
 def attempt_idempotency_key(task: TaskView) -> str:
@@ -81,8 +87,10 @@ class Agent:
         clock: Clock = SYSTEM_CLOCK,
         spawn: Callable[[Step[Any]], None] | None = None,
         launcher: ExecutionLauncher | None = None,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
         self._node_id = node_id
+        self._tracer = tracer
         self._proposer = proposer
         self._reader = reader
         self._executors = executors
@@ -222,11 +230,13 @@ class Agent:
         self._spawn(self._execute(task, running))
 
     def _execute(self, task: TaskView, running: RunningAttempt) -> Step[None]:
-        """One attempt, from TASK_STARTED to its report."""
+        """One attempt, from TASK_STARTED to its report, in a span of its own."""
+        span = self._tracer.attempt(task.traceparent, task.id, task.attempt, task.type)
         try:
             try:
-                result = yield from self._run_attempt(task, running)
+                result = yield from self._run_attempt(task, running, span.traceparent)
             except Stopped:
+                span.end(error=f"{self._node_id} stopped during the attempt")
                 raise
             except Exception as err:
                 # Whatever went wrong, the attempt ends here and is reported:
@@ -237,12 +247,16 @@ class Agent:
                     exit_code=-1, error=f"the attempt could not run on {self._node_id}: {problem}"
                 )
             running.finished = True
+            outcome = self._outcome(task, result)
             if running.superseded:
+                span.end(error="taken away from this node", attributes=_span_result(result))
                 log.info(
                     "task %s attempt %d was taken away; outcome not reported", task.id, task.attempt
                 )
                 return
-            yield from self._report(task, self._outcome(task, result))
+            failed = outcome.reason if isinstance(outcome, e.TaskFailed) else None
+            span.end(error=failed, attributes=_span_result(result))
+            yield from self._report(task, outcome)
         finally:
             with self._lock:
                 if self._running.get(task.id) is running:
@@ -261,7 +275,9 @@ class Agent:
             task.id, task.attempt, self._node_id, reason, result.to_dict(), result.permanent
         )
 
-    def _run_attempt(self, task: TaskView, running: RunningAttempt) -> Step[ExecutionResult]:
+    def _run_attempt(
+        self, task: TaskView, running: RunningAttempt, traceparent: str | None
+    ) -> Step[ExecutionResult]:
         try:
             spec = TaskSpec.model_validate(task.spec)
         except ValidationError as err:
@@ -299,6 +315,9 @@ class Agent:
                 "CORTEX_IDEMPOTENCY_KEY": attempt_idempotency_key(task),
                 "CORTEX_CONTEXT_FILE": context_file,
                 "CORTEX_NODE_ID": self._node_id,
+                # The attempt's trace context, so the task's own spans join
+                # its trace (W3C Trace Context in the environment).
+                **({"TRACEPARENT": traceparent} if traceparent else {}),
                 **(
                     {
                         "CORTEX_WORKFLOW_ID": task.workflow_id,

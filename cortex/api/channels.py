@@ -26,6 +26,8 @@ from cortex.errors import (
 _VERIFY_REASON = re.compile(r"CERTIFICATE_VERIFY_FAILED:\s*([^:]+)")
 # Trailing metadata of a call refused by a busy node (cortex.api.admission).
 RETRY_AFTER_HEADER = "cortex-retry-after-ms"
+# Request metadata carrying the caller's trace context (W3C Trace Context).
+TRACEPARENT_HEADER = "traceparent"
 _GRPC_CONCURRENCY_REFUSAL = "Concurrent RPC limit exceeded!"
 GRPC_REFUSAL_RETRY_S = 0.2
 

@@ -24,7 +24,7 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 
 from cortex.api.auth import default_token, token_metadata
-from cortex.api.channels import open_channel, retry_after_s, rpc_error
+from cortex.api.channels import TRACEPARENT_HEADER, open_channel, retry_after_s, rpc_error
 from cortex.api.convert import duration
 from cortex.api.session import Session
 from cortex.api.tls import ClientTls, client_tls_from_env
@@ -130,12 +130,14 @@ class CortexClient:
         timeout_s: float | None = None,
         busy_retries: int | None = None,
         write: bool = False,
+        traceparent: str = "",
     ) -> Any:
         retries = self.busy_retries if busy_retries is None else busy_retries
+        metadata = [*self._metadata, *([(TRACEPARENT_HEADER, traceparent)] if traceparent else [])]
         for retry in range(retries + 1):
             try:
                 response = getattr(self._stub, method)(
-                    request, timeout=timeout_s or self.timeout_s, metadata=self._metadata
+                    request, timeout=timeout_s or self.timeout_s, metadata=metadata
                 )
             except grpc.RpcError as err:
                 hint = retry_after_s(err)
@@ -154,18 +156,25 @@ class CortexClient:
 
     # -- tasks ---------------------------------------------------------------------
 
-    def submit_task(self, spec: pb.TaskSpec, idempotency_key: str = "") -> pb.SubmitTaskResponse:
+    def submit_task(
+        self, spec: pb.TaskSpec, idempotency_key: str = "", traceparent: str = ""
+    ) -> pb.SubmitTaskResponse:
+        """`traceparent`: the W3C trace context the task's trace continues."""
         return self._call(
             "SubmitTask",
             pb.SubmitTaskRequest(spec=spec, idempotency_key=idempotency_key),
             write=True,
+            traceparent=traceparent,
         )
 
     def submit_tasks(
-        self, specs: Sequence[pb.TaskSpec], idempotency_keys: Sequence[str] = ()
+        self,
+        specs: Sequence[pb.TaskSpec],
+        idempotency_keys: Sequence[str] = (),
+        traceparent: str = "",
     ) -> pb.SubmitTasksResponse:
         """Submits many tasks in one call (see SubmitTasks); `idempotency_keys`,
-        when given, holds one key per spec."""
+        when given, holds one key per spec; `traceparent` as for submit_task."""
         if idempotency_keys and len(idempotency_keys) != len(specs):
             raise InvalidArgument("give one idempotency key per spec, or none")
         keys = list(idempotency_keys) or [""] * len(specs)
@@ -178,6 +187,7 @@ class CortexClient:
                 ]
             ),
             write=True,
+            traceparent=traceparent,
         )
 
     def get_task(self, task_id: str, include_events: bool = False) -> pb.GetTaskResponse:
@@ -276,14 +286,16 @@ class CortexClient:
         definition: str,
         format: int = pb.DEFINITION_FORMAT_UNSPECIFIED,
         idempotency_key: str = "",
+        traceparent: str = "",
     ) -> pb.SubmitWorkflowResponse:
-        """`format`: a DefinitionFormat (unset: detected from the text)."""
+        """`format`: a DefinitionFormat (unset: detected from the text);
+        `traceparent` as for submit_task."""
         request = pb.SubmitWorkflowRequest(
             definition=definition,
             format=cast(pb.DefinitionFormat, format),
             idempotency_key=idempotency_key,
         )
-        return self._call("SubmitWorkflow", request, write=True)
+        return self._call("SubmitWorkflow", request, write=True, traceparent=traceparent)
 
     def get_workflow(self, workflow_id: str) -> pb.GetWorkflowResponse:
         request = pb.GetWorkflowRequest(workflow_id=workflow_id, read_options=self.read_options())

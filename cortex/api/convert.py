@@ -258,6 +258,7 @@ def task_to_proto(task: TaskView, reasons: list[str] | None = None) -> pb.Task:
         update_time=timestamp(task.updated_at),
         pending_reasons=reasons or [],
         submit_index=task.submit_index,
+        traceparent=task.traceparent or "",
     )
     if task.state == "queued" and task.scheduled_after:
         message.schedule_time.CopyFrom(timestamp(task.scheduled_after))

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from cortex.api.channels import RETRY_AFTER_HEADER
+from cortex.api.channels import RETRY_AFTER_HEADER, TRACEPARENT_HEADER
 from cortex.api.consistency import ReadGate
 from cortex.api.convert import (
     created_window,
@@ -111,6 +111,15 @@ def maps_stream_errors(method: Handler) -> Handler:
     return wrapper  # type: ignore[return-value]
 
 
+def _traceparent(context: grpc.ServicerContext) -> str | None:
+    """The caller's W3C trace context (metadata `traceparent`), as sent:
+    the operations ignore a malformed one and start a trace of their own."""
+    for key, value in context.invocation_metadata() or ():
+        if key == TRACEPARENT_HEADER and isinstance(value, str):
+            return value
+    return None
+
+
 def _wait_ms(request: pb.GetTaskResultRequest) -> int:
     if not request.HasField("timeout"):
         return DEFAULT_WAIT_MS
@@ -158,7 +167,9 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     ) -> pb.SubmitTaskResponse:
         if not request.HasField("spec"):
             raise InvalidArgument("spec is missing")
-        outcome = self._tasks.submit(spec_from_proto(request.spec), request.idempotency_key or None)
+        outcome = self._tasks.submit(
+            spec_from_proto(request.spec), request.idempotency_key or None, _traceparent(context)
+        )
         return pb.SubmitTaskResponse(
             task=self._task(outcome.task),
             created=outcome.created,
@@ -178,7 +189,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
                 items.append((spec_from_proto(task.spec), task.idempotency_key or None))
             except InvalidArgument as err:
                 raise InvalidArgument(f"tasks[{number}].{err}") from None
-        outcomes = self._tasks.submit_many(items)
+        outcomes = self._tasks.submit_many(items, _traceparent(context))
         accepted = [o for o in outcomes if not isinstance(o, CortexError)]
         reasons = iter(self._tasks.pending_reasons_all([o.task for o in accepted]))
         results = [
@@ -314,6 +325,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
             request.definition,
             enum_name(pb.DefinitionFormat, request.format),
             request.idempotency_key or None,
+            _traceparent(context),
         )
         return pb.SubmitWorkflowResponse(
             workflow_id=outcome.workflow_id,

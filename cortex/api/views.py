@@ -110,6 +110,7 @@ def task_json(task: pb.Task, events: Iterable[pb.Event] = ()) -> dict[str, Any]:
         "error": task.error or None,
         "created_at": iso_time(task, "create_time"),
         "updated_at": iso_time(task, "update_time"),
+        "traceparent": task.traceparent or None,
         "result": None,
     }
     if task.HasField("result"):
@@ -238,6 +239,7 @@ def workflow_json(workflow: pb.Workflow) -> dict[str, Any]:
         "context": struct_json(workflow.context),
         "created_at": iso_time(workflow, "create_time"),
         "completed_at": iso_time(workflow, "finish_time"),
+        "traceparent": workflow.traceparent or None,
         "task_counts": state_counts(workflow.task_counts),
         "tasks": [
             {

@@ -41,4 +41,5 @@ def workflow_to_proto(workflow: WorkflowView) -> pb.Workflow:
         error=workflow.error or "",
         task_counts=state_counts(workflow.task_counts),
         submit_index=workflow.submit_index,
+        traceparent=workflow.traceparent or "",
     )

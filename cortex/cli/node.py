@@ -73,6 +73,7 @@ def run_node(args: argparse.Namespace) -> int:
         "compaction_min_entries": args.compaction_min_entries,
         "raft_sync": args.raft_sync,
         "task_retention_s": args.task_retention,
+        "otel_exporter": args.otel_exporter,
         "log_level": args.log_level,
     }
     config = load_config(args.config, flags)

@@ -290,6 +290,12 @@ def _add_node(commands: Commands) -> None:
         metavar="SECONDS",
         help="keep finished tasks and workflows this long, then purge them (0: keep all)",
     )
+    start.add_argument(
+        "--otel-exporter",
+        metavar="EXPORTER",
+        help="send OpenTelemetry spans: otlp (where $OTEL_EXPORTER_OTLP_ENDPOINT says), "
+        "otlp:http://HOST:4318, or file:PATH (JSON lines); needs cortex-engine[otel]",
+    )
     start.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
     listing = node_commands.add_parser("list", help="nodes with status, resources and active tasks")
     listing.add_argument("--all", action="store_true", help="include removed nodes")

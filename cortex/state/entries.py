@@ -21,6 +21,7 @@ from cortex.state.reasons import (
     Rejected,
     quoted,
 )
+from cortex.state.traceparent import is_stored_form
 
 SCHEMA_VERSION = 1
 
@@ -150,14 +151,26 @@ def _check_strings(entry_type: str, name: str, values: Any) -> None:
         raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {name} must hold only strings")
 
 
+def _check_traceparent(entry_type: str, name: str, value: str | None) -> None:
+    if value is not None and not is_stored_form(value):
+        raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {name} is not a traceparent")
+
+
 @dataclass(frozen=True)
 class TaskSubmit(Payload):
+    """`traceparent`: the submission's trace context (W3C), kept with the
+    task; None in entries written before tasks had one."""
+
     TYPE: ClassVar[str] = "TASK_SUBMIT"
     task_id: str
     spec: dict[str, Any]
     idempotency_key: str | None = None
     workflow_id: str | None = None
     workflow_key: str | None = None
+    traceparent: str | None = None
+
+    def check(self) -> None:
+        _check_traceparent(self.TYPE, "traceparent", self.traceparent)
 
 
 @dataclass(frozen=True)
@@ -259,7 +272,10 @@ class WorkflowSubmit(Payload):
     runs before, so no single entry has to carry (and apply) all of it.
     `definition_digest` identifies the whole definition: a later submit
     under the same idempotency key must carry the same one (empty in
-    entries written before digests: not compared)."""
+    entries written before digests: not compared). `traceparent` is the
+    submission's trace context, `run_traceparent` the context of the
+    workflow's run, a child of it, which all its tasks (of every part) keep
+    (both None in entries written before workflows had them)."""
 
     TYPE: ClassVar[str] = "WORKFLOW_SUBMIT"
     workflow_id: str
@@ -269,6 +285,12 @@ class WorkflowSubmit(Payload):
     idempotency_key: str | None = None
     total_tasks: int = 0
     definition_digest: str = ""
+    traceparent: str | None = None
+    run_traceparent: str | None = None
+
+    def check(self) -> None:
+        _check_traceparent(self.TYPE, "traceparent", self.traceparent)
+        _check_traceparent(self.TYPE, "run_traceparent", self.run_traceparent)
 
 
 @dataclass(frozen=True)

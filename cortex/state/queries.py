@@ -75,6 +75,9 @@ class TaskView:
     # became terminal (kept when a dead-lettered task is retried).
     started_at: int | None = None
     completed_at: int | None = None
+    # Its trace context (W3C traceparent): its submission's, or its
+    # workflow's run's; None for tasks submitted before tasks had one.
+    traceparent: str | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> TaskView:
@@ -98,6 +101,7 @@ class TaskView:
             submit_index=row["submit_index"],
             started_at=row["started_at"],
             completed_at=row["completed_at"],
+            traceparent=row["traceparent"],
         )
 
 

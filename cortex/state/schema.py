@@ -167,6 +167,14 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX tasks_by_type_submit ON tasks (type, submit_index, id, created_at);
     """,
+    # 10: trace context (W3C traceparent) of each task and workflow, and of
+    # each workflow's run (the context its tasks hang off). NULL for rows
+    # written before: the digest then covers the same NULLs on every node.
+    """
+    ALTER TABLE tasks ADD COLUMN traceparent TEXT;
+    ALTER TABLE workflows ADD COLUMN traceparent TEXT;
+    ALTER TABLE workflows ADD COLUMN run_traceparent TEXT;
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.

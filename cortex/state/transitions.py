@@ -167,7 +167,7 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
     ctx.cur.execute(
         "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
         " constraints, retry_policy, timeout_ms, labels, idempotency_key, created_at,"
-        " updated_at, submit_index) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " updated_at, submit_index, traceparent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             p.task_id,
             p.workflow_id,
@@ -184,6 +184,7 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
             ctx.entry.ts,
             ctx.entry.ts,
             ctx.index,
+            p.traceparent,
         ),
     )
     if p.idempotency_key:

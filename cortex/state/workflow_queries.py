@@ -49,6 +49,25 @@ class WorkflowView:
     # In definition order; empty in listings.
     tasks: list[WorkflowTaskView] = field(default_factory=list)
     task_counts: dict[str, int] = field(default_factory=dict)
+    # Its submission's trace context (W3C traceparent), and its run's (a
+    # child of it, which its tasks keep); None for older workflows.
+    traceparent: str | None = None
+    run_traceparent: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowEnding:
+    """A workflow's end as its event recorded it: the event's place in the
+    audit log, the Raft index that ended it, the state it ended in, when."""
+
+    seq: int
+    raft_index: int
+    workflow_id: str
+    state: str
+    ts: int
+
+
+_ENDING_EVENTS = ("workflow_completed", "workflow_failed", "workflow_cancelled")
 
 
 @dataclass(frozen=True)
@@ -79,6 +98,8 @@ def _workflow_view(
         parts=row["parts"],
         tasks=tasks or [],
         task_counts=counts or {},
+        traceparent=row["traceparent"],
+        run_traceparent=row["run_traceparent"],
     )
 
 
@@ -213,6 +234,50 @@ class WorkflowQueries:
             .fetchone()
         )
         return row["context"] if row else None
+
+    def last_event_seq(self, up_to_index: int | None = None) -> int:
+        """The audit log's last position (0 when empty), of the events
+        applied at Raft indexes up to `up_to_index` when given."""
+        if up_to_index is None:
+            row = self._conn().execute("SELECT MAX(seq) FROM task_events").fetchone()
+        else:
+            row = (
+                self._conn()
+                .execute(
+                    "SELECT seq FROM task_events WHERE raft_index <= ? ORDER BY seq DESC LIMIT 1",
+                    (up_to_index,),
+                )
+                .fetchone()
+            )
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def workflow_endings(
+        self, after_seq: int, up_to_index: int
+    ) -> tuple[list[WorkflowEnding], int]:
+        """Workflows that ended in the events after position `after_seq`
+        applied at Raft indexes up to `up_to_index`, in log order; and the
+        position of the last of those events (`after_seq` when none)."""
+        conn = self._conn()
+        conn.execute("BEGIN")
+        try:
+            rows = conn.execute(
+                "SELECT seq, raft_index, event, ts, json_extract(detail, '$.workflow_id')"
+                " FROM task_events WHERE seq > ? AND raft_index <= ?"
+                f" AND event IN ({','.join('?' * len(_ENDING_EVENTS))}) ORDER BY seq",
+                (after_seq, up_to_index, *_ENDING_EVENTS),
+            ).fetchall()
+            last = conn.execute(
+                "SELECT MAX(seq) FROM task_events WHERE seq > ? AND raft_index <= ?",
+                (after_seq, up_to_index),
+            ).fetchone()[0]
+        finally:
+            conn.execute("COMMIT")
+        endings = [
+            WorkflowEnding(row[0], row[1], row[4], row[2].removeprefix("workflow_"), row[3])
+            for row in rows
+            if isinstance(row[4], str)
+        ]
+        return endings, int(last) if last is not None else after_seq
 
     def stalled_workflows(self, submitted_before_ms: int) -> list[tuple[str, str]]:
         """(id, state) of workflows the leader must move on: `submitting` ones

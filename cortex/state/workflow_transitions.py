@@ -158,20 +158,24 @@ def _task_items(ctx: ApplyContext, workflow_id: str, raw: list[Any]) -> list[_Ta
     return items
 
 
-def _insert_tasks(ctx: ApplyContext, workflow_id: str, items: list[_TaskItem]) -> None:
+def _insert_tasks(
+    ctx: ApplyContext, workflow_id: str, items: list[_TaskItem], traceparent: str | None
+) -> None:
     """Tasks without dependencies or condition start queued, the rest
-    pending; queued ones of a workflow still `submitting` are not scheduled."""
+    pending; queued ones of a workflow still `submitting` are not scheduled.
+    Each keeps `traceparent`, the context of its workflow's run."""
     cur, ts = ctx.cur, ctx.entry.ts
     states = ["pending" if item.depends_on or item.condition else "queued" for item in items]
     cur.executemany(
         "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
         " constraints, retry_policy, timeout_ms, labels, created_at, updated_at, submit_index,"
-        " workflow_pos, condition) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " workflow_pos, condition, traceparent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [
             (item.task_id, workflow_id, item.key, item.spec["type"], state,
              item.spec["priority"], _dump(item.spec), _dump(item.spec["constraints"]),
              _dump(item.spec["retry_policy"]), item.spec["timeout_ms"],
-             _dump(item.spec["labels"]), ts, ts, ctx.index, item.pos, item.condition)
+             _dump(item.spec["labels"]), ts, ts, ctx.index, item.pos, item.condition,
+             traceparent)
             for item, state in zip(items, states, strict=True)
         ],
     )  # fmt: skip
@@ -224,13 +228,14 @@ def workflow_submit(ctx: ApplyContext, p: e.WorkflowSubmit) -> dict[str, Any]:
     state = "running" if len(items) == total else "submitting"
     cur.execute(
         "INSERT INTO workflows (id, name, state, definition, context, created_at, idempotency_key,"
-        " updated_at, submit_index, total_tasks, parts) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        " updated_at, submit_index, total_tasks, parts, traceparent, run_traceparent)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (p.workflow_id, p.name, state, _dump(_definition_record(p)), context, ts,
-         p.idempotency_key or None, ts, ctx.index, total, 1),
+         p.idempotency_key or None, ts, ctx.index, total, 1, p.traceparent, p.run_traceparent),
     )  # fmt: skip
     ctx.event("workflow_submitted", detail={"workflow_id": p.workflow_id, "name": p.name,
                                             "tasks": total})  # fmt: skip
-    _insert_tasks(ctx, p.workflow_id, items)
+    _insert_tasks(ctx, p.workflow_id, items, p.run_traceparent)
     return {"workflow_id": p.workflow_id, "created": True, "tasks": len(items), "state": state}
 
 
@@ -267,7 +272,7 @@ def workflow_tasks(ctx: ApplyContext, p: e.WorkflowTasks) -> dict[str, Any]:
             f"part {p.part} brings workflow {p.workflow_id} past its {workflow['total_tasks']}"
             " tasks",
         )
-    _insert_tasks(ctx, p.workflow_id, items)
+    _insert_tasks(ctx, p.workflow_id, items, workflow["run_traceparent"])
     state = "running" if held + len(items) == workflow["total_tasks"] else "submitting"
     ctx.cur.execute(
         "UPDATE workflows SET parts = ?, state = ?, updated_at = ? WHERE id = ?",

@@ -310,7 +310,7 @@ class TaskResult(_message.Message):
     def __init__(self, exit_code: _Optional[int] = ..., stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., stdout_truncated: _Optional[bool] = ..., stderr_truncated: _Optional[bool] = ..., error: _Optional[str] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("id", "state", "type", "attempt", "node_id", "priority", "spec", "result", "idempotency_key", "workflow_id", "workflow_key", "error", "create_time", "update_time", "schedule_time", "start_time", "finish_time", "pending_reasons", "submit_index")
+    __slots__ = ("id", "state", "type", "attempt", "node_id", "priority", "spec", "result", "idempotency_key", "workflow_id", "workflow_key", "error", "create_time", "update_time", "schedule_time", "start_time", "finish_time", "pending_reasons", "submit_index", "traceparent")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -330,6 +330,7 @@ class Task(_message.Message):
     FINISH_TIME_FIELD_NUMBER: _ClassVar[int]
     PENDING_REASONS_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: TaskState
     type: str
@@ -349,7 +350,8 @@ class Task(_message.Message):
     finish_time: _timestamp_pb2.Timestamp
     pending_reasons: _containers.RepeatedScalarFieldContainer[str]
     submit_index: int
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., type: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., priority: _Optional[int] = ..., spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_key: _Optional[str] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schedule_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending_reasons: _Optional[_Iterable[str]] = ..., submit_index: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., type: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., priority: _Optional[int] = ..., spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_key: _Optional[str] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schedule_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending_reasons: _Optional[_Iterable[str]] = ..., submit_index: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class TaskStateCount(_message.Message):
     __slots__ = ("state", "count")
@@ -652,7 +654,7 @@ class WorkflowTask(_message.Message):
     def __init__(self, key: _Optional[str] = ..., task_id: _Optional[str] = ..., type: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ..., condition: _Optional[str] = ..., skip_reason: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_code: _Optional[int] = ...) -> None: ...
 
 class Workflow(_message.Message):
-    __slots__ = ("id", "name", "state", "context", "tasks", "create_time", "finish_time", "error", "task_counts", "submit_index")
+    __slots__ = ("id", "name", "state", "context", "tasks", "create_time", "finish_time", "error", "task_counts", "submit_index", "traceparent")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -663,6 +665,7 @@ class Workflow(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TASK_COUNTS_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     state: WorkflowState
@@ -673,7 +676,8 @@ class Workflow(_message.Message):
     error: str
     task_counts: _containers.RepeatedCompositeFieldContainer[TaskStateCount]
     submit_index: int
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[WorkflowState, str]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTask, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., task_counts: _Optional[_Iterable[_Union[TaskStateCount, _Mapping]]] = ..., submit_index: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[WorkflowState, str]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTask, _Mapping]]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., task_counts: _Optional[_Iterable[_Union[TaskStateCount, _Mapping]]] = ..., submit_index: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class GetWorkflowRequest(_message.Message):
     __slots__ = ("workflow_id", "read_options")

@@ -46,6 +46,11 @@ class CortexServiceStub:
     a prefix. A prefix several ids share is refused with INVALID_ARGUMENT naming
     some of them; one no id starts with is NOT_FOUND. Writes resolve the prefix
     before proposing, so the log only ever holds full ids.
+
+    Submissions (SubmitTask, SubmitTasks, SubmitWorkflow) join the caller's
+    trace: the W3C `traceparent` request metadata, when sent, is the parent of
+    what is submitted (Task.traceparent, Workflow.traceparent). A malformed one
+    is ignored, as W3C Trace Context asks: the submission starts a new trace.
     """
 
     def __init__(self, channel):
@@ -177,6 +182,11 @@ class CortexServiceServicer:
     a prefix. A prefix several ids share is refused with INVALID_ARGUMENT naming
     some of them; one no id starts with is NOT_FOUND. Writes resolve the prefix
     before proposing, so the log only ever holds full ids.
+
+    Submissions (SubmitTask, SubmitTasks, SubmitWorkflow) join the caller's
+    trace: the W3C `traceparent` request metadata, when sent, is the parent of
+    what is submitted (Task.traceparent, Workflow.traceparent). A malformed one
+    is ignored, as W3C Trace Context asks: the submission starts a new trace.
     """
 
     def SubmitTask(self, request, context):
@@ -468,6 +478,11 @@ class CortexService:
     a prefix. A prefix several ids share is refused with INVALID_ARGUMENT naming
     some of them; one no id starts with is NOT_FOUND. Writes resolve the prefix
     before proposing, so the log only ever holds full ids.
+
+    Submissions (SubmitTask, SubmitTasks, SubmitWorkflow) join the caller's
+    trace: the W3C `traceparent` request metadata, when sent, is the parent of
+    what is submitted (Task.traceparent, Workflow.traceparent). A malformed one
+    is ignored, as W3C Trace Context asks: the submission starts a new trace.
     """
 
     @staticmethod

@@ -23,6 +23,7 @@ from cortex.state import entries as e
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.state.workflow_queries import WorkflowView
 from cortex.steps import Step, wall_ms
+from cortex.tracing import NO_TRACING, Tracer
 from cortex.workflows.condition_input import DEFAULT_MAX_BYTES
 from cortex.workflows.decisions import TaskNode, decide
 from cortex.workflows.evaluations import PendingEvaluations
@@ -54,9 +55,10 @@ class WorkflowEngine(LeaderLoop):
         sandbox: ConditionSandbox,
         interval_s: float = 1.0,
         input_max_bytes: int = DEFAULT_MAX_BYTES,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
         super().__init__("workflows", context, interval_s)
-        self._evaluations = PendingEvaluations(sandbox, self.wake)
+        self._evaluations = PendingEvaluations(sandbox, self.wake, tracer)
         self._input_max_bytes = input_max_bytes
         # Ready tasks of each workflow when it was last looked at and could
         # decide nothing more; a full round looks at every workflow.
@@ -155,7 +157,7 @@ class WorkflowEngine(LeaderLoop):
         decisions = decide(
             task_nodes(workflow),
             workflow.context,
-            self._evaluations.evaluator(workflow.id),
+            self._evaluations.evaluator(workflow.id, workflow.run_traceparent),
             CONDITIONS_PER_ROUND,
             self._input_max_bytes,
         )

@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
+from cortex.tracing import NO_TRACING, Tracer
+from cortex.tracing.spans import (
+    CONDITION_OUTCOME,
+    EVALUATE_CONDITION,
+    TASK_ID,
+    WORKFLOW_ID,
+    WORKFLOW_TASK_KEY,
+)
 from cortex.workflows.decisions import ConditionRequest, Evaluator
 from cortex.workflows.sandbox import ConditionOutcome, ConditionSandbox
 
@@ -25,9 +34,17 @@ _Key = tuple[str, str, tuple[Any, ...]]
 
 
 class PendingEvaluations:
-    def __init__(self, sandbox: ConditionSandbox, on_outcome: Callable[[], None]) -> None:
+    """With tracing on, each evaluation is a span in its workflow's run."""
+
+    def __init__(
+        self,
+        sandbox: ConditionSandbox,
+        on_outcome: Callable[[], None],
+        tracer: Tracer = NO_TRACING,
+    ) -> None:
         self._sandbox = sandbox
         self._on_outcome = on_outcome
+        self._tracer = tracer
         self._lock = threading.Lock()
         self._running: dict[_Key, Future[ConditionOutcome]] = {}
         self._outcomes: dict[_Key, ConditionOutcome] = {}
@@ -36,13 +53,14 @@ class PendingEvaluations:
         # Workflows with outcomes arrived since the engine last asked.
         self._arrivals: set[str] = set()
 
-    def evaluator(self, workflow_id: str) -> Evaluator:
+    def evaluator(self, workflow_id: str, traceparent: str | None = None) -> Evaluator:
         """For `decide`: known outcomes, None (and an evaluation queued on
-        the workflow's queue, if none is yet) for the rest."""
-        return partial(self._lookup, workflow_id)
+        the workflow's queue, if none is yet) for the rest. `traceparent`:
+        the workflow's run's context, the parent of evaluation spans."""
+        return partial(self._lookup, workflow_id, traceparent)
 
     def _lookup(
-        self, workflow_id: str, requests: list[ConditionRequest]
+        self, workflow_id: str, traceparent: str | None, requests: list[ConditionRequest]
     ) -> list[ConditionOutcome | None]:
         answers: list[ConditionOutcome | None] = []
         for request in requests:
@@ -56,6 +74,10 @@ class PendingEvaluations:
             future = self._sandbox.submit(request.condition, request.input(), workflow_id)
             with self._lock:
                 self._running[key] = future
+            if self._tracer.enabled:
+                future.add_done_callback(
+                    partial(self._record, request, workflow_id, traceparent, time.time_ns())
+                )
             future.add_done_callback(partial(self._finished, key))
             answers.append(None)
         return answers
@@ -79,6 +101,39 @@ class PendingEvaluations:
             )
             return
         self._on_outcome()
+
+    def _record(
+        self,
+        request: ConditionRequest,
+        workflow_id: str,
+        traceparent: str | None,
+        start_ns: int,
+        future: Future[ConditionOutcome],
+    ) -> None:
+        """The evaluation's span, from when it was asked for to its outcome."""
+        if future.cancelled():
+            return
+        error = future.exception()
+        outcome = future.result() if error is None else None
+        if outcome is None:
+            described, failure = "not evaluated", f"not evaluated: {error}"
+        elif outcome.error:
+            described, failure = outcome.error, outcome.describe()
+        else:
+            described, failure = str(bool(outcome.value)).lower(), None
+        self._tracer.record(
+            EVALUATE_CONDITION,
+            traceparent,
+            start_ns,
+            time.time_ns(),
+            {
+                WORKFLOW_ID: workflow_id,
+                TASK_ID: request.task_id,
+                WORKFLOW_TASK_KEY: request.key,
+                CONDITION_OUTCOME: described,
+            },
+            error=failure,
+        )
 
     def take_arrivals(self) -> set[str]:
         """Workflows with outcomes arrived since the last call."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from cortex.errors import (
     AlreadyExists,
+    CortexError,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -26,8 +27,10 @@ from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import StateReader
+from cortex.state.traceparent import TraceParent
 from cortex.state.workflow_queries import WorkflowPage, WorkflowView
 from cortex.state.workflow_rules import WORKFLOW_STATES, WORKFLOW_TERMINAL_STATES
+from cortex.tracing import NO_TRACING, Span, Tracer
 from cortex.workflows.definition import (
     WorkflowDefinition,
     definition_digest,
@@ -87,11 +90,14 @@ def submit_payloads(
     workflow_id: str,
     idempotency_key: str | None = None,
     digest: str | None = None,
+    traceparent: str | None = None,
+    run_traceparent: str | None = None,
 ) -> list[e.Payload]:
     """The entries that submit a validated definition: one WORKFLOW_SUBMIT,
     then WORKFLOW_TASKS parts for a large one. Task ids derive from the
     workflow id and the task key, so a retry builds exactly the same parts.
-    `digest` is the definition's (`definition_digest`), if known already."""
+    `digest` is the definition's (`definition_digest`), if known already;
+    the trace contexts are the submission's and the run's (WorkflowSubmit)."""
     namespace = uuid.UUID(workflow_id)
     parts: list[list[dict[str, Any]]] = [[]]
     size = 0
@@ -120,6 +126,8 @@ def submit_payloads(
             idempotency_key=idempotency_key or None,
             total_tasks=len(definition.tasks) if len(parts) > 1 else 0,
             definition_digest=digest or definition_digest(definition),
+            traceparent=traceparent,
+            run_traceparent=run_traceparent,
         )
     ]
     return head + [e.WorkflowTasks(workflow_id, number, part) for number, part in
@@ -136,9 +144,11 @@ class WorkflowOperations:
         propose_timeout_s: float,
         max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES,
         sandbox: ConditionSandbox | None = None,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
         self.node_id = node_id
         self.sandbox = sandbox or ConditionSandbox()
+        self._tracer = tracer
         self._proposer = proposer
         self._machine = machine
         self._reader = reader
@@ -146,17 +156,45 @@ class WorkflowOperations:
         self._max_spec_bytes = max_spec_bytes
 
     def submit(
-        self, text: str, fmt: str = "", idempotency_key: str | None = None
+        self,
+        text: str,
+        fmt: str = "",
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> WorkflowSubmitOutcome:
         """Validates everything first (nothing is written on any error), then
         proposes the DAG: one entry, or for a large one a first entry and its
         parts, one after the other. The workflow runs once the last part is
         in; a submission given up half-way is cancelled by the leader, and one
-        retried with the same idempotency key carries on where it stopped."""
+        retried with the same idempotency key carries on where it stopped.
+        The workflow keeps the submission's trace context, in the trace
+        `traceparent` (a client's W3C header; ignored when malformed) or a
+        new one, and its tasks a child of it: its run's."""
         check_idempotency_key(idempotency_key)
         definition = parse_definition(text, fmt, self.sandbox, self._max_spec_bytes)
         digest = definition_digest(definition)
-        workflow_id, resume_from, created = str(uuid.uuid4()), 0, True
+        workflow_id = str(uuid.uuid4())
+        span = self._tracer.submit_workflow(
+            TraceParent.parse(traceparent), workflow_id, definition.name, len(definition.tasks)
+        )
+        try:
+            outcome = self._submit(definition, digest, workflow_id, idempotency_key, span)
+        except CortexError as err:
+            span.end(error=str(err))
+            raise
+        span.end()
+        return outcome
+
+    def _submit(
+        self,
+        definition: WorkflowDefinition,
+        digest: str,
+        workflow_id: str,
+        idempotency_key: str | None,
+        span: Span,
+    ) -> WorkflowSubmitOutcome:
+        resume_from, created = 0, True
+        run = span.context.child() if span.context is not None else None
         if idempotency_key:
             known = self._reader.workflow_by_idempotency_key(idempotency_key)
             if known is not None:
@@ -168,7 +206,8 @@ class WorkflowOperations:
         # submission this node had not seen (an earlier try whose answer was
         # lost, or another client's); its remaining parts are sent then.
         while True:
-            payloads = submit_payloads(definition, workflow_id, idempotency_key, digest)
+            payloads = submit_payloads(definition, workflow_id, idempotency_key, digest,
+                                       span.traceparent, str(run) if run else None)  # fmt: skip
             for number, payload in enumerate(payloads[resume_from:], resume_from):
                 result = self._propose_part(payload)
                 if not result.get("ok"):

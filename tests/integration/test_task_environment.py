@@ -1,7 +1,8 @@
 """What a task sees of its node's environment, on a real cluster whose nodes
 hold the cluster secret, the API token and an MCP token in theirs: none of
 them reaches a task (nor, through its output, every reader of the API), and
-only the operator's env_passthrough names join the usual allow-list."""
+only the operator's env_passthrough names join the usual allow-list. With
+tracing off, TRACEPARENT is the task's own trace context."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_tasks_see_no_secret_and_only_what_is_passed_through(make_cluster):
     cluster.wait_ready()
 
     with cluster.nodes[0].client() as client:
-        outputs = {}
+        outputs, contexts = {}, {}
         for node in cluster.nodes:
             spec = shell_spec(["env"], constraints=pb.Constraints(target_node=node.node_id))
             task_id = client.submit_task(spec).task.id
@@ -49,6 +50,7 @@ def test_tasks_see_no_secret_and_only_what_is_passed_through(make_cluster):
             full = b"".join(c.data.data for c in chunks if c.HasField("data"))
             assert full == task.result.stdout  # the whole output, not only its tail
             outputs[node.node_id] = full.decode()
+            contexts[node.node_id] = task.traceparent
 
     for node_id, output in outputs.items():
         names = {line.split("=", 1)[0] for line in output.splitlines() if "=" in line}
@@ -59,3 +61,5 @@ def test_tasks_see_no_secret_and_only_what_is_passed_through(make_cluster):
         assert f"PASSED_THROUGH=visible-on-{node_id}" in output.splitlines()
         assert "APP_MODE=fast" in output.splitlines()
         assert "PATH" in names and "CORTEX_TASK_ID" in names
+        # Tracing off: the task's own trace context, so its spans join its trace.
+        assert contexts[node_id] and f"TRACEPARENT={contexts[node_id]}" in output.splitlines()

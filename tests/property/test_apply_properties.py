@@ -27,11 +27,20 @@ from hypothesis import strategies as st
 
 from cortex.state.entries import Entry
 from cortex.state.machine import StateMachine, state_digest
+from cortex.state.traceparent import is_stored_form
 
 NODE_POOL = ("n1", "n2", "n3")
 GHOST_NODE = "ghost"
 TASK_POOL = ("t1", "t2", "t3", "t4")
 IDEMPOTENCY_KEYS = (None, "key-a", "key-b")
+# A submission's trace context: valid ones, and one apply refuses (the
+# payload check); absent as in entries written before tasks kept one.
+TRACEPARENTS = (
+    None,
+    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+)
 NODE_STATUSES = ("active", "draining", "cordoned", "offline")
 PURGEABLE = frozenset({"completed", "failed", "cancelled", "skipped"})
 # Unknown to Cortex on purpose; not names the spec may add later.
@@ -39,7 +48,12 @@ UNKNOWN_TYPES = ("TASK_EXPLODE", "task_submit", "", "NODE_JOIN ")
 
 # Hand-written payload schemas (field -> kind); "?" marks an optional field.
 PAYLOAD_FIELDS: dict[str, dict[str, str]] = {
-    "TASK_SUBMIT": {"task_id": "str", "spec": "dict", "idempotency_key": "str?"},
+    "TASK_SUBMIT": {
+        "task_id": "str",
+        "spec": "dict",
+        "idempotency_key": "str?",
+        "traceparent": "str?",
+    },
     "TASK_ASSIGN": {"assignments": "list"},
     "TASK_STARTED": {"task_id": "str", "attempt": "int", "node": "str", "pid": "int?"},
     "TASK_COMPLETE": {"task_id": "str", "attempt": "int", "node": "str", "result": "dict"},
@@ -242,11 +256,15 @@ def _draw_payload(
             if data.draw(st.integers(0, 5)) == 0
             else valid_specs
         )
-        return {
+        payload = {
             "task_id": _draw_task_id(data),
             "spec": spec,
             "idempotency_key": data.draw(st.sampled_from(IDEMPOTENCY_KEYS)),
+            "traceparent": data.draw(st.sampled_from(TRACEPARENTS)),
         }
+        if data.draw(st.booleans()):
+            del payload["traceparent"]
+        return payload
     if entry_type == "TASK_ASSIGN":
         count = data.draw(st.integers(1, 3))
         return {
@@ -534,6 +552,9 @@ def _check_invariants(conn: sqlite3.Connection, last_attempts: dict[tuple[str, i
             assert from_state == current, (task_id, events)
             current = to_state
         assert current == state, (task_id, state, events)
+    # A task keeps the trace context it was submitted with, well-formed.
+    for task_id, traceparent in conn.execute("SELECT id, traceparent FROM tasks"):
+        assert traceparent is None or is_stored_form(traceparent), (task_id, traceparent)
     removed = {r[0] for r in conn.execute("SELECT id FROM nodes WHERE status = 'removed'")}
     stranded = [t[0] for t in tasks if t[1] in ("assigned", "running") and t[4] in removed]
     assert not stranded, f"tasks left on removed nodes: {stranded}"
