@@ -94,9 +94,20 @@ def test_a_full_disk_stops_that_node_and_it_catches_up_after(make_cluster, small
     stopped_at = _applied_index(victim)
     assert stopped_at > 0
 
-    # The other two keep accepting and completing work.
+    # The other two keep accepting and completing work. When the stopped
+    # node led, a submit may meet the election (not committed, leader
+    # changed): retried under its idempotency key, as a client does.
     with others[0].client() as client:
-        ids = [client.submit_task(shell_spec(["echo", f"after {i}"])).task.id for i in range(3)]
+        ids = [
+            wait_until(
+                lambda i=i: client.submit_task(
+                    shell_spec(["echo", f"after {i}"]), f"full-disk-after-{i}"
+                ).task.id,
+                60,
+                what=f"submit {i} accepted by the two nodes left",
+            )
+            for i in range(3)
+        ]
         for task_id in ids:
             done = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
             assert done.state == pb.TASK_STATE_COMPLETED, done
