@@ -64,7 +64,6 @@ STATUS_FOR_ERROR: dict[type[CortexError], grpc.StatusCode] = {
 }
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
-T = TypeVar("T")
 DEFAULT_WAIT_MS = 30_000
 
 
@@ -149,20 +148,6 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
 
     def _task(self, task: TaskView) -> pb.Task:
         return task_to_proto(task, self._tasks.pending_reasons(task))
-
-    def _caught_up(self, context: grpc.ServicerContext, change: Callable[[], T]) -> T:
-        """`change`, a write naming what it changes by id; when this node has
-        not seen that id, again once it has applied everything committed
-        before the call (the id may have been created through another node a
-        moment ago), so a client's write after its own submit never meets a
-        lagging node's NotFound."""
-        try:
-            return change()
-        except NotFound:
-            self._reads.before_read(
-                pb.ReadOptions(consistency=pb.READ_CONSISTENCY_LINEARIZABLE), context
-            )
-            return change()
 
     def _workflow_filter(self, workflow_id: str) -> str:
         """A workflow filter's full id; one no workflow has (any more) stays
@@ -290,9 +275,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     def CancelTask(
         self, request: pb.CancelTaskRequest, context: grpc.ServicerContext
     ) -> pb.CancelTaskResponse:
-        written = self._caught_up(
-            context, lambda: self._tasks.cancel(request.task_id, request.reason)
-        )
+        written = self._tasks.cancel(request.task_id, request.reason)
         return pb.CancelTaskResponse(
             task=self._task(written.task),
             commit_index=written.raft_index,
@@ -321,7 +304,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     def RetryDeadLetterTask(
         self, request: pb.RetryDeadLetterTaskRequest, context: grpc.ServicerContext
     ) -> pb.RetryDeadLetterTaskResponse:
-        written = self._caught_up(context, lambda: self._tasks.retry_dead_letter(request.task_id))
+        written = self._tasks.retry_dead_letter(request.task_id)
         return pb.RetryDeadLetterTaskResponse(
             task=self._task(written.task),
             commit_index=written.raft_index,
@@ -385,9 +368,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
     def CancelWorkflow(
         self, request: pb.CancelWorkflowRequest, context: grpc.ServicerContext
     ) -> pb.CancelWorkflowResponse:
-        written = self._caught_up(
-            context, lambda: self._workflows.cancel(request.workflow_id, request.reason)
-        )
+        written = self._workflows.cancel(request.workflow_id, request.reason)
         return pb.CancelWorkflowResponse(
             workflow=workflow_to_proto(written.workflow),
             commit_index=written.raft_index,
