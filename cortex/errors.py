@@ -1,9 +1,22 @@
 """Exception types raised inside Cortex and mapped once, at each edge, to
-gRPC status codes, MCP tool errors and CLI messages."""
+gRPC status codes, HTTP statuses, MCP tool errors and CLI messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class CortexError(Exception):
     """Base class for errors a caller can act on."""
+
+
+def for_error(err: CortexError, table: Mapping[type[CortexError], T], default: T) -> T:
+    """What an edge's table gives the error's kind (its nearest class in the
+    table), or `default`."""
+    return next((table[kind] for kind in type(err).__mro__ if kind in table), default)
 
 
 class InvalidArgument(CortexError):

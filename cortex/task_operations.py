@@ -187,17 +187,16 @@ class TaskOperations:
                 task = e.TaskSubmit(task_id, spec, key or None, traceparent=span.traceparent)
                 proposed.append((number, e.Entry.create(task, self.node_id)))
         if proposed:
-            future = self._proposer.submit_all([entry for _, entry in proposed])
             try:
-                results = future.result(timeout=self._timeout + 1.0)
-            except FutureTimeout:
-                message = (
-                    f"the submissions were not all committed within {self._timeout:.0f}s; they"
-                    " may still be applied: retry with the same idempotency keys"
+                results = self._commit_together(
+                    [entry for _, entry in proposed],
+                    "the submissions were not all committed within {timeout}; they may still be"
+                    " applied: retry with the same idempotency keys",
                 )
+            except Unavailable as late:
                 for span in spans:
-                    span.end(error=message)
-                raise Unavailable(message) from None
+                    span.end(error=str(late))
+                raise
             for (number, _), result, span in zip(proposed, results, spans, strict=True):
                 _end_submit_span(span, result)
                 outcomes[number] = (
@@ -206,6 +205,16 @@ class TaskOperations:
                     else refusal_error(result, f"tasks[{number}] rejected")
                 )
         return [outcome for outcome in outcomes if outcome is not None]
+
+    def _commit_together(self, entries: list[e.Entry], if_late: str) -> list[dict[str, Any]]:
+        """Proposes `entries` together and waits until each is applied on this
+        node; Unavailable saying `if_late` (its `{timeout}` filled in) when
+        they are not all applied within the propose timeout."""
+        future = self._proposer.submit_all(entries)
+        try:
+            return future.result(timeout=self._timeout + 1.0)
+        except FutureTimeout:
+            raise Unavailable(if_late.format(timeout=f"{self._timeout:.0f}s")) from None
 
     def _known_submission(
         self, key: str, spec: dict[str, Any]
@@ -349,14 +358,11 @@ class TaskOperations:
                 proposed.append((task_id, e.Entry.create(payload, self.node_id)))
         for start in range(0, len(proposed), MAX_SUBMIT_BATCH):
             chunk = proposed[start : start + MAX_SUBMIT_BATCH]
-            future = self._proposer.submit_all([entry for _, entry in chunk])
-            try:
-                results = future.result(timeout=self._timeout + 1.0)
-            except FutureTimeout:
-                raise Unavailable(
-                    f"the changes were not all committed within {self._timeout:.0f}s; they may"
-                    " still be applied: list the tasks again before repeating"
-                ) from None
+            results = self._commit_together(
+                [entry for _, entry in chunk],
+                "the changes were not all committed within {timeout}; they may still be applied:"
+                " list the tasks again before repeating",
+            )
             for (task_id, _), result in zip(chunk, results, strict=True):
                 ok = bool(result.get("ok"))
                 error = "" if ok else str(refusal_error(result, f"task {task_id}"))

@@ -39,6 +39,7 @@ from cortex.errors import (
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    for_error,
 )
 from cortex.membership.administration import NodeAdministration
 from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
@@ -68,10 +69,7 @@ DEFAULT_WAIT_MS = 30_000
 
 
 def status_for(err: CortexError) -> grpc.StatusCode:
-    for kind in type(err).__mro__:
-        if kind in STATUS_FOR_ERROR:
-            return STATUS_FOR_ERROR[kind]
-    return grpc.StatusCode.INTERNAL
+    return for_error(err, STATUS_FOR_ERROR, grpc.StatusCode.INTERNAL)
 
 
 def _abort(err: Exception, method: str, context: grpc.ServicerContext) -> None:
@@ -148,16 +146,6 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
 
     def _task(self, task: TaskView) -> pb.Task:
         return task_to_proto(task, self._tasks.pending_reasons(task))
-
-    def _workflow_filter(self, workflow_id: str) -> str:
-        """A workflow filter's full id; one no workflow has (any more) stays
-        as given, matching nothing."""
-        if not workflow_id:
-            return ""
-        try:
-            return self._workflows.resolve_id(workflow_id)
-        except NotFound:
-            return workflow_id
 
     # -- tasks --------------------------------------------------------------------
 
@@ -257,7 +245,7 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
         page = self._tasks.list_tasks(
             states or None,
             request.type or None,
-            self._workflow_filter(request.workflow_id) or None,
+            self._workflows.filter_id(request.workflow_id),
             request.node_id or None,
             limit,
             after,

@@ -17,6 +17,7 @@ from cortex.errors import (
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    for_error,
 )
 
 log = logging.getLogger(__name__)
@@ -49,14 +50,7 @@ def error_answer(err: Exception, path: str, method: str = "GET") -> ApiAnswer:
             HTTPStatus.INTERNAL_SERVER_ERROR,
             {"error": f"internal error serving {path}; see the node log"},
         )
-    status = next(
-        (
-            HTTP_STATUS_FOR_ERROR[kind]
-            for kind in type(err).__mro__
-            if kind in HTTP_STATUS_FOR_ERROR
-        ),
-        HTTPStatus.INTERNAL_SERVER_ERROR,
-    )
+    status = for_error(err, HTTP_STATUS_FOR_ERROR, HTTPStatus.INTERNAL_SERVER_ERROR)
     body: dict[str, Any] = {"error": str(err)}
     parameter = getattr(err, "parameter", None)
     if isinstance(parameter, str):

@@ -149,13 +149,9 @@ def _no_query(query: str) -> None:
 
 
 def workflow_filter(workflows: WorkflowOperations, workflow: str) -> str | None:
-    """A workflow filter's full id; one no workflow has (any more) stays as
-    given, matching nothing."""
-    if not workflow:
-        return None
+    """`WorkflowOperations.filter_id`, an ambiguous prefix named as the
+    `workflow` parameter."""
     try:
-        return workflows.resolve_id(workflow)
-    except NotFound:
-        return workflow
-    except InvalidArgument as err:  # an ambiguous prefix
+        return workflows.filter_id(workflow)
+    except InvalidArgument as err:
         raise BadParameter("workflow", str(err)) from None

@@ -282,6 +282,17 @@ class WorkflowOperations:
             return workflow_id
         return resolve_prefix("workflow", workflow_id, self._reader.workflow_ids_with_prefix)
 
+    def filter_id(self, workflow_id: str) -> str | None:
+        """A listing's workflow filter as a full id: None for no filter; an
+        id no workflow has (any more) stays as given, matching nothing; an
+        ambiguous prefix is InvalidArgument."""
+        if not workflow_id:
+            return None
+        try:
+            return self.resolve_id(workflow_id)
+        except NotFound:
+            return workflow_id
+
     def list_workflows(
         self,
         states: list[str] | None = None,
