@@ -41,6 +41,7 @@ from cortex.http.collectors import (
     RaftCollector,
 )
 from cortex.http.timing import TimedProposer, TimedStateMachine
+from cortex.limit_operations import LimitOperations
 from cortex.membership import (
     HeartbeatSender,
     NodeRegistration,
@@ -62,6 +63,8 @@ from cortex.raft.leader_loop import LeaderContext
 from cortex.raft.read_barrier import ReadBarriers
 from cortex.retention_loop import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
+from cortex.schedules.loop import ScheduleLoop
+from cortex.schedules.operations import ScheduleOperations
 from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
@@ -218,6 +221,18 @@ class Node:
             reachable,
             config.scheduler_interval_s,
         )
+        self.limits = LimitOperations(
+            config.node_id, self.proposer, self.reader, config.propose_timeout_s
+        )
+        self.schedules = ScheduleOperations(
+            config.node_id,
+            self.proposer,
+            self.reader,
+            config.propose_timeout_s,
+            config.max_spec_bytes,
+            self.workflows.sandbox,
+        )
+        self.schedule_loop = ScheduleLoop(leading, self.schedules.runs)
         self.output = OutputHub(
             self.data_dir / "attempts",
             OutputLimits(config.output_max_bytes_per_attempt, config.output_max_total_bytes),
@@ -337,6 +352,8 @@ class Node:
         self.agent.on_change(index, changes)
         if any(c.state == "queued" or c.state in TERMINAL_STATES for c in changes):
             self.scheduler.wake()
+        if any(c.state in TERMINAL_STATES for c in changes):
+            self.schedule_loop.wake()  # a buffered slot may fire now
         purged = [c.task_id for c in changes if c.state == PURGED]
         if purged:
             self.output.discard(purged)
@@ -411,6 +428,7 @@ class Node:
         self.heartbeats.start()
         self.supervisor.start()
         self.scheduler.start()
+        self.schedule_loop.start()
         self.workflow_engine.start()
         if self.workflow_spans is not None:
             self.workflow_spans.start()
@@ -468,6 +486,7 @@ class Node:
         self.supervisor.stop()
         self.heartbeats.stop()
         self.scheduler.stop()
+        self.schedule_loop.stop()
         self.workflow_engine.stop()
         if self.workflow_spans is not None:
             self.workflow_spans.stop()

@@ -28,6 +28,10 @@ _ERROR_FOR_CODE: dict[str, type[CortexError]] = {
     r.STALE_REPORT: FailedPrecondition,
     r.ILLEGAL_TRANSITION: FailedPrecondition,
     r.IDEMPOTENCY_CONFLICT: AlreadyExists,
+    r.LIMIT_REACHED: FailedPrecondition,
+    r.UNKNOWN_SCHEDULE: NotFound,
+    r.INVALID_SCHEDULE: InvalidArgument,
+    r.NAME_TAKEN: AlreadyExists,
 }
 
 

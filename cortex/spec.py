@@ -18,7 +18,7 @@ from cortex.state.backoff import (
     exact_thousandths,
     nearest_thousandths,
 )
-from cortex.state.spec_rules import EXECUTOR_TYPES, is_blank, plain_json_problem
+from cortex.state.spec_rules import EXECUTOR_TYPES, is_blank, key_problem, plain_json_problem
 
 __all__ = [
     "DEFAULT_MAX_SPEC_BYTES",
@@ -93,6 +93,12 @@ class TaskSpec(_Strict):
     retry_policy: RetryPolicy = Field(default_factory=RetryPolicy, alias="retryPolicy")
     labels: dict[str, str] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
+    # At most `max-running` tasks of this key run at once, started no faster
+    # than its rate (`cortex limit set`); None: no limit applies.
+    concurrency_key: str | None = Field(None, alias="concurrencyKey")
+    # Shares placements with other keys by weight; None: the submitting
+    # client's token name, or "default".
+    fairness_key: str | None = Field(None, alias="fairnessKey")
 
     @model_validator(mode="before")
     @classmethod
@@ -122,6 +128,14 @@ class TaskSpec(_Strict):
         for name in value:
             if not name or "=" in name or "\x00" in name:
                 raise ValueError(f"invalid environment variable name {name!r}")
+        return value
+
+    @field_validator("concurrency_key", "fairness_key")
+    @classmethod
+    def _key_names(cls, value: str | None) -> str | None:
+        problem = key_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

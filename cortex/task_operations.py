@@ -24,7 +24,8 @@ from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
 from cortex.requests import MAX_SUBMIT_BATCH, check_id, check_idempotency_key, check_states
 from cortex.scheduler import explain
-from cortex.scheduler.loop import build_candidates, pending
+from cortex.scheduler.limits import LimitGate
+from cortex.scheduler.loop import build_candidates, limit_gate, pending
 from cortex.scheduler.model import Candidate
 from cortex.spec import parse_task_spec
 from cortex.state import TERMINAL_STATES
@@ -268,11 +269,19 @@ class TaskOperations:
         """`pending_reasons` of each task, the nodes read once."""
         now_ms = int(time.time() * 1000)
         candidates: list[Candidate] | None = None
+        gate: LimitGate | None = None
         reasons: list[list[str]] = []
         for task in tasks:
             if task.state != "queued":
                 reasons.append([])
-            elif task.scheduled_after > now_ms:
+                continue
+            if task.concurrency_key is not None:
+                gate = gate or limit_gate(self._reader, now_ms)
+                held = gate.held(task.concurrency_key)
+                if held is not None:
+                    reasons.append([held])
+                    continue
+            if task.scheduled_after > now_ms:
                 reasons.append([f"backing off until {task.scheduled_after} (ms since epoch)"])
             else:
                 if candidates is None:

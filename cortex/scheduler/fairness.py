@@ -20,10 +20,10 @@ from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
 from cortex.scheduler.model import PendingTask
+from cortex.state.key_limits import DEFAULT_WEIGHT, MAX_WEIGHT
+from cortex.state.transitions import DEFAULT_FAIRNESS_KEY
 
-DEFAULT_FAIRNESS_KEY = "default"
-DEFAULT_WEIGHT = 1
-MAX_WEIGHT = 10_000
+__all__ = ["DEFAULT_FAIRNESS_KEY", "DEFAULT_WEIGHT", "MAX_WEIGHT", "FairQueue", "LastServed"]
 
 
 class LastServed:

@@ -1,62 +1,33 @@
-"""Limits per concurrency key: at most `max_running` tasks of the key
-assigned or running cluster-wide, and starts no faster than a rate (a token
-bucket of `burst` tokens refilled at `rate_per_min`).
-
-The bucket is replicated state: apply takes tokens for each assignment at
-the assigning entry's time (carried in the entry), so the leader and every
-follower compute the same bucket, and a new leader continues where the old
-one left off. Whole numbers only: a token is `TOKEN_UNITS` units and the
-bucket refills `rate_per_min` units per millisecond."""
+"""One scheduling round's view of the limits per concurrency key (their
+rules and replicated buckets: `cortex.state.key_limits`): which tasks wait
+for their key, charged for each placement the round makes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Units per token: a rate of N per minute refills N units per millisecond.
-TOKEN_UNITS = 60_000
-MAX_RATE_PER_MIN = 60_000_000
-MAX_BURST = 100_000
-MAX_RUNNING = 1_000_000
+from cortex.state.key_limits import (
+    MAX_BURST,
+    MAX_RATE_PER_MIN,
+    MAX_RUNNING,
+    TOKEN_UNITS,
+    Bucket,
+    KeyLimit,
+    available_units,
+    take_tokens,
+)
 
-
-@dataclass(frozen=True)
-class KeyLimit:
-    """A key's limits; 0 means none of that kind."""
-
-    key: str
-    max_running: int = 0
-    rate_per_min: int = 0
-    burst: int = 1
-
-    def describe_rate(self) -> str:
-        if self.rate_per_min % 60 == 0:
-            return f"{self.rate_per_min // 60}/s"
-        return f"{self.rate_per_min}/m"
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """`units` held at `at_ms` (the time of the entry that last took some)."""
-
-    units: int
-    at_ms: int
-
-
-def available_units(limit: KeyLimit, bucket: Bucket | None, now_ms: int) -> int:
-    """The units in the bucket at `now_ms`; a key never limited yet starts full."""
-    capacity = limit.burst * TOKEN_UNITS
-    if bucket is None:
-        return capacity
-    return min(capacity, bucket.units + max(now_ms - bucket.at_ms, 0) * limit.rate_per_min)
-
-
-def take_tokens(limit: KeyLimit, bucket: Bucket | None, now_ms: int, count: int) -> Bucket | None:
-    """The bucket after `count` starts at `now_ms`, or None when it holds
-    fewer tokens. Time never runs back: an entry stamped earlier than the
-    bucket (another proposer's clock) takes at the bucket's time."""
-    at_ms = max(now_ms, bucket.at_ms) if bucket is not None else now_ms
-    units = available_units(limit, bucket, at_ms) - count * TOKEN_UNITS
-    return Bucket(units, at_ms) if units >= 0 else None
+__all__ = [
+    "MAX_BURST",
+    "MAX_RATE_PER_MIN",
+    "MAX_RUNNING",
+    "TOKEN_UNITS",
+    "Bucket",
+    "KeyLimit",
+    "LimitGate",
+    "available_units",
+    "take_tokens",
+]
 
 
 @dataclass
@@ -89,3 +60,16 @@ class LimitGate:
     def admit(self, key: str | None) -> None:
         if key and key in self.limits:
             self._placed[key] = self._placed.get(key, 0) + 1
+
+    def next_token_ms(self) -> int | None:
+        """When the next key now held by its rate gets a token (ms since the
+        epoch), or None when no key waits for one."""
+        due = None
+        for limit in self.limits.values():
+            if not limit.rate_per_min:
+                continue
+            units = available_units(limit, self.buckets.get(limit.key), self.now_ms)
+            if units < TOKEN_UNITS:
+                wait = -(-(TOKEN_UNITS - units) // limit.rate_per_min)
+                due = self.now_ms + wait if due is None else min(due, self.now_ms + wait)
+        return due

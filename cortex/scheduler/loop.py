@@ -10,7 +10,9 @@ from typing import Any
 
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
-from cortex.scheduler.model import Candidate, PendingTask
+from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY, LastServed
+from cortex.scheduler.limits import LimitGate
+from cortex.scheduler.model import Candidate, PendingTask, RoundResult
 from cortex.scheduler.placement import schedule_round
 from cortex.spec import Constraints
 from cortex.state import entries as e
@@ -75,7 +77,15 @@ def pending(task: TaskView) -> PendingTask:
         priority=task.priority,
         created_at=task.created_at,
         constraints=Constraints.model_validate(task.spec.get("constraints") or {}),
+        fairness_key=task.fairness_key or DEFAULT_FAIRNESS_KEY,
+        concurrency_key=task.concurrency_key,
     )
+
+
+def limit_gate(reader: StateReader, now_ms: int) -> LimitGate:
+    """The limits per concurrency key as the replicated state holds them now."""
+    state = reader.limit_state()
+    return LimitGate(state.limits, state.running, state.buckets, now_ms)
 
 
 class SchedulerLoop(LeaderLoop):
@@ -89,13 +99,17 @@ class SchedulerLoop(LeaderLoop):
         super().__init__("scheduler", context, interval_s)
         self._board = board
         self._reachable = reachable
+        self._served = LastServed()
 
     def wait_s(self) -> float:
-        """The interval, or less when a backing-off task becomes runnable sooner."""
+        """The interval, or less when a backing-off task becomes runnable
+        sooner, or a key waiting for its rate gets its next token."""
         if not self._is_leader():
             return self._interval_s
         now_ms = wall_ms(self._clock)
         due = self._reader.next_scheduled_after(now_ms)
+        token = limit_gate(self._reader, now_ms).next_token_ms()
+        due = min((t for t in (due, token) if t is not None), default=None)
         if due is None:
             return self._interval_s
         return max(0.005, min(self._interval_s, (due - now_ms) / 1000))
@@ -115,14 +129,16 @@ class SchedulerLoop(LeaderLoop):
         # the ones behind them; past those, the whole window.
         limit = MAX_TASKS_PER_ROUND if free is None else min(free * 4 + 64, MAX_TASKS_PER_ROUND)
         now_ms = wall_ms(self._clock)
-        rows = self._reader.runnable_queue(now_ms, limit)
+        gate = limit_gate(self._reader, now_ms)
+        waiting = frozenset(key for key in gate.limits if gate.held(key) is not None)
+        rows = self._reader.runnable_queue(now_ms, limit, waiting)
         if not rows:
             return False
-        result = schedule_round(self._pending(rows), candidates)
-        if len(rows) == limit < MAX_TASKS_PER_ROUND and len(result.placements) < (free or 0):
+        result = self._place(rows, candidates, gate)
+        if len(rows) >= limit < MAX_TASKS_PER_ROUND and len(result.placements) < (free or 0):
             limit = MAX_TASKS_PER_ROUND
-            rows = self._reader.runnable_queue(now_ms, limit)
-            result = schedule_round(self._pending(rows), candidates)
+            rows = self._reader.runnable_queue(now_ms, limit, waiting)
+            result = self._place(rows, candidates, limit_gate(self._reader, now_ms))
         if not result.placements:
             return False
         entry = e.Entry.create(
@@ -136,7 +152,16 @@ class SchedulerLoop(LeaderLoop):
             ts=wall_ms(self._clock),
         )
         yield self._proposer.submit_all([entry])
-        return len(rows) == limit
+        return len(rows) >= limit
+
+    def _place(self, rows: list[Any], candidates: list[Candidate], gate: LimitGate) -> RoundResult:
+        tasks = self._pending(rows)
+        several_keys = len({task.fairness_key for task in tasks}) > 1
+        active = self._reader.active_by_fairness_key() if several_keys else {}
+        weights = self._reader.weights() if several_keys else {}
+        if several_keys:
+            self._served.forget_all_but({task.fairness_key for task in tasks})
+        return schedule_round(tasks, candidates, gate, active, weights, self._served)
 
     @staticmethod
     def _pending(rows: list[Any]) -> list[PendingTask]:
@@ -157,6 +182,8 @@ class SchedulerLoop(LeaderLoop):
                     row["priority"],
                     row["created_at"],
                     parsed,
+                    row["fairness_key"],
+                    row["concurrency_key"],
                 )
             )
         return tasks

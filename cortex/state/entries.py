@@ -391,6 +391,126 @@ class ReadBarrier(Payload):
     TYPE: ClassVar[str] = "READ_BARRIER"
 
 
+@dataclass(frozen=True)
+class LimitSet(Payload):
+    """A concurrency key's limits, replacing any it had: at most
+    `max_running` of its tasks assigned or running (0: no such limit), and
+    starts no faster than `rate_per_min` per minute with bursts of `burst`
+    (0: no rate). The token bucket carries over (capped at the new burst)."""
+
+    TYPE: ClassVar[str] = "LIMIT_SET"
+    key: str
+    max_running: int = 0
+    rate_per_min: int = 0
+    burst: int = 1
+
+
+@dataclass(frozen=True)
+class LimitDelete(Payload):
+    TYPE: ClassVar[str] = "LIMIT_DELETE"
+    key: str
+
+
+@dataclass(frozen=True)
+class WeightSet(Payload):
+    """A fairness key's weight (1 is every key's default: setting 1 forgets
+    the key)."""
+
+    TYPE: ClassVar[str] = "WEIGHT_SET"
+    key: str
+    weight: int
+
+
+@dataclass(frozen=True)
+class ScheduleCreate(Payload):
+    """A schedule, ids chosen by the proposer. `timing`: `{cron, timezone}`
+    or `{every_ms}`. `target`: `{"task": spec}` (canonical task spec) or
+    `{"workflow": definition text, "format": "yaml"|"json"}`. Slots count
+    from the entry's time."""
+
+    TYPE: ClassVar[str] = "SCHEDULE_CREATE"
+    schedule_id: str
+    name: str
+    timing: dict[str, Any]
+    target: dict[str, Any]
+    overlap: str = "skip"
+    catchup_window_ms: int = 60_000
+    paused: bool = False
+
+
+@dataclass(frozen=True)
+class SchedulePause(Payload):
+    """Pauses or resumes a schedule. A resumed schedule fires from the
+    entry's time on: slots that fell in the pause are neither fired nor
+    missed."""
+
+    TYPE: ClassVar[str] = "SCHEDULE_PAUSE"
+    schedule_id: str
+    paused: bool
+
+
+@dataclass(frozen=True)
+class ScheduleDelete(Payload):
+    """Removes a schedule and its firing history; tasks it started stay."""
+
+    TYPE: ClassVar[str] = "SCHEDULE_DELETE"
+    schedule_id: str
+
+
+@dataclass(frozen=True)
+class SlotDecision:
+    """One decision of a SCHEDULE_FIRE. `action`: fire, missed, skipped,
+    buffered, or trigger (a run asked for by hand, outside the slots).
+    `count` slots from `first_slot_ms` to `slot_ms` (missed slots of an
+    outage travel as one). A firing names its run: `task_id` (with the task
+    spec in `spec`) or `workflow` (a WORKFLOW_SUBMIT payload). `cancel`: runs
+    of earlier firings to cancel (`cancel_previous`)."""
+
+    slot_ms: int
+    action: str
+    reason: str = ""
+    count: int = 1
+    first_slot_ms: int = 0
+    task_id: str | None = None
+    spec: dict[str, Any] | None = None
+    workflow: dict[str, Any] | None = None
+    cancel: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScheduleFire(Payload):
+    """The leader's decisions for a schedule's due slots, oldest first. A
+    slot at or before the newest one decided (other than a buffered one
+    firing) was decided already, by this leader or an earlier one, and is
+    left alone, so a decision proposed twice applies once."""
+
+    TYPE: ClassVar[str] = "SCHEDULE_FIRE"
+    schedule_id: str
+    decisions: list[dict[str, Any]]
+
+    def check(self) -> None:
+        table = _fields_of(SlotDecision)
+        for number, raw in enumerate(self.decisions):
+            where = f"decisions[{number}]"
+            if not isinstance(raw, dict):
+                raise EntryDecodeError(INVALID_PAYLOAD, f"{self.TYPE}: {where} is not an object")
+            unknown = sorted(str(key) for key in raw if key not in table)
+            if unknown:
+                raise EntryDecodeError(
+                    INVALID_PAYLOAD,
+                    f"{self.TYPE}: {where} has an unknown field {quoted(unknown[0])}",
+                )
+            for name, (annotation, required) in table.items():
+                if name in raw:
+                    _check_type(self.TYPE, f"{where}.{name}", raw[name], annotation)
+                elif required:
+                    raise EntryDecodeError(INVALID_PAYLOAD, f"{self.TYPE}: {where} has no {name}")
+            _check_strings(self.TYPE, f"{where}.cancel", raw.get("cancel", []))
+
+    def items(self) -> list[SlotDecision]:
+        return [SlotDecision(**raw) for raw in self.decisions]
+
+
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     cls.TYPE: cls
     for cls in (
@@ -411,6 +531,13 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
         NodeStatus,
         NodeLeave,
         ReadBarrier,
+        LimitSet,
+        LimitDelete,
+        WeightSet,
+        ScheduleCreate,
+        SchedulePause,
+        ScheduleDelete,
+        ScheduleFire,
     )
 }
 
@@ -439,7 +566,7 @@ class Entry:
             id=str(unique),
             ts=int(time.time() * 1000) if ts is None else ts,
             node=node,
-            payload=_as_dict(payload),
+            payload=as_dict(payload),
             trace={"span_id": unique.hex[16:], "parent_span_id": parent_span_id},
         )
 
@@ -494,13 +621,13 @@ def _entry_from(raw: Any) -> Entry:
 
 
 def encode_batch(entries: list[Entry]) -> bytes:
-    return json.dumps([_as_dict(e) for e in entries], separators=(",", ":")).encode()
+    return json.dumps([as_dict(e) for e in entries], separators=(",", ":")).encode()
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def _as_dict(obj: Any) -> dict[str, Any]:
+def as_dict(obj: Any) -> dict[str, Any]:
     """A payload's or envelope's fields by name. Their values are JSON data
     already (no nested dataclasses), so unlike `dataclasses.asdict` nothing
     is copied: encoding a large workflow costs one pass, not two."""

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from cortex.state import entries as e
+from cortex.state.key_limits import LIMIT_HANDLERS
 from cortex.state.node_transitions import NODE_HANDLERS
 from cortex.state.purge import PURGE_HANDLERS
+from cortex.state.schedule_transitions import SCHEDULE_HANDLERS
 from cortex.state.transitions import TASK_HANDLERS, ApplyContext, EntryHandler
 from cortex.state.workflow_transitions import WORKFLOW_HANDLERS
 
@@ -28,6 +30,8 @@ HANDLER_TABLES: tuple[Mapping[type[e.Payload], EntryHandler], ...] = (
     WORKFLOW_HANDLERS,
     PURGE_HANDLERS,
     READ_HANDLERS,
+    LIMIT_HANDLERS,
+    SCHEDULE_HANDLERS,
 )
 HANDLERS: dict[type[e.Payload], EntryHandler] = {
     payload_type: handler for table in HANDLER_TABLES for payload_type, handler in table.items()

@@ -10,21 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.state.digest import stored_digest
+from cortex.state.limit_queries import NOT_HELD, LimitQueries
 from cortex.state.node_transitions import removal_index
 from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
+from cortex.state.schedule_queries import ScheduleQueries
 from cortex.state.schema import ReadConnections
 from cortex.state.task_match import TaskMatch
 from cortex.state.workflow_queries import WorkflowQueries
 from cortex.state.workflow_rules import WORKFLOW_STATES
-
-# Queued tasks of a workflow still `submitting`, or cancelled with tasks left
-# to cancel, wait (a dead letter retried after its workflow failed runs).
-_NOT_HELD = (
-    "(workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM workflows w"
-    " WHERE w.id = tasks.workflow_id AND w.state IN ('submitting', 'cancelled')))"
-)
-
 
 # SQLite accepts at most 32,766 parameters per statement; stay far below.
 _IDS_PER_QUERY = 500
@@ -78,6 +72,9 @@ class TaskView:
     # Its trace context (W3C traceparent): its submission's, or its
     # workflow's run's; None for tasks submitted before tasks had one.
     traceparent: str | None = None
+    # The keys its limits and its share of placements count against.
+    concurrency_key: str | None = None
+    fairness_key: str = "default"
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> TaskView:
@@ -102,6 +99,8 @@ class TaskView:
             started_at=row["started_at"],
             completed_at=row["completed_at"],
             traceparent=row["traceparent"],
+            concurrency_key=row["concurrency_key"],
+            fairness_key=row["fairness_key"],
         )
 
 
@@ -174,7 +173,7 @@ class TaskPage:
     total: int
 
 
-class StateReader(WorkflowQueries):
+class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
     def __init__(self, path: str) -> None:
         self._reads = ReadConnections(path)
 
@@ -299,27 +298,13 @@ class StateReader(WorkflowQueries):
         )
         return int(row[0]) if row else None
 
-    def runnable_queue(self, now_ms: int, limit: int) -> list[sqlite3.Row]:
-        """What the scheduler needs of runnable queued tasks, in scheduling
-        order, without decoding whole specs."""
-        return (
-            self._conn()
-            .execute(
-                "SELECT id, type, attempt, priority, created_at, constraints FROM tasks"
-                f" WHERE state = 'queued' AND scheduled_after <= ? AND {_NOT_HELD}"
-                " ORDER BY priority DESC, created_at, submit_index LIMIT ?",
-                (now_ms, limit),
-            )
-            .fetchall()
-        )
-
     def next_scheduled_after(self, now_ms: int) -> int | None:
         """When the earliest backing-off queued task becomes runnable."""
         row = (
             self._conn()
             .execute(
                 "SELECT MIN(scheduled_after) FROM tasks"
-                f" WHERE state = 'queued' AND scheduled_after > ? AND {_NOT_HELD}",
+                f" WHERE state = 'queued' AND scheduled_after > ? AND {NOT_HELD}",
                 (now_ms,),
             )
             .fetchone()

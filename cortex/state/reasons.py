@@ -22,6 +22,10 @@ a node running other versions and fork the cluster.
 | `stale_report` | names an attempt or node that is not the task's current one (fencing) |
 | `illegal_transition` | asks for a change the task, workflow or node's state does not allow |
 | `idempotency_conflict` | reuses an idempotency key taken by a task or workflow submitted with a different spec or definition |
+| `limit_reached` | would assign a task past its concurrency key's max-running count or rate |
+| `unknown_schedule` | names a schedule that does not exist |
+| `invalid_schedule` | carries a malformed schedule (timing, overlap, window, target) or slot decision |
+| `name_taken` | would create a schedule under a name another one has |
 
 Programs match on the code (`detail.code`, or the reason up to the first
 colon); the text is for people and may be reworded between releases.
@@ -47,6 +51,10 @@ ReasonCode = Literal[
     "stale_report",
     "illegal_transition",
     "idempotency_conflict",
+    "limit_reached",
+    "unknown_schedule",
+    "invalid_schedule",
+    "name_taken",
 ]
 
 INVALID_ENTRY: Final = "invalid_entry"
@@ -60,6 +68,10 @@ DUPLICATE_ID: Final = "duplicate_id"
 STALE_REPORT: Final = "stale_report"
 ILLEGAL_TRANSITION: Final = "illegal_transition"
 IDEMPOTENCY_CONFLICT: Final = "idempotency_conflict"
+LIMIT_REACHED: Final = "limit_reached"
+UNKNOWN_SCHEDULE: Final = "unknown_schedule"
+INVALID_SCHEDULE: Final = "invalid_schedule"
+NAME_TAKEN: Final = "name_taken"
 
 REASON_CODES: frozenset[str] = frozenset(get_args(ReasonCode))
 

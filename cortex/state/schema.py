@@ -175,6 +175,68 @@ MIGRATIONS: list[str] = [
     ALTER TABLE workflows ADD COLUMN traceparent TEXT;
     ALTER TABLE workflows ADD COLUMN run_traceparent TEXT;
     """,
+    # 11: limits per concurrency key (with their token buckets), weights of
+    # fairness keys, and schedules with their recent firings. Tasks keep
+    # their keys in columns, so the scheduler reads the queue per fairness
+    # key and counts a concurrency key's active tasks from an index.
+    """
+    ALTER TABLE tasks ADD COLUMN concurrency_key TEXT;
+    ALTER TABLE tasks ADD COLUMN fairness_key TEXT NOT NULL DEFAULT 'default';
+    CREATE INDEX tasks_by_fairness_key
+        ON tasks (state, fairness_key, priority DESC, created_at, submit_index);
+    CREATE INDEX tasks_by_concurrency_key ON tasks (concurrency_key, state)
+        WHERE concurrency_key IS NOT NULL;
+    CREATE TABLE key_limits (
+        key TEXT PRIMARY KEY,
+        max_running INTEGER NOT NULL,
+        rate_per_min INTEGER NOT NULL,
+        burst INTEGER NOT NULL,
+        bucket_units INTEGER,
+        bucket_at INTEGER,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE fairness_weights (
+        key TEXT PRIMARY KEY,
+        weight INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE schedules (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        timing TEXT NOT NULL,
+        target_kind TEXT NOT NULL,
+        target TEXT NOT NULL,
+        overlap TEXT NOT NULL,
+        catchup_window_ms INTEGER NOT NULL,
+        paused INTEGER NOT NULL,
+        anchor_ms INTEGER NOT NULL,
+        last_slot_ms INTEGER NOT NULL,
+        buffered_slot_ms INTEGER,
+        last_fired_at INTEGER,
+        last_fired_slot_ms INTEGER,
+        fired INTEGER NOT NULL DEFAULT 0,
+        missed INTEGER NOT NULL DEFAULT 0,
+        skipped INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        submit_index INTEGER NOT NULL
+    );
+    CREATE TABLE schedule_firings (
+        seq INTEGER PRIMARY KEY,
+        schedule_id TEXT NOT NULL,
+        slot_ms INTEGER NOT NULL,
+        first_slot_ms INTEGER NOT NULL,
+        slot_count INTEGER NOT NULL,
+        action TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        run_kind TEXT,
+        run_id TEXT,
+        raft_index INTEGER NOT NULL,
+        ts INTEGER NOT NULL
+    );
+    CREATE INDEX schedule_firings_by_schedule ON schedule_firings (schedule_id, seq);
+    CREATE INDEX schedule_firings_by_run ON schedule_firings (run_id) WHERE run_id IS NOT NULL;
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.
@@ -185,6 +247,10 @@ REPLICATED_TABLES: dict[str, str] = {
     "nodes": "id",
     "workflows": "id",
     "task_dependencies": "workflow_id, task_key, depends_on_key",
+    "key_limits": "key",
+    "fairness_weights": "key",
+    "schedules": "id",
+    "schedule_firings": "seq",
 }
 
 

@@ -206,6 +206,27 @@ def command(value: Any, where: str) -> list[str] | str | None:
     return list(value)
 
 
+# A concurrency or fairness key: ASCII letters, digits and `._:@/-`,
+# starting with a letter or digit, at most 128 characters.
+KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
+
+
+def key_problem(key: str) -> str | None:
+    """What is wrong with a concurrency, fairness or limit key, or None."""
+    if not isinstance(key, str) or KEY_PATTERN.fullmatch(key) is None:
+        return "must be 1 to 128 ASCII letters, digits or ._:@/- starting with a letter or digit"
+    return None
+
+
+def key_name(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(f"{where} must be a string")
+    problem = key_problem(value)
+    if problem:
+        raise SpecError(f"{where} {problem}")
+    return value
+
+
 def env_name_problem(name: str) -> str | None:
     if not name or "=" in name or "\x00" in name:
         return f"invalid environment variable name {quoted(name)}"
@@ -312,6 +333,8 @@ TASK_SPEC = Model(
         Field("retry_policy", RETRY_POLICY, lambda: RETRY_POLICY({}, "retryPolicy"), "retryPolicy"),
         Field("labels", text_map(), dict),
         Field("options", json_object, dict),
+        Field("concurrency_key", optional(key_name), lambda: None, "concurrencyKey"),
+        Field("fairness_key", optional(key_name), lambda: None, "fairnessKey"),
     ),
     rules=(_shell_needs_command,),
 )

@@ -17,6 +17,7 @@ from typing import Any
 from cortex.state import entries as e
 from cortex.state.backoff import backoff_delay_ms, nearest_thousandths
 from cortex.state.dead_letters import workflow_retry_scope
+from cortex.state.key_limits import KeyCharges
 from cortex.state.reasons import (
     IDEMPOTENCY_CONFLICT,
     ILLEGAL_TRANSITION,
@@ -30,6 +31,7 @@ from cortex.state.reasons import (
 )
 from cortex.state.spec_rules import SpecError, check_task_spec
 
+DEFAULT_FAIRNESS_KEY = "default"
 TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
 ACTIVE_STATES = frozenset({"assigned", "running"})
 
@@ -167,7 +169,8 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
     ctx.cur.execute(
         "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
         " constraints, retry_policy, timeout_ms, labels, idempotency_key, created_at,"
-        " updated_at, submit_index, traceparent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " updated_at, submit_index, traceparent, concurrency_key, fairness_key)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             p.task_id,
             p.workflow_id,
@@ -185,6 +188,8 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
             ctx.entry.ts,
             ctx.index,
             p.traceparent,
+            spec["concurrency_key"],
+            fairness_key(spec),
         ),
     )
     if p.idempotency_key:
@@ -195,6 +200,11 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
     ctx.event("submitted", p.task_id, None, "queued", ctx.entry.node, 0)
     ctx.changes.append(TaskChange(p.task_id, "queued", None, 0))
     return {"task_id": p.task_id, "created": True}
+
+
+def fairness_key(spec: dict[str, Any]) -> str:
+    """The fairness key a task's placements count against."""
+    return spec["fairness_key"] or DEFAULT_FAIRNESS_KEY
 
 
 def same_spec(stored: dict[str, Any], submitted: Any) -> bool:
@@ -211,6 +221,7 @@ def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
     """Applies each placement of the round on its own; a stale one is
     recorded as rejected without undoing the others."""
     placed, rejected = 0, 0
+    limits = KeyCharges(ctx)
     for item in p.items():
         try:
             task = ctx.task(item.task_id)
@@ -248,6 +259,7 @@ def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
                     ILLEGAL_TRANSITION,
                     f"assignment of task {item.task_id} to removed node {item.node}",
                 )
+            limits.charge(task)
             ctx.move(
                 task,
                 "assigned",

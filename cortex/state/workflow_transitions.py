@@ -29,6 +29,7 @@ from cortex.state.transitions import (
     ApplyContext,
     EntryHandler,
     TaskChange,
+    fairness_key,
 )
 from cortex.state.workflow_rules import (
     MAX_CONTEXT_BYTES,
@@ -169,13 +170,14 @@ def _insert_tasks(
     cur.executemany(
         "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
         " constraints, retry_policy, timeout_ms, labels, created_at, updated_at, submit_index,"
-        " workflow_pos, condition, traceparent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " workflow_pos, condition, traceparent, concurrency_key, fairness_key)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [
             (item.task_id, workflow_id, item.key, item.spec["type"], state,
              item.spec["priority"], _dump(item.spec), _dump(item.spec["constraints"]),
              _dump(item.spec["retry_policy"]), item.spec["timeout_ms"],
              _dump(item.spec["labels"]), ts, ts, ctx.index, item.pos, item.condition,
-             traceparent)
+             traceparent, item.spec["concurrency_key"], fairness_key(item.spec))
             for item, state in zip(items, states, strict=True)
         ],
     )  # fmt: skip

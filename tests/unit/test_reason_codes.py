@@ -235,6 +235,36 @@ def script() -> Script:
                      "unknown_task"])  # fmt: skip
     s.one("WORKFLOW_CANCEL", {"workflow_id": "w1"}, "ok")
     s.one("WORKFLOW_CANCEL", {"workflow_id": "w1"}, "illegal_transition")
+
+    # Limits per key: a placement past max-running is refused on its own.
+    s.one("LIMIT_SET", {"key": "deploy", "max_running": 1}, "ok")
+    s.one("LIMIT_SET", {"key": "deploy", "max_running": 0, "rate_per_min": 0}, "invalid_payload")
+    s.one("LIMIT_SET", {"key": "bad key", "max_running": 1}, "invalid_payload")
+    s.one("WEIGHT_SET", {"key": "tenant", "weight": 0}, "invalid_payload")
+    keyed_cmd = {**CMD, "concurrencyKey": "deploy"}
+    s.one("TASK_SUBMIT", {"task_id": "l1", "spec": keyed_cmd}, "ok")
+    s.one("TASK_SUBMIT", {"task_id": "l2", "spec": keyed_cmd}, "ok")
+    s.one("TASK_SUBMIT", {"task_id": "l3", "spec": {**CMD, "concurrencyKey": "no spaces"}},
+          "invalid_spec")  # fmt: skip
+    s.one("TASK_ASSIGN", {"assignments": [
+        {"task_id": "l1", "node": "n1", "attempt": 1},
+        {"task_id": "l2", "node": "n2", "attempt": 1},  # limit_reached
+    ]}, "ok", items=["limit_reached"])  # fmt: skip
+
+    # Schedules.
+    every = {"every_ms": 1000}
+    task_target = {"task": CMD}
+    s.one("SCHEDULE_CREATE", {"schedule_id": "s1", "name": "nightly", "timing": every,
+                              "target": task_target}, "ok")  # fmt: skip
+    s.one("SCHEDULE_CREATE", {"schedule_id": "s2", "name": "nightly", "timing": every,
+                              "target": task_target}, "name_taken")  # fmt: skip
+    s.one("SCHEDULE_CREATE", {"schedule_id": "s2", "name": "n2", "timing": {"every_ms": 5},
+                              "target": task_target}, "invalid_schedule")  # fmt: skip
+    s.one("SCHEDULE_PAUSE", {"schedule_id": "nope", "paused": True}, "unknown_schedule")
+    s.one("SCHEDULE_FIRE", {"schedule_id": "s1", "decisions": [
+        {"slot_ms": 2000, "action": "explode"}]}, "invalid_schedule")  # fmt: skip
+    s.one("SCHEDULE_FIRE", {"schedule_id": "s1", "decisions": [{"slot_ms": "x"}]},
+          "invalid_payload")  # fmt: skip
     return s
 
 

@@ -167,7 +167,7 @@ def test_the_migration_adds_the_columns_and_rebuilds_the_digest(tmp_path: Path) 
     path = tmp_path / "old.db"
     _version_9_database(path)
     conn = connect(str(path))
-    assert migrate(conn) == len(MIGRATIONS) == 10
+    assert migrate(conn) == len(MIGRATIONS) >= 10
     tables = list(REPLICATED_TABLES)
     assert conn.execute("SELECT traceparent FROM tasks").fetchone()[0] is None
     assert stored_digest(conn) == full_digest(conn, tables)
