@@ -396,6 +396,8 @@ class Node:
             self.cluster,
             reads,
             self.streaming,
+            schedules=self.schedules,
+            limits=self.limits,
         )
         self._grpc_server = serve(
             servicer,

@@ -16,8 +16,10 @@ from cortex.api.consistency import ReadGate
 from cortex.api.peer_client import PeerClient
 from cortex.api.peer_server import read_index_unavailable
 from cortex.api.servicer import CortexServicer
+from cortex.limit_operations import LimitOperations
 from cortex.membership.board import ResourceBoard
 from cortex.output import OutputHub, StreamingService
+from cortex.schedules.operations import ScheduleOperations
 from cortex.state import entries as e
 from cortex.steps import completed
 from cortex.task_operations import TaskOperations
@@ -111,6 +113,10 @@ class ApiState:
             tracer=tracer,
         )  # fmt: skip
         self.workflows = WorkflowOperations("n1", proposer, machine, reader, 5.0, tracer=tracer)
+        self.schedules = ScheduleOperations(
+            "n1", proposer, reader, 5.0, 1 << 20, self.workflows.sandbox
+        )
+        limits = LimitOperations("n1", proposer, reader, 5.0)
         reads = ReadGate("n1", machine, NoLeader(), read_index_unavailable, 1.0)
         self.peers = PeerClient("n1", "a-cluster-secret-of-some-length")
         self.streaming = StreamingService(
@@ -118,7 +124,10 @@ class ApiState:
         )
         machine.add_listener(self.streaming.on_change)
         nobody: Any = None  # node administration and cluster status: not read here
-        self.servicer = CortexServicer(tasks, self.workflows, nobody, nobody, reads, self.streaming)
+        self.servicer = CortexServicer(
+            tasks, self.workflows, nobody, nobody, reads, self.streaming,
+            schedules=self.schedules, limits=limits,
+        )  # fmt: skip
 
     def call(self, method: str, request: Any, metadata: tuple[tuple[str, str], ...] = ()) -> Any:
         return getattr(self.servicer, method)(request, CallContext(metadata))

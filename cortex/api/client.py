@@ -29,6 +29,7 @@ from cortex.api.convert import duration
 from cortex.api.session import Session
 from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.errors import CortexError, InvalidArgument, ResourceExhausted
+from cortex.proto_enums import enum_names, enum_value
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
 
@@ -464,3 +465,106 @@ class CortexClient:
 
     def get_cluster_status(self) -> pb.GetClusterStatusResponse:
         return self._call("GetClusterStatus", pb.GetClusterStatusRequest())
+
+    # -- schedules -----------------------------------------------------------------
+
+    def create_schedule(
+        self,
+        name: str,
+        *,
+        cron: str = "",
+        every: Span | None = None,
+        timezone: str = "",
+        task: pb.TaskSpec | None = None,
+        workflow_definition: str = "",
+        workflow_format: str = "",
+        overlap: str = "skip",
+        catchup_window: Span | None = None,
+        paused: bool = False,
+    ) -> pb.CreateScheduleResponse:
+        """Starts `task` or `workflow_definition` (one of them) at each slot of
+        `cron` (in `timezone`, default UTC) or every `every` (one of them).
+        `overlap`: skip, buffer_one, allow_all or cancel_previous;
+        `catchup_window` unset: 60 s; `workflow_format`: json, yaml or "" to
+        detect it."""
+        if cron and every is not None:
+            raise InvalidArgument("give exactly one of cron and every")
+        if task is not None and workflow_definition:
+            raise InvalidArgument("give exactly one of task and workflow_definition")
+        overlap_value = enum_value(pb.ScheduleOverlap, overlap)
+        if overlap and not overlap_value:
+            known = ", ".join(enum_names(pb.ScheduleOverlap))
+            raise InvalidArgument(f"overlap must be one of {known}, not {overlap!r}")
+        # Only the member of each oneof that was given: setting one clears the other.
+        timing: dict[str, Any] = (
+            {"cron": cron} if cron else {"every": every} if every is not None else {}
+        )
+        target: dict[str, Any] = (
+            {"task": task}
+            if task is not None
+            else {"workflow_definition": workflow_definition}
+            if workflow_definition
+            else {}
+        )
+        request = pb.CreateScheduleRequest(
+            name=name,
+            timezone=timezone,
+            workflow_format=workflow_format,
+            overlap=overlap_value,
+            catchup_window=catchup_window,
+            paused=paused,
+            **timing,
+            **target,
+        )
+        return self._call("CreateSchedule", request, write=True)
+
+    def list_schedules(self) -> pb.ListSchedulesResponse:
+        request = pb.ListSchedulesRequest(read_options=self.read_options())
+        return self._call("ListSchedules", request)
+
+    def get_schedule(self, schedule: str) -> pb.GetScheduleResponse:
+        """`schedule`: its name or id."""
+        request = pb.GetScheduleRequest(schedule=schedule, read_options=self.read_options())
+        return self._call("GetSchedule", request)
+
+    def pause_schedule(self, schedule: str) -> pb.PauseScheduleResponse:
+        request = pb.PauseScheduleRequest(schedule=schedule)
+        return self._call("PauseSchedule", request, write=True)
+
+    def resume_schedule(self, schedule: str) -> pb.ResumeScheduleResponse:
+        request = pb.ResumeScheduleRequest(schedule=schedule)
+        return self._call("ResumeSchedule", request, write=True)
+
+    def delete_schedule(self, schedule: str) -> pb.DeleteScheduleResponse:
+        request = pb.DeleteScheduleRequest(schedule=schedule)
+        return self._call("DeleteSchedule", request, write=True)
+
+    def trigger_schedule(self, schedule: str) -> pb.TriggerScheduleResponse:
+        request = pb.TriggerScheduleRequest(schedule=schedule)
+        return self._call("TriggerSchedule", request, write=True)
+
+    # -- limits and fairness -------------------------------------------------------
+
+    def set_limit(
+        self, key: str, *, max_running: int = 0, rate_per_minute: int = 0, burst: int = 0
+    ) -> pb.SetLimitResponse:
+        """Replaces the limits of concurrency key `key` (0: no such limit;
+        `burst` 0: a second's worth of the rate, at least 1)."""
+        request = pb.SetLimitRequest(
+            key=key, max_running=max_running, rate_per_minute=rate_per_minute, burst=burst
+        )
+        return self._call("SetLimit", request, write=True)
+
+    def list_limits(self) -> pb.ListLimitsResponse:
+        return self._call("ListLimits", pb.ListLimitsRequest(read_options=self.read_options()))
+
+    def delete_limit(self, key: str) -> pb.DeleteLimitResponse:
+        return self._call("DeleteLimit", pb.DeleteLimitRequest(key=key), write=True)
+
+    def set_fairness_weight(self, key: str, weight: int) -> pb.SetFairnessWeightResponse:
+        request = pb.SetFairnessWeightRequest(key=key, weight=weight)
+        return self._call("SetFairnessWeight", request, write=True)
+
+    def list_fairness_weights(self) -> pb.ListFairnessWeightsResponse:
+        request = pb.ListFairnessWeightsRequest(read_options=self.read_options())
+        return self._call("ListFairnessWeights", request)

@@ -185,6 +185,10 @@ def spec_from_proto(message: pb.TaskSpec) -> dict[str, Any]:
         spec["retryPolicy"] = retry
     if message.HasField("options"):
         spec["options"] = struct_dict(message.options)
+    if message.concurrency_key:
+        spec["concurrencyKey"] = message.concurrency_key
+    if message.fairness_key:
+        spec["fairnessKey"] = message.fairness_key
     return spec
 
 
@@ -223,6 +227,8 @@ def spec_to_proto(spec: dict[str, Any]) -> pb.TaskSpec:
         message.retry_policy.backoff.CopyFrom(backoff)
     if spec.get("options"):
         message.options.update(spec["options"])
+    message.concurrency_key = spec.get("concurrency_key") or ""
+    message.fairness_key = spec.get("fairness_key") or ""
     return message
 
 
@@ -259,6 +265,8 @@ def task_to_proto(task: TaskView, reasons: list[str] | None = None) -> pb.Task:
         pending_reasons=reasons or [],
         submit_index=task.submit_index,
         traceparent=task.traceparent or "",
+        concurrency_key=task.concurrency_key or "",
+        fairness_key=task.fairness_key,
     )
     if task.state == "queued" and task.scheduled_after:
         message.schedule_time.CopyFrom(timestamp(task.scheduled_after))

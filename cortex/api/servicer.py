@@ -1,20 +1,17 @@
 """gRPC servicer of cortex.v1.CortexService: unpacks requests, calls the
-node's operations (tasks, workflows, node administration, cluster status),
-packs replies, and maps Cortex errors to status codes in one place. Every
-read waits for the consistency its ReadOptions ask for (`ReadGate`) and
-every response carries a ResponseHeader; every write says the Raft index it
-committed at."""
+node's operations (tasks, workflows, schedules, limits, node administration,
+cluster status), packs replies, and maps Cortex errors to status codes in
+one place (cortex.api.status_codes). Every read waits for the consistency
+its ReadOptions ask for (`ReadGate`) and every response carries a
+ResponseHeader; every write says the Raft index it committed at."""
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
 
 import grpc
 
-from cortex.api.channels import RETRY_AFTER_HEADER, TRACEPARENT_HEADER
+from cortex.api.channels import TRACEPARENT_HEADER
 from cortex.api.consistency import ReadGate
 from cortex.api.convert import (
     created_window,
@@ -26,87 +23,30 @@ from cortex.api.convert import (
     spec_from_proto,
     task_to_proto,
 )
+from cortex.api.limit_calls import LimitCalls
 from cortex.api.node_convert import cluster_to_proto, node_to_proto
 from cortex.api.page_tokens import PageTokens, page_size, window_filters
 from cortex.api.peer_convert import removal_to_proto
+from cortex.api.schedule_calls import ScheduleCalls
+from cortex.api.status_codes import maps_errors, maps_stream_errors, status_for
 from cortex.api.workflow_convert import workflow_to_proto
-from cortex.errors import (
-    AlreadyExists,
-    CortexError,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    ResourceExhausted,
-    Unauthenticated,
-    Unavailable,
-    for_error,
-)
+from cortex.errors import CortexError, FailedPrecondition, InvalidArgument
+from cortex.limit_operations import LimitOperations
 from cortex.membership.administration import NodeAdministration
 from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
 from cortex.output import EventFilter, EventWatch, StreamingService
 from cortex.proto_enums import enum_name, enum_value
 from cortex.requests import MAX_WAIT_MS
+from cortex.schedules.operations import ScheduleOperations
 from cortex.state.queries import TaskView
 from cortex.task_operations import TaskOperations
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
 from cortex.workflows.operations import WorkflowOperations
 
-log = logging.getLogger(__name__)
+__all__ = ["CortexServicer", "maps_errors", "maps_stream_errors", "status_for"]
 
-STATUS_FOR_ERROR: dict[type[CortexError], grpc.StatusCode] = {
-    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
-    NotFound: grpc.StatusCode.NOT_FOUND,
-    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
-    AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
-    Unavailable: grpc.StatusCode.UNAVAILABLE,
-    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
-    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
-}
-
-Handler = TypeVar("Handler", bound=Callable[..., Any])
 DEFAULT_WAIT_MS = 30_000
-
-
-def status_for(err: CortexError) -> grpc.StatusCode:
-    return for_error(err, STATUS_FOR_ERROR, grpc.StatusCode.INTERNAL)
-
-
-def _abort(err: Exception, method: str, context: grpc.ServicerContext) -> None:
-    """Ends the call with the status for a Cortex error, or INTERNAL for a bug."""
-    if isinstance(err, ResourceExhausted):
-        # A node busy further on (a relay's source): the caller's retry hint.
-        context.set_trailing_metadata(
-            ((RETRY_AFTER_HEADER, str(int(max(err.retry_after_s, 0.1) * 1000))),)
-        )
-    if isinstance(err, CortexError):
-        context.abort(status_for(err), str(err))
-    log.exception("%s failed", method)
-    context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see node log")
-
-
-def maps_errors(method: Handler) -> Handler:
-    @functools.wraps(method)
-    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        try:
-            return method(self, request, context)
-        except Exception as err:
-            _abort(err, method.__name__, context)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def maps_stream_errors(method: Handler) -> Handler:
-    """`maps_errors` for server streams: errors surface while iterating."""
-
-    @functools.wraps(method)
-    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        try:
-            yield from method(self, request, context)
-        except Exception as err:
-            _abort(err, method.__name__, context)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _traceparent(context: grpc.ServicerContext) -> str | None:
@@ -127,7 +67,10 @@ def _wait_ms(request: pb.GetTaskResultRequest) -> int:
     return wait_ms or DEFAULT_WAIT_MS
 
 
-class CortexServicer(pb_grpc.CortexServiceServicer):
+class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
+    """Every RPC of CortexService; schedules' and limits' come from their
+    own classes (`ScheduleCalls`, `LimitCalls`)."""
+
     def __init__(
         self,
         tasks: TaskOperations,
@@ -136,6 +79,9 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
         cluster: ClusterStatus,
         reads: ReadGate,
         streaming: StreamingService | None = None,
+        *,
+        schedules: ScheduleOperations | None = None,
+        limits: LimitOperations | None = None,
     ) -> None:
         self._tasks = tasks
         self._workflows = workflows
@@ -143,6 +89,8 @@ class CortexServicer(pb_grpc.CortexServiceServicer):
         self._cluster = cluster
         self._reads = reads
         self._streaming = streaming
+        self._schedules = schedules
+        self._limits = limits
 
     def _task(self, task: TaskView) -> pb.Task:
         return task_to_proto(task, self._tasks.pending_reasons(task))

@@ -74,7 +74,7 @@ class Client(ClientBase):
         the client makes one, so its own retries never create a second task.
         `options`: type, env, cwd, timeout (s), priority, max_retries,
         backoff (s), backoff_multiplier, retryable, constraints, labels,
-        options (the executor's)."""
+        options (the executor's), concurrency_key, fairness_key."""
         request = pb.SubmitTaskRequest(
             spec=rq.task_spec(command, **options),
             idempotency_key=idempotency_key or rq.new_idempotency_key(),

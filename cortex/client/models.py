@@ -89,6 +89,10 @@ class Task:
     start_time: datetime | None
     finish_time: datetime | None
     pending_reasons: list[str]
+    # The concurrency key its limits count against ("" for none) and the
+    # fairness key its placements count against.
+    concurrency_key: str
+    fairness_key: str
     proto: pb.Task = field(repr=False, compare=False)
 
     @property
@@ -114,6 +118,8 @@ class Task:
             start_time=_time(message, "start_time"),
             finish_time=_time(message, "finish_time"),
             pending_reasons=list(message.pending_reasons),
+            concurrency_key=message.concurrency_key,
+            fairness_key=message.fairness_key,
             proto=message,
         )
 

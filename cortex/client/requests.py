@@ -55,10 +55,21 @@ def task_spec(
     constraints: Mapping[str, Any] | pb.Constraints | None = None,
     labels: Mapping[str, str] | None = None,
     options: Mapping[str, Any] | None = None,
+    concurrency_key: str | None = None,
+    fairness_key: str | None = None,
 ) -> pb.TaskSpec:
     """A TaskSpec: `command` is an argv list, or a string run through /bin/sh -c.
-    `constraints` takes the proto's field names (`node_labels`, `min_memory_mb` ...)."""
-    spec = pb.TaskSpec(type=type, env=dict(env or {}), cwd=cwd or "", labels=dict(labels or {}))
+    `constraints` takes the proto's field names (`node_labels`, `min_memory_mb` ...).
+    `concurrency_key`: the key whose limits the task counts against;
+    `fairness_key`: the key it shares placements under (default "default")."""
+    spec = pb.TaskSpec(
+        type=type,
+        env=dict(env or {}),
+        cwd=cwd or "",
+        labels=dict(labels or {}),
+        concurrency_key=concurrency_key or "",
+        fairness_key=fairness_key or "",
+    )
     if isinstance(command, str):
         spec.shell = command
     else:

@@ -25,6 +25,9 @@ from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)
 
+# How often a follower checks whether it leads now.
+FOLLOWER_CHECK_S = 0.1
+
 
 def schedule_state(view: ScheduleView, active_runs: tuple[str, ...]) -> ScheduleState:
     return ScheduleState(
@@ -55,9 +58,11 @@ class ScheduleLoop(LeaderLoop):
         self._runs = runs
 
     def wait_s(self) -> float:
-        """Until the next slot of any schedule, at most the interval."""
+        """Until the next slot of any schedule, at most the interval; a
+        follower looks again soon, so a new leader fires the slots its
+        predecessor left within a fraction of a second."""
         if not self._is_leader():
-            return self._interval_s
+            return FOLLOWER_CHECK_S
         now_ms = wall_ms(self._clock)
         due = None
         for view in self._reader.schedule_rows():

@@ -6,13 +6,12 @@ and the SCHEDULE_FIRE entry carries it, so apply parses nothing."""
 from __future__ import annotations
 
 import copy
-import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from cortex.errors import CortexError
-from cortex.state.entries import as_dict
+from cortex.state.entries import as_dict, new_id
 from cortex.state.schedule_queries import ScheduleView
 from cortex.workflows.definition import parse_definition
 from cortex.workflows.operations import submit_payloads
@@ -41,7 +40,8 @@ def _with_env(spec: dict[str, Any], view: ScheduleView, slot_ms: int) -> dict[st
 
 
 class RunBuilder:
-    def __init__(self, sandbox: ConditionSandbox, max_spec_bytes: int) -> None:
+    def __init__(self, sandbox: ConditionSandbox | None, max_spec_bytes: int) -> None:
+        """`sandbox` checks a scheduled workflow's conditions as it is parsed."""
         self._sandbox = sandbox
         self._max_spec_bytes = max_spec_bytes
 
@@ -59,7 +59,7 @@ class RunBuilder:
         if cancel:
             decision["cancel"] = list(cancel)
         if view.target_kind == "task":
-            decision["task_id"] = str(uuid.uuid4())
+            decision["task_id"] = new_id()
             decision["spec"] = _with_env(view.target["task"], view, slot_ms)
             return decision
         try:
@@ -70,7 +70,7 @@ class RunBuilder:
         except CortexError as err:
             return {"slot_ms": slot_ms, "action": "skipped",
                     "reason": f"the workflow definition no longer parses: {err}"}  # fmt: skip
-        payload = as_dict(submit_payloads(definition, str(uuid.uuid4()))[0])
+        payload = as_dict(submit_payloads(definition, new_id())[0])
         for item in payload["tasks"]:
             item["spec"] = _with_env(item["spec"], view, slot_ms)
         decision["workflow"] = payload

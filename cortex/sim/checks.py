@@ -4,11 +4,13 @@ scheduling round as the leader proposes it."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
 
 from cortex.sim.invariants import (
+    LIMITS_AND_SLOTS_HOLD,
     ONE_COMPLETION_PER_TASK,
     WORKFLOW_RULES,
 )
@@ -148,6 +150,45 @@ def outcomes(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
     ):
         if not condition:
             yield WORKFLOW_RULES, f"task {task_id} failed without running and has no condition"
+
+
+def limits_and_slots(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
+    """Replays the audit log: once a key's max-running limit is set, no more
+    of its tasks are assigned or running at once; and no slot of a schedule
+    (its tasks' CORTEX_SCHEDULED_TIME) started two tasks."""
+    keys = dict(
+        conn.execute("SELECT id, concurrency_key FROM tasks WHERE concurrency_key IS NOT NULL")
+    )
+    limits: dict[str, int] = {}
+    active: dict[str, set[str]] = defaultdict(set)
+    for event, task_id, to_state, detail in conn.execute(
+        "SELECT event, task_id, to_state, detail FROM task_events ORDER BY seq"
+    ):
+        if event == "limit_set":
+            limit = json.loads(detail)
+            limits[limit["key"]] = limit["max_running"]
+            continue
+        key = keys.get(task_id)
+        if key is None or to_state is None:
+            continue
+        if to_state in ("assigned", "running"):
+            active[key].add(task_id)
+            if limits.get(key) and len(active[key]) > limits[key]:
+                yield (
+                    LIMITS_AND_SLOTS_HOLD,
+                    (
+                        f"key {key} had {len(active[key])} tasks active, over its limit {limits[key]}"
+                    ),
+                )
+        else:
+            active[key].discard(task_id)
+    for schedule_id, slot, count in conn.execute(
+        "SELECT json_extract(spec, '$.env.CORTEX_SCHEDULE_ID') AS s,"
+        " json_extract(spec, '$.env.CORTEX_SCHEDULED_TIME') AS slot, COUNT(*) FROM tasks"
+        " WHERE s IS NOT NULL AND idempotency_key NOT LIKE '%:trigger:%'"
+        " GROUP BY s, slot HAVING COUNT(*) > 1"
+    ):
+        yield LIMITS_AND_SLOTS_HOLD, f"schedule {schedule_id} slot {slot} started {count} tasks"
 
 
 def scheduling_round(reader: StateReader, placements: list[dict[str, object]]) -> list[str]:

@@ -22,10 +22,13 @@ from cortex.raft.leader_loop import LeaderContext
 from cortex.retention_loop import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.scheduler.model import NodeResources
+from cortex.schedules.loop import ScheduleLoop
+from cortex.schedules.runs import RunBuilder
 from cortex.sim.executor import SimLauncher
 from cortex.sim.peers import PeerEndpoint
 from cortex.sim.sandbox import InlineSandbox
 from cortex.sim.steps import StepRunner
+from cortex.spec import DEFAULT_MAX_SPEC_BYTES
 from cortex.state import entries as e
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
@@ -89,6 +92,7 @@ class NodeComponents:
         self.supervisor = NodeSupervisor(leading, self.board, FAILURE_TIMEOUT_S)
         self.retention = RetentionLoop(leading, RETENTION_S, 500, 5.0)
         self.engine = WorkflowEngine(leading, sandbox, SCHEDULER_INTERVAL_S)
+        self.schedules = ScheduleLoop(leading, RunBuilder(None, DEFAULT_MAX_SPEC_BYTES))
         self.agent = Agent(
             node.id, proposer, self.reader, {"noop": BUILTIN_EXECUTORS["noop"]},
             node.data_dir, node.is_ready, 0.5, output=None, clock=clock,
@@ -121,6 +125,7 @@ class NodeComponents:
             ("supervisor", self.supervisor.main()),
             ("scheduler", self.scheduler.main()),
             ("workflows", self.engine.main()),
+            ("schedules", self.schedules.main()),
             ("agent", self.agent.main()),
         ):
             self.runner.spawn(step, f"{node.id}/{name}")
@@ -129,6 +134,8 @@ class NodeComponents:
         self.agent.on_change(index, changes)
         if any(c.state == "queued" or c.state in TERMINAL_STATES for c in changes):
             self.scheduler.wake()
+        if any(c.state in TERMINAL_STATES for c in changes):
+            self.schedules.wake()
 
     def run_due(self) -> None:
         self.launcher.run_due()

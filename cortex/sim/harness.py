@@ -410,6 +410,8 @@ class Simulation:
                 self.fail(invariant, detail)
             for invariant, detail in checks.outcomes(conn):
                 self.fail(invariant, detail)
+            for invariant, detail in checks.limits_and_slots(conn):
+                self.fail(invariant, detail)
             unfinished = checks.terminal_counts(conn)
         finally:
             conn.close()

@@ -24,6 +24,9 @@ WORKFLOW_RULES = "workflow-rules"
 # An idempotency key names one submission: reused with another spec, it is
 # refused (`idempotency_conflict`), never a second task nor the first one.
 IDEMPOTENCY_KEYS_HOLD = "idempotency-keys-hold"
+# No key ever has more tasks assigned or running than its max-running
+# limit allows, and no schedule's slot starts two runs.
+LIMITS_AND_SLOTS_HOLD = "limits-and-slots-hold"
 LIVENESS = "liveness"
 NODE_STARTS = "node-starts"
 # Nothing raises out of a node's Raft or components: in a real node such an

@@ -45,6 +45,9 @@ _OPERATIONS = (
     ("reuse_key", 1),
     ("remove_node", 1),
 )
+# Concurrency keys tasks may carry: one limited to 2 running, one to 10/s.
+SIM_KEYS = ("key-limited", "key-rated")
+SIM_SCHEDULE = "sch-sim"
 # How long a removed node gets to apply its own removal before the Raft group
 # lets it go (as `cortex node remove` does).
 CATCH_UP_US = 5_000_000
@@ -73,6 +76,8 @@ class Workload:
     def schedule(self, until_us: int) -> None:
         total = sum(weight for _, weight in _OPERATIONS)
         at = 0
+        self._at(1, "limits")
+        self._at(2, "create_schedule")
         while True:
             at += int(self._rng.expovariate(1 / MEAN_GAP_US)) + 1
             if at >= until_us:
@@ -97,9 +102,11 @@ class Workload:
 
     def stand_down(self, at_us: int) -> None:
         """When clients stop, the operator makes every node schedulable again,
-        so nothing waits for ever on a cordon or a drain."""
+        so nothing waits for ever on a cordon or a drain, and deletes the
+        schedule, so no new task comes after."""
         for node_id in sorted(self._sim.nodes):
             self._at(at_us, "activate_node", node_id)
+        self._at(at_us, "delete_schedule")
 
     def _activate_node(self, node_id: str) -> None:
         """Asks until the leader's state has the node schedulable (or gone):
@@ -186,6 +193,43 @@ class Workload:
     def _retry(self, kind: str, *args: Any) -> None:
         self._at(self._sim.clock.now_us + RETRY_AFTER_US, kind, *args)
 
+    # -- limits and a schedule ------------------------------------------------------
+
+    def _limits(self) -> None:
+        """Limits on the keys tasks may carry, and a weight; each asked
+        again until applied (setting one again changes nothing)."""
+        for payload in (
+            e.LimitSet(SIM_KEYS[0], max_running=2),
+            e.LimitSet(SIM_KEYS[1], rate_per_min=600, burst=2),
+            e.WeightSet("tenant-b", 3),
+        ):
+            self._until_applied(payload, f"limit {payload}")
+
+    def _until_applied(self, payload: e.Payload, label: str) -> None:
+        def answered(result: dict[str, Any] | None) -> None:
+            if result is None:
+                self._at(self._sim.clock.now_us + RETRY_AFTER_US, "until_applied", payload, label)
+
+        self._propose(payload, label, answered)
+
+    def _create_schedule(self) -> None:
+        rng = self._rng
+        spec = {"type": "noop", "concurrencyKey": rng.choice([None, SIM_KEYS[0]])}
+        create = e.ScheduleCreate(
+            SIM_SCHEDULE, "sim", {"every_ms": rng.choice([1000, 2000])}, {"task": spec},
+            rng.choice(["skip", "buffer_one", "allow_all", "cancel_previous"]),
+            rng.choice([0, 3000, 60_000]),
+        )  # fmt: skip
+        self._until_applied(create, "create schedule")
+
+    def _delete_schedule(self) -> None:
+        def answered(result: dict[str, Any] | None) -> None:
+            code = str((result or {}).get("reason", "")).split(":", 1)[0]
+            if result is None or (not result.get("ok") and code != "unknown_schedule"):
+                self._retry("delete_schedule")
+
+        self._propose(e.ScheduleDelete(SIM_SCHEDULE), "delete schedule", answered)
+
     # -- tasks --------------------------------------------------------------------------
 
     def _task(self, key: str | None = None, task_id: str | None = None,
@@ -215,6 +259,10 @@ class Workload:
         }
         if rng.random() < 0.25:
             spec["constraints"] = {"nodeLabels": [f"zone={rng.choice('ab')}"]}
+        key = rng.choice([None, None, *SIM_KEYS])
+        if key is not None:
+            spec["concurrencyKey"] = key
+        spec["fairnessKey"] = rng.choice(["tenant-a", "tenant-b"])
         failures = rng.choice([0, 0, 0, 0, 1, 2, retries + 1])
         if failures:
             spec["labels"][FAIL_ATTEMPTS_LABEL] = str(failures)

@@ -542,6 +542,12 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
 }
 
 
+def new_id() -> str:
+    """A fresh random id for something an entry creates (a task, a
+    workflow), drawn where entry ids are (a simulation seeds both)."""
+    return str(uuid.uuid4())
+
+
 @dataclass(frozen=True)
 class Entry:
     """The envelope every command travels in."""

@@ -109,6 +109,31 @@ class EventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_TYPE_WORKFLOW_CANCELLED: _ClassVar[EventType]
     EVENT_TYPE_CONTEXT_UPDATED: _ClassVar[EventType]
     EVENT_TYPE_CONTEXT_UPDATE_REJECTED: _ClassVar[EventType]
+    EVENT_TYPE_SCHEDULE_CREATED: _ClassVar[EventType]
+    EVENT_TYPE_SCHEDULE_PAUSED: _ClassVar[EventType]
+    EVENT_TYPE_SCHEDULE_RESUMED: _ClassVar[EventType]
+    EVENT_TYPE_SCHEDULE_DELETED: _ClassVar[EventType]
+    EVENT_TYPE_LIMIT_SET: _ClassVar[EventType]
+    EVENT_TYPE_LIMIT_DELETED: _ClassVar[EventType]
+    EVENT_TYPE_WEIGHT_SET: _ClassVar[EventType]
+
+class ScheduleOverlap(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCHEDULE_OVERLAP_UNSPECIFIED: _ClassVar[ScheduleOverlap]
+    SCHEDULE_OVERLAP_SKIP: _ClassVar[ScheduleOverlap]
+    SCHEDULE_OVERLAP_BUFFER_ONE: _ClassVar[ScheduleOverlap]
+    SCHEDULE_OVERLAP_ALLOW_ALL: _ClassVar[ScheduleOverlap]
+    SCHEDULE_OVERLAP_CANCEL_PREVIOUS: _ClassVar[ScheduleOverlap]
+
+class ScheduleFiringAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCHEDULE_FIRING_ACTION_UNSPECIFIED: _ClassVar[ScheduleFiringAction]
+    SCHEDULE_FIRING_ACTION_FIRE: _ClassVar[ScheduleFiringAction]
+    SCHEDULE_FIRING_ACTION_TRIGGER: _ClassVar[ScheduleFiringAction]
+    SCHEDULE_FIRING_ACTION_MISSED: _ClassVar[ScheduleFiringAction]
+    SCHEDULE_FIRING_ACTION_SKIPPED: _ClassVar[ScheduleFiringAction]
+    SCHEDULE_FIRING_ACTION_BUFFERED: _ClassVar[ScheduleFiringAction]
+    SCHEDULE_FIRING_ACTION_FAILED: _ClassVar[ScheduleFiringAction]
 READ_CONSISTENCY_UNSPECIFIED: ReadConsistency
 READ_CONSISTENCY_STALE: ReadConsistency
 READ_CONSISTENCY_SESSION: ReadConsistency
@@ -177,6 +202,25 @@ EVENT_TYPE_WORKFLOW_FAILED: EventType
 EVENT_TYPE_WORKFLOW_CANCELLED: EventType
 EVENT_TYPE_CONTEXT_UPDATED: EventType
 EVENT_TYPE_CONTEXT_UPDATE_REJECTED: EventType
+EVENT_TYPE_SCHEDULE_CREATED: EventType
+EVENT_TYPE_SCHEDULE_PAUSED: EventType
+EVENT_TYPE_SCHEDULE_RESUMED: EventType
+EVENT_TYPE_SCHEDULE_DELETED: EventType
+EVENT_TYPE_LIMIT_SET: EventType
+EVENT_TYPE_LIMIT_DELETED: EventType
+EVENT_TYPE_WEIGHT_SET: EventType
+SCHEDULE_OVERLAP_UNSPECIFIED: ScheduleOverlap
+SCHEDULE_OVERLAP_SKIP: ScheduleOverlap
+SCHEDULE_OVERLAP_BUFFER_ONE: ScheduleOverlap
+SCHEDULE_OVERLAP_ALLOW_ALL: ScheduleOverlap
+SCHEDULE_OVERLAP_CANCEL_PREVIOUS: ScheduleOverlap
+SCHEDULE_FIRING_ACTION_UNSPECIFIED: ScheduleFiringAction
+SCHEDULE_FIRING_ACTION_FIRE: ScheduleFiringAction
+SCHEDULE_FIRING_ACTION_TRIGGER: ScheduleFiringAction
+SCHEDULE_FIRING_ACTION_MISSED: ScheduleFiringAction
+SCHEDULE_FIRING_ACTION_SKIPPED: ScheduleFiringAction
+SCHEDULE_FIRING_ACTION_BUFFERED: ScheduleFiringAction
+SCHEDULE_FIRING_ACTION_FAILED: ScheduleFiringAction
 
 class ReadOptions(_message.Message):
     __slots__ = ("consistency", "min_index")
@@ -252,7 +296,7 @@ class Constraints(_message.Message):
     def __init__(self, requires_gpu: _Optional[bool] = ..., avoid_gaming: _Optional[bool] = ..., min_memory_mb: _Optional[int] = ..., min_disk_gb: _Optional[float] = ..., node_labels: _Optional[_Iterable[str]] = ..., target_node: _Optional[str] = ..., requires_capabilities: _Optional[_Mapping[str, str]] = ..., allowed_nodes: _Optional[_Iterable[str]] = ..., forbidden_nodes: _Optional[_Iterable[str]] = ..., max_parallel_per_node: _Optional[int] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("type", "command", "shell", "env", "cwd", "timeout", "priority", "constraints", "retry_policy", "labels", "options")
+    __slots__ = ("type", "command", "shell", "env", "cwd", "timeout", "priority", "constraints", "retry_policy", "labels", "options", "concurrency_key", "fairness_key")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -278,6 +322,8 @@ class TaskSpec(_message.Message):
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
     type: str
     command: _containers.RepeatedScalarFieldContainer[str]
     shell: str
@@ -289,7 +335,9 @@ class TaskSpec(_message.Message):
     retry_policy: RetryPolicy
     labels: _containers.ScalarMap[str, str]
     options: _struct_pb2.Struct
-    def __init__(self, type: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority: _Optional[int] = ..., constraints: _Optional[_Union[Constraints, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    concurrency_key: str
+    fairness_key: str
+    def __init__(self, type: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., shell: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority: _Optional[int] = ..., constraints: _Optional[_Union[Constraints, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., concurrency_key: _Optional[str] = ..., fairness_key: _Optional[str] = ...) -> None: ...
 
 class TaskResult(_message.Message):
     __slots__ = ("exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "error", "timed_out")
@@ -310,7 +358,7 @@ class TaskResult(_message.Message):
     def __init__(self, exit_code: _Optional[int] = ..., stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., stdout_truncated: _Optional[bool] = ..., stderr_truncated: _Optional[bool] = ..., error: _Optional[str] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("id", "state", "type", "attempt", "node_id", "priority", "spec", "result", "idempotency_key", "workflow_id", "workflow_key", "error", "create_time", "update_time", "schedule_time", "start_time", "finish_time", "pending_reasons", "submit_index", "traceparent")
+    __slots__ = ("id", "state", "type", "attempt", "node_id", "priority", "spec", "result", "idempotency_key", "workflow_id", "workflow_key", "error", "create_time", "update_time", "schedule_time", "start_time", "finish_time", "pending_reasons", "submit_index", "traceparent", "concurrency_key", "fairness_key")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -331,6 +379,8 @@ class Task(_message.Message):
     PENDING_REASONS_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: TaskState
     type: str
@@ -351,7 +401,9 @@ class Task(_message.Message):
     pending_reasons: _containers.RepeatedScalarFieldContainer[str]
     submit_index: int
     traceparent: str
-    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., type: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., priority: _Optional[int] = ..., spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_key: _Optional[str] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schedule_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending_reasons: _Optional[_Iterable[str]] = ..., submit_index: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
+    concurrency_key: str
+    fairness_key: str
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., type: _Optional[str] = ..., attempt: _Optional[int] = ..., node_id: _Optional[str] = ..., priority: _Optional[int] = ..., spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_key: _Optional[str] = ..., error: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schedule_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending_reasons: _Optional[_Iterable[str]] = ..., submit_index: _Optional[int] = ..., traceparent: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., fairness_key: _Optional[str] = ...) -> None: ...
 
 class TaskStateCount(_message.Message):
     __slots__ = ("state", "count")
@@ -1046,3 +1098,323 @@ class GetClusterStatusResponse(_message.Message):
     header: ResponseHeader
     raft_last_applied: int
     def __init__(self, node_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_raft_address: _Optional[str] = ..., term: _Optional[int] = ..., raft_role: _Optional[_Union[RaftRole, str]] = ..., node_role: _Optional[_Union[NodeRole, str]] = ..., has_quorum: _Optional[bool] = ..., applied_index: _Optional[int] = ..., commit_index: _Optional[int] = ..., state_digest: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., task_counts: _Optional[_Iterable[_Union[TaskStateCount, _Mapping]]] = ..., log_size: _Optional[int] = ..., raft_sync: _Optional[bool] = ..., journal_syncs: _Optional[int] = ..., journal_synced_entries: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., raft_last_applied: _Optional[int] = ...) -> None: ...
+
+class ScheduleFiring(_message.Message):
+    __slots__ = ("slot", "first_slot", "count", "action", "reason", "task_id", "workflow_id", "run_state", "decided_at")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SLOT_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_STATE_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    slot: _timestamp_pb2.Timestamp
+    first_slot: _timestamp_pb2.Timestamp
+    count: int
+    action: ScheduleFiringAction
+    reason: str
+    task_id: str
+    workflow_id: str
+    run_state: str
+    decided_at: _timestamp_pb2.Timestamp
+    def __init__(self, slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., first_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ..., action: _Optional[_Union[ScheduleFiringAction, str]] = ..., reason: _Optional[str] = ..., task_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., run_state: _Optional[str] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Schedule(_message.Message):
+    __slots__ = ("id", "name", "cron", "timezone", "every", "task", "workflow_definition", "workflow_format", "overlap", "catchup_window", "paused", "created_at", "updated_at", "last_slot", "last_fired_at", "last_fired_slot", "next_slot", "buffered_slot", "fired", "missed", "skipped", "active_runs", "recent")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    EVERY_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SLOT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIRED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIRED_SLOT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_SLOT_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_SLOT_FIELD_NUMBER: _ClassVar[int]
+    FIRED_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    cron: str
+    timezone: str
+    every: _duration_pb2.Duration
+    task: TaskSpec
+    workflow_definition: str
+    workflow_format: str
+    overlap: ScheduleOverlap
+    catchup_window: _duration_pb2.Duration
+    paused: bool
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    last_slot: _timestamp_pb2.Timestamp
+    last_fired_at: _timestamp_pb2.Timestamp
+    last_fired_slot: _timestamp_pb2.Timestamp
+    next_slot: _timestamp_pb2.Timestamp
+    buffered_slot: _timestamp_pb2.Timestamp
+    fired: int
+    missed: int
+    skipped: int
+    active_runs: _containers.RepeatedScalarFieldContainer[str]
+    recent: _containers.RepeatedCompositeFieldContainer[ScheduleFiring]
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., cron: _Optional[str] = ..., timezone: _Optional[str] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ..., workflow_definition: _Optional[str] = ..., workflow_format: _Optional[str] = ..., overlap: _Optional[_Union[ScheduleOverlap, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., buffered_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired: _Optional[int] = ..., missed: _Optional[int] = ..., skipped: _Optional[int] = ..., active_runs: _Optional[_Iterable[str]] = ..., recent: _Optional[_Iterable[_Union[ScheduleFiring, _Mapping]]] = ...) -> None: ...
+
+class CreateScheduleRequest(_message.Message):
+    __slots__ = ("name", "cron", "every", "timezone", "task", "workflow_definition", "workflow_format", "overlap", "catchup_window", "paused")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    EVERY_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    cron: str
+    every: _duration_pb2.Duration
+    timezone: str
+    task: TaskSpec
+    workflow_definition: str
+    workflow_format: str
+    overlap: ScheduleOverlap
+    catchup_window: _duration_pb2.Duration
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., cron: _Optional[str] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timezone: _Optional[str] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ..., workflow_definition: _Optional[str] = ..., workflow_format: _Optional[str] = ..., overlap: _Optional[_Union[ScheduleOverlap, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class CreateScheduleResponse(_message.Message):
+    __slots__ = ("schedule", "created", "commit_index", "header")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    created: bool
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., created: _Optional[bool] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ("read_options",)
+    READ_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    read_options: ReadOptions
+    def __init__(self, read_options: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules", "header")
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[Schedule]
+    header: ResponseHeader
+    def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class GetScheduleRequest(_message.Message):
+    __slots__ = ("schedule", "read_options")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    READ_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    schedule: str
+    read_options: ReadOptions
+    def __init__(self, schedule: _Optional[str] = ..., read_options: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class GetScheduleResponse(_message.Message):
+    __slots__ = ("schedule", "header")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    header: ResponseHeader
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class PauseScheduleRequest(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: str
+    def __init__(self, schedule: _Optional[str] = ...) -> None: ...
+
+class PauseScheduleResponse(_message.Message):
+    __slots__ = ("schedule", "commit_index", "header")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class ResumeScheduleRequest(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: str
+    def __init__(self, schedule: _Optional[str] = ...) -> None: ...
+
+class ResumeScheduleResponse(_message.Message):
+    __slots__ = ("schedule", "commit_index", "header")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: str
+    def __init__(self, schedule: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ("schedule", "commit_index", "header")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    schedule: Schedule
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class TriggerScheduleRequest(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: str
+    def __init__(self, schedule: _Optional[str] = ...) -> None: ...
+
+class TriggerScheduleResponse(_message.Message):
+    __slots__ = ("task_id", "workflow_id", "commit_index", "header")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    workflow_id: str
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, task_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class Limit(_message.Message):
+    __slots__ = ("key", "max_running", "rate_per_minute", "burst", "running", "queued", "tokens", "updated_at")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    max_running: int
+    rate_per_minute: int
+    burst: int
+    running: int
+    queued: int
+    tokens: float
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., max_running: _Optional[int] = ..., rate_per_minute: _Optional[int] = ..., burst: _Optional[int] = ..., running: _Optional[int] = ..., queued: _Optional[int] = ..., tokens: _Optional[float] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SetLimitRequest(_message.Message):
+    __slots__ = ("key", "max_running", "rate_per_minute", "burst")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    max_running: int
+    rate_per_minute: int
+    burst: int
+    def __init__(self, key: _Optional[str] = ..., max_running: _Optional[int] = ..., rate_per_minute: _Optional[int] = ..., burst: _Optional[int] = ...) -> None: ...
+
+class SetLimitResponse(_message.Message):
+    __slots__ = ("limit", "commit_index", "header")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    limit: Limit
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, limit: _Optional[_Union[Limit, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class ListLimitsRequest(_message.Message):
+    __slots__ = ("read_options",)
+    READ_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    read_options: ReadOptions
+    def __init__(self, read_options: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class ListLimitsResponse(_message.Message):
+    __slots__ = ("limits", "header")
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[Limit]
+    header: ResponseHeader
+    def __init__(self, limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class DeleteLimitRequest(_message.Message):
+    __slots__ = ("key",)
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    def __init__(self, key: _Optional[str] = ...) -> None: ...
+
+class DeleteLimitResponse(_message.Message):
+    __slots__ = ("limit", "commit_index", "header")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    limit: Limit
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, limit: _Optional[_Union[Limit, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class FairnessWeight(_message.Message):
+    __slots__ = ("key", "weight", "queued", "active")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    weight: int
+    queued: int
+    active: int
+    def __init__(self, key: _Optional[str] = ..., weight: _Optional[int] = ..., queued: _Optional[int] = ..., active: _Optional[int] = ...) -> None: ...
+
+class SetFairnessWeightRequest(_message.Message):
+    __slots__ = ("key", "weight")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    weight: int
+    def __init__(self, key: _Optional[str] = ..., weight: _Optional[int] = ...) -> None: ...
+
+class SetFairnessWeightResponse(_message.Message):
+    __slots__ = ("weight", "commit_index", "header")
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    weight: FairnessWeight
+    commit_index: int
+    header: ResponseHeader
+    def __init__(self, weight: _Optional[_Union[FairnessWeight, _Mapping]] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
+
+class ListFairnessWeightsRequest(_message.Message):
+    __slots__ = ("read_options",)
+    READ_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    read_options: ReadOptions
+    def __init__(self, read_options: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class ListFairnessWeightsResponse(_message.Message):
+    __slots__ = ("weights", "header")
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    weights: _containers.RepeatedCompositeFieldContainer[FairnessWeight]
+    header: ResponseHeader
+    def __init__(self, weights: _Optional[_Iterable[_Union[FairnessWeight, _Mapping]]] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...

@@ -159,6 +159,66 @@ class CortexServiceStub:
                 request_serializer=cortex_dot_v1_dot_cortex__pb2.GetClusterStatusRequest.SerializeToString,
                 response_deserializer=cortex_dot_v1_dot_cortex__pb2.GetClusterStatusResponse.FromString,
                 _registered_method=True)
+        self.CreateSchedule = channel.unary_unary(
+                '/cortex.v1.CortexService/CreateSchedule',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.CreateScheduleRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.CreateScheduleResponse.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/cortex.v1.CortexService/ListSchedules',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.GetSchedule = channel.unary_unary(
+                '/cortex.v1.CortexService/GetSchedule',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.GetScheduleResponse.FromString,
+                _registered_method=True)
+        self.PauseSchedule = channel.unary_unary(
+                '/cortex.v1.CortexService/PauseSchedule',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.PauseScheduleResponse.FromString,
+                _registered_method=True)
+        self.ResumeSchedule = channel.unary_unary(
+                '/cortex.v1.CortexService/ResumeSchedule',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.ResumeScheduleRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ResumeScheduleResponse.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/cortex.v1.CortexService/DeleteSchedule',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
+        self.TriggerSchedule = channel.unary_unary(
+                '/cortex.v1.CortexService/TriggerSchedule',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.TriggerScheduleRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.TriggerScheduleResponse.FromString,
+                _registered_method=True)
+        self.SetLimit = channel.unary_unary(
+                '/cortex.v1.CortexService/SetLimit',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.SetLimitRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.SetLimitResponse.FromString,
+                _registered_method=True)
+        self.ListLimits = channel.unary_unary(
+                '/cortex.v1.CortexService/ListLimits',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.ListLimitsRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListLimitsResponse.FromString,
+                _registered_method=True)
+        self.DeleteLimit = channel.unary_unary(
+                '/cortex.v1.CortexService/DeleteLimit',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.DeleteLimitRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.DeleteLimitResponse.FromString,
+                _registered_method=True)
+        self.SetFairnessWeight = channel.unary_unary(
+                '/cortex.v1.CortexService/SetFairnessWeight',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.SetFairnessWeightRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.SetFairnessWeightResponse.FromString,
+                _registered_method=True)
+        self.ListFairnessWeights = channel.unary_unary(
+                '/cortex.v1.CortexService/ListFairnessWeights',
+                request_serializer=cortex_dot_v1_dot_cortex__pb2.ListFairnessWeightsRequest.SerializeToString,
+                response_deserializer=cortex_dot_v1_dot_cortex__pb2.ListFairnessWeightsResponse.FromString,
+                _registered_method=True)
 
 
 class CortexServiceServicer:
@@ -346,6 +406,98 @@ class CortexServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSchedule(self, request, context):
+        """Creates a schedule: a task spec or a workflow definition started at each
+        slot of a cron expression or a fixed period. A create repeated with the
+        same name and settings returns the schedule (created = false); the name
+        taken by a schedule with other settings is ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """Every schedule, by name, with its recent firings.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """One schedule, by name or id, with its recent firings.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """Stops a schedule firing; its runs already started go on. Pausing a paused
+        schedule changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSchedule(self, request, context):
+        """Lets a paused schedule fire again, from its next slot after now (the
+        slots it was paused for are not caught up).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Deletes a schedule; the tasks and workflows it started stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TriggerSchedule(self, request, context):
+        """Starts a run of a schedule now, outside its slots (paused or not; its
+        overlap policy does not apply).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetLimit(self, request, context):
+        """Sets the limits of a concurrency key (TaskSpec.concurrency_key), replacing
+        what it had: how many of its tasks run at once, and how fast they start.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLimits(self, request, context):
+        """Every concurrency key with limits, by key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteLimit(self, request, context):
+        """Removes a concurrency key's limits: its tasks are placed without them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetFairnessWeight(self, request, context):
+        """Sets a fairness key's weight (TaskSpec.fairness_key): queued keys share
+        placements in proportion to their weights (1 unless set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFairnessWeights(self, request, context):
+        """Every fairness key with a weight set or tasks queued or active, by key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CortexServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -448,6 +600,66 @@ def add_CortexServiceServicer_to_server(servicer, server):
                     servicer.GetClusterStatus,
                     request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetClusterStatusRequest.FromString,
                     response_serializer=cortex_dot_v1_dot_cortex__pb2.GetClusterStatusResponse.SerializeToString,
+            ),
+            'CreateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSchedule,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.CreateScheduleRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.CreateScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.GetScheduleRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.GetScheduleResponse.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.PauseScheduleResponse.SerializeToString,
+            ),
+            'ResumeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSchedule,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.ResumeScheduleRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ResumeScheduleResponse.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'TriggerSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerSchedule,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.TriggerScheduleRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.TriggerScheduleResponse.SerializeToString,
+            ),
+            'SetLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLimit,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.SetLimitRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.SetLimitResponse.SerializeToString,
+            ),
+            'ListLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLimits,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListLimitsRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ListLimitsResponse.SerializeToString,
+            ),
+            'DeleteLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteLimit,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.DeleteLimitRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.DeleteLimitResponse.SerializeToString,
+            ),
+            'SetFairnessWeight': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetFairnessWeight,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.SetFairnessWeightRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.SetFairnessWeightResponse.SerializeToString,
+            ),
+            'ListFairnessWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFairnessWeights,
+                    request_deserializer=cortex_dot_v1_dot_cortex__pb2.ListFairnessWeightsRequest.FromString,
+                    response_serializer=cortex_dot_v1_dot_cortex__pb2.ListFairnessWeightsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1015,6 +1227,330 @@ class CortexService:
             '/cortex.v1.CortexService/GetClusterStatus',
             cortex_dot_v1_dot_cortex__pb2.GetClusterStatusRequest.SerializeToString,
             cortex_dot_v1_dot_cortex__pb2.GetClusterStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/CreateSchedule',
+            cortex_dot_v1_dot_cortex__pb2.CreateScheduleRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.CreateScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/ListSchedules',
+            cortex_dot_v1_dot_cortex__pb2.ListSchedulesRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/GetSchedule',
+            cortex_dot_v1_dot_cortex__pb2.GetScheduleRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.GetScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/PauseSchedule',
+            cortex_dot_v1_dot_cortex__pb2.PauseScheduleRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.PauseScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/ResumeSchedule',
+            cortex_dot_v1_dot_cortex__pb2.ResumeScheduleRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.ResumeScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/DeleteSchedule',
+            cortex_dot_v1_dot_cortex__pb2.DeleteScheduleRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/TriggerSchedule',
+            cortex_dot_v1_dot_cortex__pb2.TriggerScheduleRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.TriggerScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/SetLimit',
+            cortex_dot_v1_dot_cortex__pb2.SetLimitRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.SetLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/ListLimits',
+            cortex_dot_v1_dot_cortex__pb2.ListLimitsRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.ListLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/DeleteLimit',
+            cortex_dot_v1_dot_cortex__pb2.DeleteLimitRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.DeleteLimitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetFairnessWeight(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/SetFairnessWeight',
+            cortex_dot_v1_dot_cortex__pb2.SetFairnessWeightRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.SetFairnessWeightResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFairnessWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cortex.v1.CortexService/ListFairnessWeights',
+            cortex_dot_v1_dot_cortex__pb2.ListFairnessWeightsRequest.SerializeToString,
+            cortex_dot_v1_dot_cortex__pb2.ListFairnessWeightsResponse.FromString,
             options,
             channel_credentials,
             insecure,
