@@ -491,6 +491,9 @@ class CortexClient:
             raise InvalidArgument("give exactly one of cron and every")
         if task is not None and workflow_definition:
             raise InvalidArgument("give exactly one of task and workflow_definition")
+        format_value = enum_value(pb.DefinitionFormat, workflow_format)
+        if workflow_format and not format_value:
+            raise InvalidArgument(f"workflow_format must be json or yaml, not {workflow_format!r}")
         overlap_value = enum_value(pb.ScheduleOverlap, overlap)
         if overlap and not overlap_value:
             known = ", ".join(enum_names(pb.ScheduleOverlap))
@@ -509,7 +512,7 @@ class CortexClient:
         request = pb.CreateScheduleRequest(
             name=name,
             timezone=timezone,
-            workflow_format=workflow_format,
+            workflow_format=cast(pb.DefinitionFormat, format_value),
             overlap=overlap_value,
             catchup_window=catchup_window,
             paused=paused,

@@ -17,7 +17,7 @@ def limit_to_proto(view: LimitView) -> pb.Limit:
         running=view.running,
         queued=view.queued,
         tokens=view.tokens,
-        updated_at=timestamp(view.updated_at),
+        update_time=timestamp(view.updated_at),
     )
 
 

@@ -67,12 +67,13 @@ def new_schedule(request: pb.CreateScheduleRequest) -> NewSchedule:
     if target is None:
         raise InvalidArgument("exactly one of task and workflow_definition is required")
     known_value(pb.ScheduleOverlap, request.overlap, "overlap")
+    known_value(pb.DefinitionFormat, request.workflow_format, "workflow_format")
     return NewSchedule(
         name=request.name,
         timing=_timing(request),
         task_spec=spec_from_proto(request.task) if target == "task" else None,
         workflow_text=request.workflow_definition if target == "workflow_definition" else None,
-        workflow_format=request.workflow_format,
+        workflow_format=enum_name(pb.DefinitionFormat, request.workflow_format),
         overlap=enum_name(pb.ScheduleOverlap, request.overlap) or "skip",
         catchup_window_ms=_catchup_window_ms(request),
         paused=request.paused,
@@ -101,12 +102,12 @@ def schedule_to_proto(view: ScheduleView) -> pb.Schedule:
         cron=cron,
         timezone=view.timing.get("timezone", "UTC") if cron else "",
         every=duration(view.timing["every_ms"]) if "every_ms" in view.timing else None,
-        workflow_format=view.target.get("format", "") if view.target_kind == "workflow" else "",
+        workflow_format=enum_value(pb.DefinitionFormat, view.target.get("format", "")),
         overlap=enum_value(pb.ScheduleOverlap, view.overlap),
         catchup_window=duration(view.catchup_window_ms),
         paused=view.paused,
-        created_at=timestamp(view.created_at),
-        updated_at=timestamp(view.updated_at),
+        create_time=timestamp(view.created_at),
+        update_time=timestamp(view.updated_at),
         last_slot=timestamp(view.last_slot_ms),
         last_fired_at=timestamp(view.last_fired_at),
         last_fired_slot=timestamp(view.last_fired_slot_ms),

@@ -107,6 +107,8 @@ def task_json(task: pb.Task, events: Iterable[pb.Event] = ()) -> dict[str, Any]:
         "priority": task.priority,
         "command": command,
         "idempotency_key": task.idempotency_key or None,
+        "concurrency_key": task.concurrency_key or None,
+        "fairness_key": task.fairness_key or None,
         "error": task.error or None,
         "created_at": iso_time(task, "create_time"),
         "updated_at": iso_time(task, "update_time"),

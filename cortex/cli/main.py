@@ -95,6 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cortex.cli import workflows
 
             return workflows.run(args)
+        if args.command == "schedule":
+            from cortex.cli import schedules
+
+            return schedules.run(args)
+        if args.command == "limit":
+            from cortex.cli import limits
+
+            return limits.run(args)
         if args.command == "status":
             from cortex.cli.tasks import show_status
 

@@ -13,7 +13,7 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
@@ -21,6 +21,9 @@ from google.protobuf.message import Message
 from pydantic import BaseModel
 
 from cortex.bounds import spec_bounds, wire_range
+from cortex.durations import format_duration_ms, parse_duration_ms
+from cortex.errors import InvalidArgument
+from cortex.state.spec_rules import key_problem
 
 # Seconds a duration flag may name when the rule sets no upper bound: a
 # century, well inside what timestamps and timers can carry.
@@ -117,6 +120,57 @@ class Number:
         )
 
 
+class Duration:
+    """A span as people write it (`30s`, `5m`, `1h30m`; `cortex.durations`),
+    in milliseconds, from `low_ms` to `high_ms`."""
+
+    def __init__(self, low_ms: int, high_ms: int) -> None:
+        self.low_ms, self.high_ms = low_ms, high_ms
+
+    def __call__(self, value: str) -> int:
+        raw = text(value).strip()
+        try:
+            ms = parse_duration_ms(raw)
+        except InvalidArgument:
+            raise argparse.ArgumentTypeError(
+                f"must be a duration such as 30s, 5m, 2h, 1d or 1h30m (got {_shown(raw)!r})"
+            ) from None
+        if not self.low_ms <= ms <= self.high_ms:
+            low, high = format_duration_ms(self.low_ms), format_duration_ms(self.high_ms)
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high} (got {_shown(raw)})")
+        return ms
+
+    def __repr__(self) -> str:
+        return "duration"
+
+
+def rate_per_minute(value: str) -> int:
+    """A rate such as `5/s` or `30/m`, as starts per minute."""
+    from cortex.limit_operations import parse_rate
+    from cortex.state.key_limits import MAX_RATE_PER_MIN
+
+    raw = text(value).strip()
+    try:
+        per_minute = parse_rate(raw)
+    except InvalidArgument as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if per_minute > MAX_RATE_PER_MIN:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_RATE_PER_MIN // 60}/s (got {_shown(raw)})"
+        )
+    return per_minute
+
+
+def key_name(value: str) -> str:
+    """A concurrency key, fairness key or schedule name: 1 to 128 ASCII
+    letters, digits or `._:@/-`, starting with a letter or digit."""
+    raw = text(value)
+    problem = key_problem(raw)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem} (got {_shown(raw)!r})")
+    return raw
+
+
 def listen_address(value: str) -> str:
     """HOST:PORT to listen on, the port from 1 to 65535; IPv6 in brackets
     (`[::1]:7300`)."""
@@ -176,11 +230,39 @@ def _shown(raw: str) -> str:
 
 class CortexArgumentParser(argparse.ArgumentParser):
     """An argparse parser whose usage errors are one line naming the problem
-    and where to read more, exit code 2; options are never abbreviated."""
+    and where to read more, exit code 2; options are never abbreviated.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    With `command_after_dashes` set to a positional's dest, the words after
+    the first `--` are that positional (a command to run), whatever other
+    positionals come before it: argparse alone gives a command in
+    `NAME [OPTIONS] -- CMD` either every option after NAME or nothing."""
+
+    def __init__(self, *args: Any, command_after_dashes: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.command_after_dashes = command_after_dashes
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = list(sys.argv[1:] if args is None else args)
+        dest = self.command_after_dashes
+        if dest is None or "--" not in words:
+            return super().parse_known_args(words, namespace)
+        cut = words.index("--")
+        found, extras = super().parse_known_args(words[:cut], namespace)
+        try:
+            command = [text(word) for word in words[cut + 1 :]]
+        except argparse.ArgumentTypeError as err:
+            self.error(f"argument {self._metavar_of(dest)}: {err}")
+        if getattr(found, dest, None):
+            self.error(f"give {self._metavar_of(dest)} after --, not before it")
+        setattr(found, dest, command)
+        return found, extras
+
+    def _metavar_of(self, dest: str) -> str:
+        action = next((a for a in self._actions if a.dest == dest), None)
+        return str(action.metavar or dest) if action is not None else dest
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
@@ -190,6 +272,14 @@ class CortexArgumentParser(argparse.ArgumentParser):
             # Never fail on printing: a message may quote undecodable bytes.
             sys.stderr.write(message.encode("utf-8", "backslashreplace").decode("utf-8"))
         sys.exit(status)
+
+
+def usage_error(prog: str, problem: str) -> int:
+    """Prints a problem found once the arguments are parsed (flags that do
+    not go together, a file that cannot be read) as the parser prints its
+    own; returns exit code 2."""
+    print(f"{prog}: {problem} (see `{prog} --help`)", file=sys.stderr)
+    return 2
 
 
 def walk(parser: argparse.ArgumentParser) -> Iterator[tuple[list[str], argparse.ArgumentParser]]:

@@ -14,10 +14,13 @@ from cortex.cli.connect import CONSISTENCY_NAMES
 from cortex.cli.mcp import add_mcp_arguments
 from cortex.cli.options import (
     CortexArgumentParser,
+    Duration,
     Integer,
     Number,
+    key_name,
     listen_address,
     point_in_time,
+    rate_per_minute,
     require_text,
     text,
     walk,
@@ -346,60 +349,12 @@ def _add_task_submit(task_commands: Commands) -> None:
     # Every option from here on but --wait-timeout describes the one task of
     # a plain submit, which a file's lines describe instead.
     first_of_one_task = len(submit._actions)
-    submit.add_argument(
-        "--shell", action="store_true", help="run CMD as one string through /bin/sh -c"
-    )
+    add_task_spec_options(submit)
     submit.add_argument(
         "--wait", action="store_true", help="wait for the task to end and show its result"
     )
     submit.add_argument(
         "--idempotency-key", default="", help="submitting the same key again returns the same task"
-    )
-    submit.add_argument("--type", default="shell", help="executor type (shell, noop)")
-    submit.add_argument("--env", action="append", default=[], metavar="K=V")
-    submit.add_argument("--cwd")
-    submit.add_argument(
-        "--timeout-ms",
-        type=Integer.of_field(TaskSpec, "timeout_ms"),
-        metavar="MS",
-        help="kill the task after this many milliseconds",
-    )
-    submit.add_argument(
-        "--priority", type=Integer.of_field(TaskSpec, "priority"), help="0-10, higher runs first"
-    )
-    submit.add_argument(
-        "--max-retries",
-        type=Integer.of_field(RetryPolicy, "max_retries"),
-        metavar="N",
-        help="retries after a failure (0: a failure is final, no dead letter)",
-    )
-    submit.add_argument("--label", action="append", default=[], metavar="KEY[=VALUE]", type=label_requirement,
-                        help="required node label, `key` or `key=value` (repeatable)")  # fmt: skip
-    submit.add_argument(
-        "--min-memory-mb",
-        type=Integer.of_field(Constraints, "min_memory_mb", high=_proto_max("min_memory_mb")),
-        metavar="MB",
-    )
-    submit.add_argument(
-        "--min-disk-gb",
-        type=Number.of_field(Constraints, "min_disk_gb", high=1e9),
-        metavar="GB",
-    )
-    submit.add_argument("--target-node", help="run only on this node")
-    submit.add_argument("--gpu", action="store_true", help="needs a GPU")
-    submit.add_argument(
-        "--avoid-gaming", action="store_true", help="stay off nodes where a game runs"
-    )
-    submit.add_argument("--allow-node", action="append", default=[], metavar="NODE")
-    submit.add_argument("--forbid-node", action="append", default=[], metavar="NODE")
-    submit.add_argument("--capability", action="append", default=[], metavar="K=V",
-                        help="required node capability (repeatable)")  # fmt: skip
-    submit.add_argument(
-        "--max-parallel-per-node",
-        type=Integer.of_field(
-            Constraints, "max_parallel_per_node", high=_proto_max("max_parallel_per_node")
-        ),
-        metavar="N",
     )
     submit.add_argument(
         "--wait-timeout",
@@ -411,13 +366,83 @@ def _add_task_submit(task_commands: Commands) -> None:
     submit.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD", help="-- CMD [ARG...]")
     submit.set_defaults(
         one_task_flags=tuple(
-            OneTaskFlag(
-                a.dest, a.option_strings[0] if a.option_strings else str(a.metavar), a.default
-            )
-            for a in submit._actions[first_of_one_task:]
-            if a.dest != "wait_timeout"
+            _flag(a) for a in submit._actions[first_of_one_task:] if a.dest != "wait_timeout"
         )
     )
+
+
+def add_task_spec_options(parser: argparse.ArgumentParser) -> tuple[OneTaskFlag, ...]:
+    """Adds the options that describe a task's spec (all but its command), as
+    `task submit` and `schedule create` take them (`cortex.cli.tasks.task_spec`
+    reads them back); returns them."""
+    first = len(parser._actions)
+    parser.add_argument(
+        "--shell", action="store_true", help="run CMD as one string through /bin/sh -c"
+    )
+    parser.add_argument("--type", default="shell", help="executor type (shell, noop)")
+    parser.add_argument("--env", action="append", default=[], metavar="K=V")
+    parser.add_argument("--cwd")
+    parser.add_argument(
+        "--timeout-ms",
+        type=Integer.of_field(TaskSpec, "timeout_ms"),
+        metavar="MS",
+        help="kill the task after this many milliseconds",
+    )
+    parser.add_argument(
+        "--priority", type=Integer.of_field(TaskSpec, "priority"), help="0-10, higher runs first"
+    )
+    parser.add_argument(
+        "--max-retries",
+        type=Integer.of_field(RetryPolicy, "max_retries"),
+        metavar="N",
+        help="retries after a failure (0: a failure is final, no dead letter)",
+    )
+    parser.add_argument("--label", action="append", default=[], metavar="KEY[=VALUE]", type=label_requirement,
+                        help="required node label, `key` or `key=value` (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--min-memory-mb",
+        type=Integer.of_field(Constraints, "min_memory_mb", high=_proto_max("min_memory_mb")),
+        metavar="MB",
+    )
+    parser.add_argument(
+        "--min-disk-gb",
+        type=Number.of_field(Constraints, "min_disk_gb", high=1e9),
+        metavar="GB",
+    )
+    parser.add_argument("--target-node", help="run only on this node")
+    parser.add_argument("--gpu", action="store_true", help="needs a GPU")
+    parser.add_argument(
+        "--avoid-gaming", action="store_true", help="stay off nodes where a game runs"
+    )
+    parser.add_argument("--allow-node", action="append", default=[], metavar="NODE")
+    parser.add_argument("--forbid-node", action="append", default=[], metavar="NODE")
+    parser.add_argument("--capability", action="append", default=[], metavar="K=V",
+                        help="required node capability (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--max-parallel-per-node",
+        type=Integer.of_field(
+            Constraints, "max_parallel_per_node", high=_proto_max("max_parallel_per_node")
+        ),
+        metavar="N",
+    )
+    parser.add_argument(
+        "--concurrency-key",
+        type=key_name,
+        metavar="KEY",
+        help="run under the limits of this key (`cortex limit set KEY ...`)",
+    )
+    parser.add_argument(
+        "--fairness-key",
+        type=key_name,
+        metavar="KEY",
+        help="share placements with other keys by weight (`cortex limit set-weight KEY W`)",
+    )
+    return tuple(_flag(action) for action in parser._actions[first:])
+
+
+def _flag(action: argparse.Action) -> OneTaskFlag:
+    how = action.option_strings[0] if action.option_strings else str(action.metavar)
+    return OneTaskFlag(action.dest, how, action.default)
 
 
 @dataclass(frozen=True)
@@ -496,6 +521,132 @@ def _add_workflow(commands: Commands) -> None:
     cancel.add_argument("workflow_id")
     cancel.add_argument("--reason", default="")
     cancel.add_argument("--json", action="store_true")
+
+
+def _add_schedule(commands: Commands) -> None:
+    from cortex.schedules.firing import DEFAULT_CATCHUP_WINDOW_MS, OVERLAP_POLICIES
+    from cortex.schedules.slots import MAX_EVERY_MS, MIN_EVERY_MS
+    from cortex.state.schedule_transitions import MAX_CATCHUP_WINDOW_MS
+
+    schedule = commands.add_parser("schedule", help="start tasks or workflows on a schedule")
+    sub = schedule.add_subparsers(dest="schedule_command", required=True, metavar="COMMAND")
+    create = sub.add_parser(
+        "create",
+        help="create a schedule: NAME (--cron EXPR | --every DURATION) -- CMD [ARG...], or "
+        "--workflow FILE",
+        description="Starts a task (the command after --, with the spec options of `cortex "
+        "task submit`) or a workflow (--workflow) at every slot of a cron expression or a "
+        "fixed period. Creating it again with the same settings changes nothing.",
+        command_after_dashes="argv",
+    )
+    create.add_argument("name", type=key_name, metavar="NAME", help="unique in the cluster")
+    timing = create.add_mutually_exclusive_group()
+    timing.add_argument(
+        "--cron",
+        metavar="EXPR",
+        help="five fields: minute hour day-of-month month day-of-week ('0 3 * * *')",
+    )
+    timing.add_argument(
+        "--every",
+        type=Duration(MIN_EVERY_MS, MAX_EVERY_MS),
+        metavar="DURATION",
+        help="a fixed period from the creation: 30s, 5m, 1h30m (1s to 366d)",
+    )
+    create.add_argument(
+        "--timezone",
+        metavar="TZ",
+        help="IANA time zone of --cron (default UTC), e.g. Europe/Berlin",
+    )
+    create.add_argument(
+        "--overlap",
+        choices=OVERLAP_POLICIES,
+        default="skip",
+        help="a slot due while a run is active: skip it (default), keep one for when the "
+        "run ends (buffer_one), fire anyway (allow_all), or cancel the run (cancel_previous)",
+    )
+    create.add_argument(
+        "--catchup-window",
+        type=Duration(0, MAX_CATCHUP_WINDOW_MS),
+        metavar="DURATION",
+        help="how late a slot may still fire after an outage (default "
+        f"{DEFAULT_CATCHUP_WINDOW_MS // 1000}s; 0s: never late)",
+    )
+    create.add_argument("--paused", action="store_true", help="create it paused")
+    create.add_argument(
+        "--workflow",
+        metavar="FILE",
+        help="start a workflow of this definition (JSON or YAML; - for standard input) "
+        "instead of a task",
+    )
+    create.set_defaults(spec_flags=add_task_spec_options(create))
+    create.add_argument("--json", action="store_true")
+    create.add_argument("argv", nargs="*", default=[], metavar="CMD", help="-- CMD [ARG...]")
+    listing = sub.add_parser("list", help="every schedule: timing, next and last firing, counts")
+    _add_output(listing, ("table", "json", "yaml", "name"))
+    get = sub.add_parser("get", help="one schedule, with its recent firings")
+    get.add_argument("schedule", metavar="NAME", help="its name or id")
+    _add_output(get, ("table", "json", "yaml"))
+    for verb, words in (
+        ("pause", "stop a schedule firing (its runs go on)"),
+        ("resume", "let a paused schedule fire again, from its next slot"),
+        ("delete", "delete a schedule (the tasks and workflows it started stay)"),
+        ("trigger", "start a run of a schedule now, outside its slots"),
+    ):
+        command = sub.add_parser(verb, help=words)
+        command.add_argument("schedule", metavar="NAME", help="its name or id")
+        command.add_argument("--json", action="store_true")
+
+
+def _add_limit(commands: Commands) -> None:
+    from cortex.state.key_limits import MAX_BURST, MAX_RUNNING, MAX_WEIGHT
+
+    limit = commands.add_parser(
+        "limit", help="limits per concurrency key and weights of fairness keys"
+    )
+    sub = limit.add_subparsers(dest="limit_command", required=True, metavar="COMMAND")
+    set_limit = sub.add_parser(
+        "set",
+        help="limit the tasks of a concurrency key: --max-running N, --rate N/s, or both",
+        description="Replaces the key's limits. Tasks name their key with --concurrency-key.",
+    )
+    set_limit.add_argument("key", type=key_name, metavar="KEY")
+    set_limit.add_argument(
+        "--max-running",
+        type=Integer(0, MAX_RUNNING),
+        default=0,
+        metavar="N",
+        help="at most N of its tasks assigned or running at once (0: no such limit)",
+    )
+    set_limit.add_argument(
+        "--rate",
+        type=rate_per_minute,
+        default=0,
+        metavar="N/s|N/m",
+        help="start at most N of its tasks per second (N/s) or minute (N/m)",
+    )
+    set_limit.add_argument(
+        "--burst",
+        type=Integer(0, MAX_BURST),
+        default=0,
+        metavar="N",
+        help="starts allowed at once when the rate has saved them up (default: a second's "
+        "worth of the rate, at least 1)",
+    )
+    set_limit.add_argument("--json", action="store_true")
+    listing = sub.add_parser(
+        "list", help="concurrency keys with limits, and fairness keys with their weights"
+    )
+    _add_output(listing, ("table", "json", "yaml"))
+    delete = sub.add_parser("delete", help="remove a concurrency key's limits")
+    delete.add_argument("key", type=key_name, metavar="KEY")
+    delete.add_argument("--json", action="store_true")
+    weight = sub.add_parser(
+        "set-weight",
+        help="a fairness key's weight: queued keys share placements by weight (1 unless set)",
+    )
+    weight.add_argument("key", type=key_name, metavar="KEY")
+    weight.add_argument("weight", type=Integer(1, MAX_WEIGHT), metavar="WEIGHT")
+    weight.add_argument("--json", action="store_true")
 
 
 def _add_dlq(commands: Commands) -> None:
@@ -584,6 +735,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_task(commands)
     _add_workflow(commands)
     _add_dlq(commands)
+    _add_schedule(commands)
+    _add_limit(commands)
     mcp = commands.add_parser("mcp", help="serve the MCP tools for agents (stdio, or --http)")
     add_mcp_arguments(mcp)
     top = commands.add_parser("top", help="live view of nodes and the task queue (q to quit)")
@@ -613,4 +766,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-__all__ = ["OUTPUT_FORMATS", "build_parser", "label_requirement", "node_address"]
+__all__ = [
+    "OUTPUT_FORMATS",
+    "add_task_spec_options",
+    "build_parser",
+    "label_requirement",
+    "node_address",
+]

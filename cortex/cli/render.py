@@ -217,7 +217,8 @@ def command_text(spec: pb.TaskSpec, limit: int = DETAIL_CHARS) -> str:
     return bounded_list([shlex.quote(arg) for arg in spec.command], limit, "more arguments")
 
 
-def _constraints_text(constraints: pb.Constraints) -> str:
+def constraints_text(constraints: pb.Constraints) -> str:
+    """Where a spec may run, in words; empty when anywhere."""
     parts = []
     if constraints.node_labels:
         parts.append("labels " + bounded_list(list(constraints.node_labels), what="more labels"))
@@ -243,6 +244,16 @@ def _constraints_text(constraints: pb.Constraints) -> str:
     return "; ".join(parts)
 
 
+def keys_text(concurrency_key: str, fairness_key: str) -> str:
+    """The limit and fairness keys a task runs under, in words; empty for none."""
+    parts = []
+    if concurrency_key:
+        parts.append(f"concurrency {concurrency_key}")
+    if fairness_key:
+        parts.append(f"fairness {fairness_key}")
+    return ", ".join(parts)
+
+
 def print_task(task: pb.Task, events: Sequence[pb.Event] = ()) -> None:
     """One task for people: every long value bounded, saying how much is
     left (-o json shows everything)."""
@@ -263,7 +274,8 @@ def print_task(task: pb.Task, events: Sequence[pb.Event] = ()) -> None:
     if task.workflow_id:
         row("workflow", f"{task.workflow_id} ({bounded(task.workflow_key, 100)})")
     row("command", command_text(task.spec))
-    row("needs", _constraints_text(task.spec.constraints))
+    row("needs", constraints_text(task.spec.constraints))
+    row("keys", keys_text(task.concurrency_key, task.fairness_key))
     row("error", bounded(task.error))
     row("created_at", iso_time(task, "create_time") or "")
     if task.HasField("result"):
@@ -280,7 +292,7 @@ def print_task(task: pb.Task, events: Sequence[pb.Event] = ()) -> None:
                 row("", f"… {hidden:,} earlier lines (cortex logs {task.id} shows all)", "dim")
     reasons = list(task.pending_reasons)
     for reason in reasons[:REASON_LINES]:
-        row("waiting", bounded(reason))
+        row("waiting", bounded(reason.removeprefix("waiting: ")))
     if len(reasons) > REASON_LINES:
         row("waiting", f"… {len(reasons) - REASON_LINES:,} more nodes (-o json shows all)", "dim")
     console.print(table)

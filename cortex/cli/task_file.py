@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from cortex.api.channels import status_code
 from cortex.api.client import CortexClient
 from cortex.api.convert import spec_to_proto
 from cortex.cli import render
+from cortex.cli.options import usage_error
 from cortex.cli.parser import OneTaskFlag
 from cortex.cli.tables import Column, print_table
 from cortex.errors import CortexError, InvalidArgument
@@ -66,7 +68,12 @@ class LineOutcome:
 
 def conflicting_flags(args: argparse.Namespace) -> list[str]:
     """The flags given with --from-file that only describe a single task."""
-    return [one.flag for one in args.one_task_flags if _given(one, args)]
+    return given_flags(args.one_task_flags, args)
+
+
+def given_flags(flags: Sequence[OneTaskFlag], args: argparse.Namespace) -> list[str]:
+    """Those of `flags` given a value other than their default, as written."""
+    return [one.flag for one in flags if _given(one, args)]
 
 
 def _given(one: OneTaskFlag, args: argparse.Namespace) -> bool:
@@ -187,8 +194,7 @@ def submit_file(client: CortexClient, args: argparse.Namespace) -> int:
 
 
 def _usage_error(problem: str) -> int:
-    print(f"cortex task submit: {problem} (see `cortex task submit --help`)", file=sys.stderr)
-    return 2
+    return usage_error("cortex task submit", problem)
 
 
 def _named_line(message: str, chunk: list[FileTask]) -> str | None:

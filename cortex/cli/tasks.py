@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from rich.markup import escape
 from rich.text import Text
 
 from cortex.api.client import CortexClient
+from cortex.api.limit_views import limit_json, rate_text
+from cortex.api.schedule_views import schedules_summary
 from cortex.api.views import enum_value
 from cortex.cli import render
 from cortex.cli.connect import connect, poll_in_session
+from cortex.cli.limits import running_text
 from cortex.cli.listing import Listing, Page, created_range, next_command, order, run_listing
 from cortex.cli.node import parse_pairs
 from cortex.cli.tables import Column
@@ -23,7 +27,9 @@ from cortex.v1 import cortex_pb2 as pb
 _STATE_CHARS = len("dead_letter")
 
 
-def _spec(args: argparse.Namespace) -> pb.TaskSpec:
+def task_spec(args: argparse.Namespace) -> pb.TaskSpec:
+    """The spec the options `add_task_spec_options` added describe, running
+    the command in `args.argv`."""
     command = list(args.argv)
     if command and command[0] == "--":
         command = command[1:]
@@ -41,6 +47,8 @@ def _spec(args: argparse.Namespace) -> pb.TaskSpec:
     if args.max_retries is not None:
         spec.retry_policy.max_retries = args.max_retries
     _constraints(spec.constraints, args)
+    spec.concurrency_key = args.concurrency_key or ""
+    spec.fairness_key = args.fairness_key or ""
     return spec
 
 
@@ -81,6 +89,8 @@ _SPEC_FLAGS = {
     "spec.constraints.forbiddenNodes": "--forbid-node",
     "spec.constraints.requiresCapabilities": "--capability",
     "spec.constraints.maxParallelPerNode": "--max-parallel-per-node",
+    "spec.concurrencyKey": "--concurrency-key",
+    "spec.fairnessKey": "--fairness-key",
 }
 
 
@@ -101,7 +111,7 @@ def submit(client: CortexClient, args: argparse.Namespace) -> int:
         return submit_file(client, args)
     fmt = render.output_format(args)
     try:
-        reply = client.submit_task(_spec(args), args.idempotency_key)
+        reply = client.submit_task(task_spec(args), args.idempotency_key)
     except InvalidArgument as err:
         raise InvalidArgument(named_by_flag(str(err))) from None
     if not args.wait:
@@ -313,9 +323,37 @@ def run_dlq(args: argparse.Namespace) -> int:
 def show_status(args: argparse.Namespace) -> int:
     with connect(args, "stale") as client:
         status = client.get_cluster_status()
+        schedules = list(client.list_schedules().schedules)
+        limits = list(client.list_limits().limits)
     fmt = render.output_format(args)
     if fmt in ("json", "yaml"):
-        render.print_data(render.status_json(status), fmt)
+        data = render.status_json(status)
+        data["schedules"] = schedules_summary(schedules)
+        data["limits"] = [limit_json(limit) for limit in limits]
+        render.print_data(data, fmt)
     else:
         render.print_status(status)
+        render.console.print(escape(_schedules_line(schedules)))
+        render.console.print(escape(_limits_line(limits)))
     return 0
+
+
+def _schedules_line(schedules: list[pb.Schedule]) -> str:
+    summary = schedules_summary(schedules)
+    line = f"schedules: {summary['count'] or 'none'}"
+    if summary["paused"]:
+        line += f" ({summary['paused']} paused)"
+    upcoming = [s for s in schedules if s.name == (summary["next"] or {}).get("name")]
+    if upcoming:
+        line += f", next {upcoming[0].name} at {render.local_time(upcoming[0], 'next_slot')}"
+    return line
+
+
+def _limits_line(limits: list[pb.Limit]) -> str:
+    parts = []
+    for limit in limits:
+        part = f"{limit.key} {running_text(limit)} running"
+        if limit.rate_per_minute:
+            part += f" {rate_text(limit)}"
+        parts.append(part)
+    return "limits: " + (render.bounded(", ".join(parts)) or "none")

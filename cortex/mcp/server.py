@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
@@ -17,6 +18,8 @@ from pydantic import Field, WithJsonSchema
 
 from cortex.api.client import CortexClient
 from cortex.api.convert import spec_to_proto
+from cortex.api.limit_views import limit_json, weight_json
+from cortex.api.schedule_views import schedule_json, schedules_summary
 from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.api.views import (
     enum_value,
@@ -26,14 +29,17 @@ from cortex.api.views import (
     workflow_json,
 )
 from cortex.bounds import spec_bounds, wire_range, with_wire_bounds
-from cortex.errors import CortexError
+from cortex.durations import parse_duration_ms
+from cortex.errors import CortexError, InvalidArgument
 from cortex.mcp.task_output import read_output
 from cortex.mcp.tool_calls import CheckedServer, strict_tool
 from cortex.mcp.tool_errors import cortex_tool_error, error_prefix
 from cortex.membership.administration import MAX_DRAIN_DEADLINE_MS
 from cortex.proto_enums import enum_names
 from cortex.requests import MAX_ID_CHARS, MAX_IDEMPOTENCY_KEY, MAX_PAGE_SIZE, MAX_WAIT_MS
+from cortex.schedules.slots import MAX_CRON_CHARS
 from cortex.spec import EXECUTOR_TYPES, Constraints, RetryPolicy, TaskSpec
+from cortex.state.key_limits import MAX_BURST, MAX_RUNNING, MAX_WEIGHT
 from cortex.v1 import cortex_pb2 as pb
 
 if TYPE_CHECKING:
@@ -52,7 +58,10 @@ INSTRUCTIONS = """Cortex runs shell tasks and DAG workflows on a cluster of mach
 Submit work with submit_task or submit_workflow, follow it with get_task_result
 (wait=true blocks until it ends) or stream_task_output (call repeatedly with the
 returned next_offset until done is true), and react to failures with
-list_dead_letter_tasks / retry_dead_letter_task. Task states: pending, queued,
+list_dead_letter_tasks / retry_dead_letter_task. Run work on a clock with
+create_schedule (cron or every); cap a kind of work with set_limit on a
+concurrency_key, and share the cluster between fairness_keys by weight with
+set_fairness_weight. Task states: pending, queued,
 assigned, running, completed, failed, cancelled, skipped, dead_letter.
 Arguments are checked against each tool's input schema: unknown ones and values
 out of range are refused with a message naming the argument."""
@@ -71,6 +80,50 @@ WorkflowStateName = Annotated[
 ExecutorType = Annotated[str, WithJsonSchema({"type": "string", "enum": list(EXECUTOR_TYPES)})]
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
 PageSize = Annotated[int, Field(description="how many to return", ge=1, le=MAX_PAGE_SIZE)]
+# A concurrency or fairness key, or a schedule's name.
+Key = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+
+# A task's spec, as submit_task and create_schedule take it.
+Command = Annotated[
+    list[str] | str | None,
+    Field(
+        description="argv list (['python', 'x.py']) or one string run with /bin/sh -c. "
+        "Required for type 'shell'."
+    ),
+]
+TaskType = Annotated[ExecutorType, Field(description="executor type")]
+Env = Annotated[dict[str, str] | None, Field(description="extra environment variables")]
+Cwd = Annotated[str | None, Field(description="working directory on the executing node")]
+TimeoutMs = Annotated[
+    int | None,
+    Field(description="kill the task after this long", **spec_bounds(TaskSpec, "timeout_ms")),
+]
+Priority = Annotated[
+    int | None,
+    Field(description="higher runs first (default 5)", **spec_bounds(TaskSpec, "priority")),
+]
+Placement = Annotated[
+    ConstraintsArgument | None,
+    Field(description="where it may run; nodeLabels are 'key=value' or 'key'"),
+]
+Retries = Annotated[
+    RetryPolicyArgument | None,
+    Field(description="retries after a failure, with a growing back-off"),
+]
+ConcurrencyKey = Annotated[
+    Key | None,
+    Field(
+        description="run under this key's limits (set_limit): at most so many of its tasks "
+        "at once, started no faster than its rate"
+    ),
+]
+FairnessKey = Annotated[
+    Key | None,
+    Field(description="share placements with other keys by weight (set_fairness_weight)"),
+]
+OverlapPolicy = Annotated[
+    str, WithJsonSchema({"type": "string", "enum": enum_names(pb.ScheduleOverlap)})
+]
 
 
 def _call(action: Callable[[], T]) -> T:
@@ -103,10 +156,13 @@ def _task_spec(
     priority: int | None,
     constraints: Constraints | None,
     retry_policy: RetryPolicy | None,
+    concurrency_key: str | None = None,
+    fairness_key: str | None = None,
 ) -> pb.TaskSpec:
     """The spec as submitted: fields not given are left to the node's defaults."""
     spec: dict[str, Any] = {"type": type, "command": command, "env": env, "cwd": cwd,
-                            "timeout_ms": timeout_ms}  # fmt: skip
+                            "timeout_ms": timeout_ms, "concurrency_key": concurrency_key,
+                            "fairness_key": fairness_key}  # fmt: skip
     if priority is not None:
         spec["priority"] = priority
     if constraints is not None:
@@ -117,6 +173,45 @@ def _task_spec(
     if priority is None:
         message.ClearField("priority")
     return message
+
+
+def _span(text: str | None, what: str) -> timedelta | None:
+    """A duration as people write it ("5m", "1h30m"); None when not given."""
+    if text is None:
+        return None
+    return timedelta(milliseconds=_call(lambda: parse_duration_ms(text, what)))
+
+
+def _schedule_target(
+    command: list[str] | str | None,
+    type: str,
+    workflow_definition: str | dict[str, Any] | None,
+    task_arguments: dict[str, Any],
+) -> str | None:
+    """The workflow text a schedule starts, or None when it starts a task;
+    a tool error when it is given both, neither, or a workflow with task
+    arguments."""
+    if workflow_definition is None:
+        if command is None and type == "shell":
+            raise cortex_tool_error(
+                InvalidArgument("give command (a task) or workflow_definition: what it starts")
+            )
+        return None
+    given = [name for name, value in task_arguments.items() if value is not None]
+    if type != "shell":
+        given.insert(0, "type")
+    if command is not None:
+        given.insert(0, "command")
+    if given:
+        raise cortex_tool_error(
+            InvalidArgument(
+                f"workflow_definition cannot be combined with {', '.join(given)}: the "
+                "definition describes its tasks"
+            )
+        )
+    if isinstance(workflow_definition, str):
+        return workflow_definition
+    return json.dumps(workflow_definition)
 
 
 def build_server(
@@ -137,38 +232,16 @@ def build_server(
     client = CortexClient(node_address, timeout_s=timeout_s, tls=node_tls, consistency=consistency)
 
     def submit_task(
-        command: Annotated[
-            list[str] | str | None,
-            Field(
-                description="argv list (['python', 'x.py']) or one string run with /bin/sh -c. "
-                "Required for type 'shell'."
-            ),
-        ] = None,
-        type: Annotated[ExecutorType, Field(description="executor type")] = "shell",
-        env: Annotated[
-            dict[str, str] | None, Field(description="extra environment variables")
-        ] = None,
-        cwd: Annotated[
-            str | None, Field(description="working directory on the executing node")
-        ] = None,
-        timeout_ms: Annotated[
-            int | None,
-            Field(
-                description="kill the task after this long", **spec_bounds(TaskSpec, "timeout_ms")
-            ),
-        ] = None,
-        priority: Annotated[
-            int | None,
-            Field(description="higher runs first (default 5)", **spec_bounds(TaskSpec, "priority")),
-        ] = None,
-        constraints: Annotated[
-            ConstraintsArgument | None,
-            Field(description="where it may run; nodeLabels are 'key=value' or 'key'"),
-        ] = None,
-        retry_policy: Annotated[
-            RetryPolicyArgument | None,
-            Field(description="retries after a failure, with a growing back-off"),
-        ] = None,
+        command: Command = None,
+        type: TaskType = "shell",
+        env: Env = None,
+        cwd: Cwd = None,
+        timeout_ms: TimeoutMs = None,
+        priority: Priority = None,
+        constraints: Placement = None,
+        retry_policy: Retries = None,
+        concurrency_key: ConcurrencyKey = None,
+        fairness_key: FairnessKey = None,
         idempotency_key: Annotated[
             str | None,
             Field(
@@ -187,7 +260,8 @@ def build_server(
         """Run one command on the cluster. The leader places it on the best node
         for its constraints. Returns {task_id, created}; with wait=true also the
         finished task (state, node, attempt, result with exit_code/stdout/stderr)."""
-        spec = _task_spec(command, type, env, cwd, timeout_ms, priority, constraints, retry_policy)
+        spec = _task_spec(command, type, env, cwd, timeout_ms, priority, constraints,
+                          retry_policy, concurrency_key, fairness_key)  # fmt: skip
         reply = _call(lambda: client.submit_task(spec, idempotency_key or ""))
         out: dict[str, Any] = {"task_id": reply.task.id, "created": reply.created}
         if wait:
@@ -316,6 +390,213 @@ def build_server(
             node = _call(lambda: client.uncordon_node(node_id))
         return node_json(node.node)
 
+    def create_schedule(
+        name: Annotated[
+            Key,
+            Field(
+                description="unique in the cluster: 1 to 128 ASCII letters, digits or ._:@/-, "
+                "starting with a letter or digit"
+            ),
+        ],
+        cron: Annotated[
+            str | None,
+            Field(
+                description="when it fires: five fields (minute hour day-of-month month "
+                "day-of-week), e.g. '0 3 * * *'; give cron or every",
+                max_length=MAX_CRON_CHARS,
+            ),
+        ] = None,
+        timezone: Annotated[
+            str | None,
+            Field(description="the IANA time zone of cron (default UTC)", max_length=MAX_ID_CHARS),
+        ] = None,
+        every: Annotated[
+            str | None,
+            Field(
+                description="when it fires: a fixed period from its creation, '30s', '5m', "
+                "'1h30m' (1s to 366d); give cron or every",
+                max_length=MAX_ID_CHARS,
+            ),
+        ] = None,
+        command: Command = None,
+        type: TaskType = "shell",
+        env: Env = None,
+        cwd: Cwd = None,
+        timeout_ms: TimeoutMs = None,
+        priority: Priority = None,
+        constraints: Placement = None,
+        retry_policy: Retries = None,
+        concurrency_key: ConcurrencyKey = None,
+        fairness_key: FairnessKey = None,
+        workflow_definition: Annotated[
+            str | dict[str, Any] | None,
+            Field(
+                description="instead of a command: the workflow each firing starts, as "
+                "submit_workflow takes it (at most 100 tasks)"
+            ),
+        ] = None,
+        overlap: Annotated[
+            OverlapPolicy,
+            Field(
+                description="a slot due while a run is active: skip it, keep one for when the "
+                "run ends (buffer_one), fire anyway (allow_all), or cancel the run "
+                "(cancel_previous)"
+            ),
+        ] = "skip",
+        catchup_window: Annotated[
+            str | None,
+            Field(
+                description="how late a slot may still fire after an outage, e.g. '10m' "
+                "(default 1m; '0s': never late)",
+                max_length=MAX_ID_CHARS,
+            ),
+        ] = None,
+        paused: Annotated[bool, Field(description="create it paused")] = False,
+    ) -> dict[str, Any]:
+        """Start a task (command and the task arguments of submit_task) or a workflow
+        (workflow_definition) at every slot of a cron expression or a fixed period.
+        Creating it again with the same settings returns it (created false); the name
+        taken by other settings is an error. Returns {created, schedule}."""
+        task_arguments = {"env": env, "cwd": cwd, "timeout_ms": timeout_ms,
+                          "priority": priority, "constraints": constraints,
+                          "retry_policy": retry_policy, "concurrency_key": concurrency_key,
+                          "fairness_key": fairness_key}  # fmt: skip
+        definition = _schedule_target(command, type, workflow_definition, task_arguments)
+        task = None
+        if definition is None:
+            task = _task_spec(command, type, env, cwd, timeout_ms, priority, constraints,
+                              retry_policy, concurrency_key, fairness_key)  # fmt: skip
+        period, window = _span(every, "every"), _span(catchup_window, "catchup_window")
+        reply = _call(
+            lambda: client.create_schedule(
+                name,
+                cron=cron or "",
+                every=period,
+                timezone=timezone or "",
+                task=task,
+                workflow_definition=definition or "",
+                overlap=overlap,
+                catchup_window=window,
+                paused=paused,
+            )  # fmt: skip
+        )
+        return {"created": reply.created, "schedule": schedule_json(reply.schedule)}
+
+    def list_schedules() -> dict[str, Any]:
+        """Every schedule, by name: timing, overlap, paused, next and last firing,
+        counts of fired/missed/skipped slots, active runs and recent firings."""
+        reply = _call(client.list_schedules)
+        return {"schedules": [schedule_json(schedule) for schedule in reply.schedules]}
+
+    def get_schedule(
+        schedule: Annotated[Id, Field(description="the schedule's name or id")],
+    ) -> dict[str, Any]:
+        """One schedule with its newest firings (newest first): for each slot what was
+        decided (fire, trigger, missed, skipped, buffered, failed), why, the run it
+        started and that run's state now."""
+        return schedule_json(_call(lambda: client.get_schedule(schedule)).schedule)
+
+    def pause_schedule(
+        schedule: Annotated[Id, Field(description="the schedule's name or id")],
+    ) -> dict[str, Any]:
+        """Stop a schedule firing; the runs it started go on."""
+        return schedule_json(_call(lambda: client.pause_schedule(schedule)).schedule)
+
+    def resume_schedule(
+        schedule: Annotated[Id, Field(description="the schedule's name or id")],
+    ) -> dict[str, Any]:
+        """Let a paused schedule fire again, from its next slot after now (the slots it
+        was paused for are not caught up)."""
+        return schedule_json(_call(lambda: client.resume_schedule(schedule)).schedule)
+
+    def delete_schedule(
+        schedule: Annotated[Id, Field(description="the schedule's name or id")],
+    ) -> dict[str, Any]:
+        """Delete a schedule; the tasks and workflows it started stay. Returns the
+        schedule as it was."""
+        return schedule_json(_call(lambda: client.delete_schedule(schedule)).schedule)
+
+    def trigger_schedule(
+        schedule: Annotated[Id, Field(description="the schedule's name or id")],
+    ) -> dict[str, Any]:
+        """Start a run of a schedule now, outside its slots (paused or not; its overlap
+        policy does not apply). Returns {task_id, workflow_id}: the run it started."""
+        started = _call(lambda: client.trigger_schedule(schedule))
+        return {"task_id": started.task_id or None, "workflow_id": started.workflow_id or None}
+
+    def set_limit(
+        key: Annotated[Key, Field(description="the concurrency key tasks name")],
+        max_running: Annotated[
+            int,
+            Field(
+                description="at most this many of its tasks assigned or running at once "
+                "(0: no such limit)",
+                ge=0,
+                le=MAX_RUNNING,
+            ),
+        ] = 0,
+        rate: Annotated[
+            str | None,
+            Field(
+                description="start at most N of its tasks per second ('5/s') or minute ('30/m')",
+                max_length=MAX_ID_CHARS,
+            ),
+        ] = None,
+        burst: Annotated[
+            int,
+            Field(
+                description="starts allowed at once when the rate has saved them up (0: a "
+                "second's worth of the rate, at least 1)",
+                ge=0,
+                le=MAX_BURST,
+            ),
+        ] = 0,
+    ) -> dict[str, Any]:
+        """Limit the tasks of a concurrency key (tasks name it with concurrency_key),
+        replacing its limits: how many run at once, how fast they start, or both. A
+        queued task held by a limit says so in its pending_reasons."""
+        from cortex.limit_operations import parse_rate
+
+        per_minute = _call(lambda: parse_rate(rate)) if rate is not None else 0
+        reply = _call(
+            lambda: client.set_limit(
+                key, max_running=max_running, rate_per_minute=per_minute, burst=burst
+            )
+        )
+        return limit_json(reply.limit)
+
+    def list_limits() -> dict[str, Any]:
+        """Every concurrency key with limits (with its tasks running and queued now and
+        the starts its rate allows now), and every fairness key with its weight and its
+        tasks queued and active."""
+        limits = _call(client.list_limits).limits
+        weights = _call(client.list_fairness_weights).weights
+        return {"limits": [limit_json(limit) for limit in limits],
+                "weights": [weight_json(weight) for weight in weights]}  # fmt: skip
+
+    def delete_limit(
+        key: Annotated[Key, Field(description="the concurrency key")],
+    ) -> dict[str, Any]:
+        """Remove a concurrency key's limits: its tasks are placed without them.
+        Returns the limits as they were."""
+        return limit_json(_call(lambda: client.delete_limit(key)).limit)
+
+    def set_fairness_weight(
+        key: Annotated[Key, Field(description="the fairness key tasks name")],
+        weight: Annotated[
+            int,
+            Field(
+                description="its share of placements (every key's default is 1)",
+                ge=1,
+                le=MAX_WEIGHT,
+            ),
+        ],  # fmt: skip
+    ) -> dict[str, Any]:
+        """Set a fairness key's weight: keys with tasks queued share placements in
+        proportion to their weights, so a key of weight 3 gets three placements for
+        each one of a key of weight 1."""
+        return weight_json(_call(lambda: client.set_fairness_weight(key, weight)).weight)
+
     async def stream_task_output(
         ctx: Context,
         task_id: Id,
@@ -363,7 +644,9 @@ def build_server(
     tools = (
         submit_task, submit_workflow, get_task_result, cancel_task, list_tasks, list_workflows,
         get_workflow_status, list_dead_letter_tasks, retry_dead_letter_task, drain_node_tasks,
-        stream_task_output,
+        stream_task_output, create_schedule, list_schedules, get_schedule, pause_schedule,
+        resume_schedule, delete_schedule, trigger_schedule, set_limit, list_limits,
+        delete_limit, set_fairness_weight,
     )  # fmt: skip
     server = CheckedServer(
         [strict_tool(tool) for tool in tools],
@@ -377,8 +660,12 @@ def build_server(
 
     @server.resource("cortex://cluster/status", mime_type="application/json")
     def cluster_status() -> str:
-        """Leader, term, applied index, state digest and task counts as seen by the node."""
-        return json.dumps(status_json(_read(client.get_cluster_status)), indent=2)
+        """Leader, term, applied index, state digest and task counts as seen by the
+        node, with a summary of the schedules and the limits per concurrency key."""
+        data = status_json(_read(client.get_cluster_status))
+        data["schedules"] = schedules_summary(_read(client.list_schedules).schedules)
+        data["limits"] = [limit_json(limit) for limit in _read(client.list_limits).limits]
+        return json.dumps(data, indent=2)
 
     @server.resource("cortex://cluster/nodes", mime_type="application/json")
     def cluster_nodes() -> str:

@@ -1122,7 +1122,7 @@ class ScheduleFiring(_message.Message):
     def __init__(self, slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., first_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ..., action: _Optional[_Union[ScheduleFiringAction, str]] = ..., reason: _Optional[str] = ..., task_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., run_state: _Optional[str] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Schedule(_message.Message):
-    __slots__ = ("id", "name", "cron", "timezone", "every", "task", "workflow_definition", "workflow_format", "overlap", "catchup_window", "paused", "created_at", "updated_at", "last_slot", "last_fired_at", "last_fired_slot", "next_slot", "buffered_slot", "fired", "missed", "skipped", "active_runs", "recent")
+    __slots__ = ("id", "name", "cron", "timezone", "every", "task", "workflow_definition", "workflow_format", "overlap", "catchup_window", "paused", "create_time", "update_time", "last_slot", "last_fired_at", "last_fired_slot", "next_slot", "buffered_slot", "fired", "missed", "skipped", "active_runs", "recent")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CRON_FIELD_NUMBER: _ClassVar[int]
@@ -1134,8 +1134,8 @@ class Schedule(_message.Message):
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
-    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     LAST_SLOT_FIELD_NUMBER: _ClassVar[int]
     LAST_FIRED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_FIRED_SLOT_FIELD_NUMBER: _ClassVar[int]
@@ -1153,12 +1153,12 @@ class Schedule(_message.Message):
     every: _duration_pb2.Duration
     task: TaskSpec
     workflow_definition: str
-    workflow_format: str
+    workflow_format: DefinitionFormat
     overlap: ScheduleOverlap
     catchup_window: _duration_pb2.Duration
     paused: bool
-    created_at: _timestamp_pb2.Timestamp
-    updated_at: _timestamp_pb2.Timestamp
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
     last_slot: _timestamp_pb2.Timestamp
     last_fired_at: _timestamp_pb2.Timestamp
     last_fired_slot: _timestamp_pb2.Timestamp
@@ -1169,7 +1169,7 @@ class Schedule(_message.Message):
     skipped: int
     active_runs: _containers.RepeatedScalarFieldContainer[str]
     recent: _containers.RepeatedCompositeFieldContainer[ScheduleFiring]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., cron: _Optional[str] = ..., timezone: _Optional[str] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ..., workflow_definition: _Optional[str] = ..., workflow_format: _Optional[str] = ..., overlap: _Optional[_Union[ScheduleOverlap, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., buffered_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired: _Optional[int] = ..., missed: _Optional[int] = ..., skipped: _Optional[int] = ..., active_runs: _Optional[_Iterable[str]] = ..., recent: _Optional[_Iterable[_Union[ScheduleFiring, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., cron: _Optional[str] = ..., timezone: _Optional[str] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ..., workflow_definition: _Optional[str] = ..., workflow_format: _Optional[_Union[DefinitionFormat, str]] = ..., overlap: _Optional[_Union[ScheduleOverlap, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_fired_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., buffered_slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired: _Optional[int] = ..., missed: _Optional[int] = ..., skipped: _Optional[int] = ..., active_runs: _Optional[_Iterable[str]] = ..., recent: _Optional[_Iterable[_Union[ScheduleFiring, _Mapping]]] = ...) -> None: ...
 
 class CreateScheduleRequest(_message.Message):
     __slots__ = ("name", "cron", "every", "timezone", "task", "workflow_definition", "workflow_format", "overlap", "catchup_window", "paused")
@@ -1189,11 +1189,11 @@ class CreateScheduleRequest(_message.Message):
     timezone: str
     task: TaskSpec
     workflow_definition: str
-    workflow_format: str
+    workflow_format: DefinitionFormat
     overlap: ScheduleOverlap
     catchup_window: _duration_pb2.Duration
     paused: bool
-    def __init__(self, name: _Optional[str] = ..., cron: _Optional[str] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timezone: _Optional[str] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ..., workflow_definition: _Optional[str] = ..., workflow_format: _Optional[str] = ..., overlap: _Optional[_Union[ScheduleOverlap, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., cron: _Optional[str] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timezone: _Optional[str] = ..., task: _Optional[_Union[TaskSpec, _Mapping]] = ..., workflow_definition: _Optional[str] = ..., workflow_format: _Optional[_Union[DefinitionFormat, str]] = ..., overlap: _Optional[_Union[ScheduleOverlap, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class CreateScheduleResponse(_message.Message):
     __slots__ = ("schedule", "created", "commit_index", "header")
@@ -1304,7 +1304,7 @@ class TriggerScheduleResponse(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., commit_index: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ...) -> None: ...
 
 class Limit(_message.Message):
-    __slots__ = ("key", "max_running", "rate_per_minute", "burst", "running", "queued", "tokens", "updated_at")
+    __slots__ = ("key", "max_running", "rate_per_minute", "burst", "running", "queued", "tokens", "update_time")
     KEY_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
     RATE_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
@@ -1312,7 +1312,7 @@ class Limit(_message.Message):
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
-    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     key: str
     max_running: int
     rate_per_minute: int
@@ -1320,8 +1320,8 @@ class Limit(_message.Message):
     running: int
     queued: int
     tokens: float
-    updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, key: _Optional[str] = ..., max_running: _Optional[int] = ..., rate_per_minute: _Optional[int] = ..., burst: _Optional[int] = ..., running: _Optional[int] = ..., queued: _Optional[int] = ..., tokens: _Optional[float] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., max_running: _Optional[int] = ..., rate_per_minute: _Optional[int] = ..., burst: _Optional[int] = ..., running: _Optional[int] = ..., queued: _Optional[int] = ..., tokens: _Optional[float] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SetLimitRequest(_message.Message):
     __slots__ = ("key", "max_running", "rate_per_minute", "burst")

@@ -31,7 +31,9 @@ pytestmark = pytest.mark.cluster
 TOOLS = {
     "submit_task", "submit_workflow", "get_task_result", "cancel_task", "list_tasks",
     "list_workflows", "get_workflow_status", "list_dead_letter_tasks",
-    "retry_dead_letter_task", "drain_node_tasks", "stream_task_output",
+    "retry_dead_letter_task", "drain_node_tasks", "stream_task_output", "create_schedule",
+    "list_schedules", "get_schedule", "pause_schedule", "resume_schedule", "delete_schedule",
+    "trigger_schedule", "set_limit", "list_limits", "delete_limit", "set_fairness_weight",
 }  # fmt: skip
 
 WORKFLOW = {

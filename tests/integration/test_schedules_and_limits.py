@@ -65,7 +65,7 @@ def test_every_slot_fires_once_while_the_leader_is_killed_twice(make_cluster):
             "tick", every=timedelta(seconds=1), task=shell_spec([], type="noop"),
             overlap="allow_all",
         ).schedule  # fmt: skip
-    anchor = ms(created.created_at)
+    anchor = ms(created.create_time)
     changes = []
     for kill_at in (anchor + 6_100, anchor + 12_100):
         # Just after a slot, so the next one falls due while nobody leads.
@@ -109,7 +109,7 @@ def test_a_full_cluster_stop_fires_what_the_window_holds_and_records_the_rest(ma
             "catch-up", every=timedelta(seconds=1), task=shell_spec([], type="noop"),
             overlap="allow_all", catchup_window=timedelta(seconds=3),
         ).schedule  # fmt: skip
-    anchor = ms(created.created_at)
+    anchor = ms(created.create_time)
     wait_until(lambda: len(scheduled(cluster.nodes[0])) >= 2, 30, what="two firings")
     for node in cluster.nodes:
         node.kill9()

@@ -85,7 +85,7 @@ def test_limits_are_set_listed_and_deleted(api: ApiState) -> None:
     assert (limit.key, limit.max_running, limit.rate_per_minute) == ("gpu", 2, 120)
     assert limit.burst == 2  # a second's worth of the rate
     assert (limit.running, limit.queued) == (0, 1) and limit.tokens == 2.0
-    assert limit.HasField("updated_at")
+    assert limit.HasField("update_time")
     assert set_.commit_index == api.log.index and set_.header.applied_index == api.log.index
     api.call("SetLimit", pb.SetLimitRequest(key="db", max_running=1))
 

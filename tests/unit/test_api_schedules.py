@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from concurrent import futures
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -59,9 +59,9 @@ def test_a_schedule_is_created_once_and_read_by_name_or_id(api: ApiState) -> Non
     assert schedule.overlap == pb.SCHEDULE_OVERLAP_SKIP
     assert schedule.catchup_window.ToMilliseconds() == 60_000
     assert not schedule.paused
-    assert schedule.HasField("created_at") and schedule.HasField("updated_at")
+    assert schedule.HasField("create_time") and schedule.HasField("update_time")
     # Slots fall at the creation time plus whole periods.
-    created_ms = schedule.created_at.ToMilliseconds()
+    created_ms = schedule.create_time.ToMilliseconds()
     assert schedule.next_slot.ToMilliseconds() == created_ms + 60_000
     assert schedule.last_slot.ToMilliseconds() == created_ms
     assert not schedule.HasField("last_fired_at") and not schedule.HasField("buffered_slot")
@@ -87,7 +87,10 @@ def test_cron_schedules_of_workflows_and_the_listing(api: ApiState) -> None:
     assert nightly.cron == "30 2 * * *" and nightly.timezone == "Europe/Berlin"
     assert not nightly.HasField("every")
     assert nightly.WhichOneof("target") == "workflow_definition"
-    assert nightly.workflow_definition == WORKFLOW and nightly.workflow_format == "yaml"
+    assert (
+        nightly.workflow_definition == WORKFLOW
+        and nightly.workflow_format == pb.DEFINITION_FORMAT_YAML
+    )
     assert nightly.overlap == pb.SCHEDULE_OVERLAP_BUFFER_ONE
     assert nightly.HasField("catchup_window") and nightly.catchup_window.ToMilliseconds() == 0
     assert nightly.paused and not nightly.HasField("next_slot")
@@ -198,7 +201,10 @@ BAD_REQUESTS = {
     ),
     "bad-format": (
         pb.CreateScheduleRequest(
-            name="s", every=EVERY_MINUTE, workflow_definition=WORKFLOW, workflow_format="toml"
+            name="s",
+            every=EVERY_MINUTE,
+            workflow_definition=WORKFLOW,
+            workflow_format=cast(pb.DefinitionFormat, 7),
         ),
         "format",
     ),

@@ -10,7 +10,17 @@ from collections.abc import Iterator
 import pytest
 
 from cortex.cli.main import main
-from cortex.cli.options import Integer, Number, listen_address, point_in_time, text, walk
+from cortex.cli.options import (
+    Duration,
+    Integer,
+    Number,
+    key_name,
+    listen_address,
+    point_in_time,
+    rate_per_minute,
+    text,
+    walk,
+)
 from cortex.cli.parser import build_parser, label_requirement, node_address
 
 NOT_UTF8 = "caf\udce9"  # b"caf\xe9" as argv decodes it
@@ -33,7 +43,8 @@ def _named_dummies(parser: argparse.ArgumentParser) -> list[tuple[argparse.Actio
     for action in parser._actions:
         if action.option_strings or action.nargs == argparse.REMAINDER:
             continue
-        pairs.append((action, action.choices and next(iter(action.choices)) or "abc123"))
+        dummy = str(action.type.low) if isinstance(action.type, Integer) else "abc123"
+        pairs.append((action, action.choices and next(iter(action.choices)) or dummy))
     return pairs
 
 
@@ -44,6 +55,13 @@ def _bad_values(action: argparse.Action) -> list[str]:
         return bad + (["-1"] if kind.low >= 0 else [])
     if isinstance(kind, Number):
         return [str(kind.high * 10 + 1), "-1e300", "nan", "inf", "ten", NOT_UTF8]
+    if isinstance(kind, Duration):
+        too_short = [f"{kind.low_ms - 1}ms"] if kind.low_ms > 0 else []
+        return ["5x", "1.5m", "-1s", "", f"{kind.high_ms + 1}ms", *too_short, NOT_UTF8]
+    if kind is rate_per_minute:
+        return ["5/x", "5", "-1/s", "1.5/s", f"{10**9}/s", NOT_UTF8]
+    if kind is key_name:
+        return ["", ".lead", "a b", "a%b", "k" * 129, NOT_UTF8]
     if kind is point_in_time:
         return ["3 fortnights", "2026-13-45", "99999999w", NOT_UTF8]
     if kind is node_address:

@@ -94,7 +94,7 @@ def test_node_statuses_become_readable_tool_errors(refusing_node: tuple[str, _Re
                 assert result.is_error, (tool, result)
                 texts.append(result.content[0].text)
             # The server kept serving through all of them.
-            assert len((await client.list_tools()).tools) == 11
+            assert len((await client.list_tools()).tools) == 22
         return texts
 
     texts = anyio.run(session)

@@ -85,7 +85,9 @@ def test_every_number_is_bounded_on_both_sides(tool: str):
             assert "minimum" in schema or "exclusiveMinimum" in schema, where
             assert "maximum" in schema or "exclusiveMaximum" in schema, where
     assert numbers or tool in {
-        "cancel_task", "get_workflow_status", "retry_dead_letter_task", "submit_workflow"
+        "cancel_task", "get_workflow_status", "retry_dead_letter_task", "submit_workflow",
+        "list_schedules", "get_schedule", "pause_schedule", "resume_schedule", "delete_schedule",
+        "trigger_schedule", "list_limits", "delete_limit",
     }  # fmt: skip
 
 
