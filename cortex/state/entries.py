@@ -130,8 +130,8 @@ def _check_type(entry_type: str, name: str, value: Any, annotation: str) -> None
 
 
 def _check_record(entry_type: str, where: str, raw: Any, cls: type[Any]) -> None:
-    """An item of a payload list that must hold exactly the fields of the
-    dataclass `cls`, each of its type."""
+    """An item of a payload list that must hold the fields of the dataclass
+    `cls` (those without a default at least, and no others), each of its type."""
     if not isinstance(raw, dict):
         raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} is not an object")
     table = _fields_of(cls)
@@ -140,10 +140,11 @@ def _check_record(entry_type: str, where: str, raw: Any, cls: type[Any]) -> None
         raise EntryDecodeError(
             INVALID_PAYLOAD, f"{entry_type}: {where} has an unknown field {quoted(unknown[0])}"
         )
-    for name, (annotation, _required) in table.items():
-        if name not in raw:
+    for name, (annotation, required) in table.items():
+        if name in raw:
+            _check_type(entry_type, f"{where}.{name}", raw[name], annotation)
+        elif required:
             raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: {where} has no {name}")
-        _check_type(entry_type, f"{where}.{name}", raw[name], annotation)
 
 
 def _check_strings(entry_type: str, name: str, values: Any) -> None:
@@ -489,23 +490,9 @@ class ScheduleFire(Payload):
     decisions: list[dict[str, Any]]
 
     def check(self) -> None:
-        table = _fields_of(SlotDecision)
         for number, raw in enumerate(self.decisions):
-            where = f"decisions[{number}]"
-            if not isinstance(raw, dict):
-                raise EntryDecodeError(INVALID_PAYLOAD, f"{self.TYPE}: {where} is not an object")
-            unknown = sorted(str(key) for key in raw if key not in table)
-            if unknown:
-                raise EntryDecodeError(
-                    INVALID_PAYLOAD,
-                    f"{self.TYPE}: {where} has an unknown field {quoted(unknown[0])}",
-                )
-            for name, (annotation, required) in table.items():
-                if name in raw:
-                    _check_type(self.TYPE, f"{where}.{name}", raw[name], annotation)
-                elif required:
-                    raise EntryDecodeError(INVALID_PAYLOAD, f"{self.TYPE}: {where} has no {name}")
-            _check_strings(self.TYPE, f"{where}.cancel", raw.get("cancel", []))
+            _check_record(self.TYPE, f"decisions[{number}]", raw, SlotDecision)
+            _check_strings(self.TYPE, f"decisions[{number}].cancel", raw.get("cancel", []))
 
     def items(self) -> list[SlotDecision]:
         return [SlotDecision(**raw) for raw in self.decisions]

@@ -177,14 +177,8 @@ class LimitQueries:
             " fairness_key FROM tasks WHERE state = 'queued' AND scheduled_after <= ?"
             f" AND {NOT_HELD}{skip}"
         )
-        keys = self.queued_fairness_keys()
-        if len(keys) <= 1:
-            return conn.execute(
-                f"{select} ORDER BY priority DESC, created_at, submit_index LIMIT ?",
-                (now_ms, *waiting, limit),
-            ).fetchall()
         rows: list[sqlite3.Row] = []
-        for key in keys:
+        for key in self.queued_fairness_keys():
             rows.extend(
                 conn.execute(
                     f"{select} AND fairness_key = ?"

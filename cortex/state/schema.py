@@ -178,12 +178,15 @@ MIGRATIONS: list[str] = [
     # 11: limits per concurrency key (with their token buckets), weights of
     # fairness keys, and schedules with their recent firings. Tasks keep
     # their keys in columns, so the scheduler reads the queue per fairness
-    # key and counts a concurrency key's active tasks from an index.
+    # key and counts a concurrency key's active tasks from an index. The
+    # queue's index by state and priority gives way to the one by state,
+    # fairness key and priority (every state change moves a task in both).
     """
     ALTER TABLE tasks ADD COLUMN concurrency_key TEXT;
     ALTER TABLE tasks ADD COLUMN fairness_key TEXT NOT NULL DEFAULT 'default';
     CREATE INDEX tasks_by_fairness_key
         ON tasks (state, fairness_key, priority DESC, created_at, submit_index);
+    DROP INDEX tasks_by_state;
     CREATE INDEX tasks_by_concurrency_key ON tasks (concurrency_key, state)
         WHERE concurrency_key IS NOT NULL;
     CREATE TABLE key_limits (

@@ -295,7 +295,8 @@ class WorkflowQueries:
 
     def ready_workflow_tasks(self, limit: int = 100_000) -> dict[str, list[str]]:
         """Pending tasks of running workflows whose dependencies are all
-        terminal (the ones the leader must decide), by workflow."""
+        terminal (the ones the leader must decide), by workflow, each
+        workflow's in definition order."""
         rows = self._conn().execute(
             "SELECT t.workflow_id, t.id FROM tasks t"
             " JOIN workflows w ON w.id = t.workflow_id AND w.state = 'running'"
@@ -305,7 +306,7 @@ class WorkflowQueries:
             "     AND (SELECT p.state FROM tasks p WHERE p.workflow_id = d.workflow_id"
             "          AND p.workflow_key = d.depends_on_key)"
             "       IN ('pending', 'queued', 'assigned', 'running'))"
-            " ORDER BY w.submit_index LIMIT ?",
+            " ORDER BY w.submit_index, t.workflow_pos LIMIT ?",
             (limit,),
         )
         ready: dict[str, list[str]] = {}
