@@ -9,9 +9,7 @@ from cortex.errors import InvalidArgument, NotFound
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
 from cortex.state import entries as e
-from cortex.state.key_limits import MAX_WEIGHT, describe_rate, limit_problem
-
-__all__ = ["LimitOperations", "check_key", "describe_rate", "parse_rate"]
+from cortex.state.key_limits import MAX_WEIGHT, limit_problem
 from cortex.state.limit_queries import LimitView, WeightView
 from cortex.state.queries import StateReader
 from cortex.state.spec_rules import key_problem

@@ -82,9 +82,10 @@ def pending(task: TaskView) -> PendingTask:
     )
 
 
-def limit_gate(reader: StateReader, now_ms: int) -> LimitGate:
-    """The limits per concurrency key as the replicated state holds them now."""
-    state = reader.limit_state()
+def limit_gate(reader: StateReader, now_ms: int, count_running: bool = True) -> LimitGate:
+    """The limits per concurrency key as the replicated state holds them
+    now; without `count_running`, only their rates and buckets are right."""
+    state = reader.limit_state(count_running)
     return LimitGate(state.limits, state.running, state.buckets, now_ms)
 
 
@@ -108,7 +109,7 @@ class SchedulerLoop(LeaderLoop):
             return self._interval_s
         now_ms = wall_ms(self._clock)
         due = self._reader.next_scheduled_after(now_ms)
-        token = limit_gate(self._reader, now_ms).next_token_ms()
+        token = limit_gate(self._reader, now_ms, count_running=False).next_token_ms()
         due = min((t for t in (due, token) if t is not None), default=None)
         if due is None:
             return self._interval_s

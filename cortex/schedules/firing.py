@@ -21,11 +21,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cortex.schedules.slots import MAX_SLOTS_PER_CALL, Timing, slots_between
+from cortex.state.schedule_transitions import DEFAULT_CATCHUP_WINDOW_MS, OVERLAP_POLICIES
 
-OVERLAP_POLICIES = ("skip", "buffer_one", "allow_all", "cancel_previous")
+__all__ = [
+    "DEFAULT_CATCHUP_WINDOW_MS",
+    "OVERLAP_POLICIES",
+    "ScheduleState",
+    "SlotDecision",
+    "plan_slots",
+]
+
 Overlap = Literal["skip", "buffer_one", "allow_all", "cancel_previous"]
 Action = Literal["fire", "missed", "skipped", "buffered"]
-DEFAULT_CATCHUP_WINDOW_MS = 60_000
 
 
 @dataclass(frozen=True)

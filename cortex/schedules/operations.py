@@ -155,8 +155,8 @@ class ScheduleOperations:
     def _with_next(self, view: ScheduleView) -> ScheduleView:
         if view.paused:
             return view
-        after = max(view.last_slot_ms, view.anchor_ms)
-        return replace(view, next_slot_ms=next_slot(timing_of(view), view.anchor_ms, after))
+        slot = next_slot(timing_of(view), view.anchor_ms, view.last_slot_ms)
+        return replace(view, next_slot_ms=slot)
 
     def get(self, name_or_id: str) -> ScheduleView:
         if not name_or_id:

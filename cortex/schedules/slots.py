@@ -24,12 +24,21 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from cortex.errors import InvalidArgument
+from cortex.state.schedule_transitions import MAX_CRON_CHARS, MAX_EVERY_MS, MIN_EVERY_MS
+
+__all__ = [
+    "MAX_CRON_CHARS",
+    "MAX_EVERY_MS",
+    "MAX_SLOTS_PER_CALL",
+    "MIN_EVERY_MS",
+    "Timing",
+    "next_slot",
+    "slots_between",
+    "timing_problem",
+]
 
 # The most slots one call lists: a schedule far behind is caught up in steps.
 MAX_SLOTS_PER_CALL = 1000
-MIN_EVERY_MS = 1000
-MAX_EVERY_MS = 366 * 86_400_000
-MAX_CRON_CHARS = 256
 # A cron expression must match within this long (e.g. not only on 30 February).
 _CRON_HORIZON = timedelta(days=5 * 366)
 

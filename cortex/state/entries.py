@@ -74,6 +74,8 @@ _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 # Latest proposer clock (ms) an entry may carry: far beyond any real clock,
 # and low enough that the clock plus any delay apply adds still fits SQLite.
 MAX_TS_MS = 2**62
+# How late a slot may still fire when a schedule names no catch-up window.
+DEFAULT_CATCHUP_WINDOW_MS = 60_000
 # Longest delay (ms) a TASK_RETRY may ask for: the longest back-off.
 MAX_RETRY_DELAY_MS = MAX_BACKOFF_MS
 
@@ -435,7 +437,7 @@ class ScheduleCreate(Payload):
     timing: dict[str, Any]
     target: dict[str, Any]
     overlap: str = "skip"
-    catchup_window_ms: int = 60_000
+    catchup_window_ms: int = DEFAULT_CATCHUP_WINDOW_MS
     paused: bool = False
 
 

@@ -110,22 +110,22 @@ class KeyCharges:
 
     def __init__(self, ctx: ApplyContext) -> None:
         self._ctx = ctx
-        self._limits: dict[str, sqlite3.Row | None] = {}
+        # Each key's limit and bucket as read once, the bucket kept as charged.
+        self._keys: dict[str, tuple[KeyLimit, Bucket | None] | None] = {}
 
-    def _limit(self, key: str) -> sqlite3.Row | None:
-        if key not in self._limits:
-            self._limits[key] = self._ctx.cur.execute(
-                "SELECT * FROM key_limits WHERE key = ?", (key,)
-            ).fetchone()
-        return self._limits[key]
+    def _limit(self, key: str) -> tuple[KeyLimit, Bucket | None] | None:
+        if key not in self._keys:
+            row = self._ctx.cur.execute("SELECT * FROM key_limits WHERE key = ?", (key,)).fetchone()
+            self._keys[key] = None if row is None else (limit_from_row(row), bucket_from_row(row))
+        return self._keys[key]
 
     def charge(self, task: sqlite3.Row) -> None:
         key = task["concurrency_key"]
-        row = self._limit(key) if key is not None else None
-        if row is None:
+        found = self._limit(key) if key is not None else None
+        if found is None:
             return
-        limit = limit_from_row(row)
-        cur, ts = self._ctx.cur, self._ctx.entry.ts
+        limit, bucket = found
+        cur = self._ctx.cur
         if limit.max_running:
             active = cur.execute(
                 "SELECT COUNT(*) FROM tasks WHERE concurrency_key = ?"
@@ -139,8 +139,8 @@ class KeyCharges:
                     " running",
                 )
         if limit.rate_per_min:
-            bucket = take_tokens(limit, bucket_from_row(row), ts, 1)
-            if bucket is None:
+            taken = take_tokens(limit, bucket, self._ctx.entry.ts, 1)
+            if taken is None:
                 raise Rejected(
                     LIMIT_REACHED,
                     f"task {task['id']}: key {quoted(key)} is at its rate of"
@@ -148,11 +148,9 @@ class KeyCharges:
                 )
             cur.execute(
                 "UPDATE key_limits SET bucket_units = ?, bucket_at = ? WHERE key = ?",
-                (bucket.units, bucket.at_ms, key),
+                (taken.units, taken.at_ms, key),
             )
-            self._limits[key] = cur.execute(
-                "SELECT * FROM key_limits WHERE key = ?", (key,)
-            ).fetchone()
+            self._keys[key] = (limit, taken)
 
 
 def limit_set(ctx: ApplyContext, p: e.LimitSet) -> dict[str, Any]:

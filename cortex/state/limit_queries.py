@@ -40,10 +40,6 @@ class LimitView:
     tokens: float
     updated_at: int
 
-    @property
-    def limit(self) -> KeyLimit:
-        return KeyLimit(self.key, self.max_running, self.rate_per_min, self.burst)
-
 
 @dataclass(frozen=True)
 class WeightView:
@@ -71,13 +67,15 @@ class LimitQueries:
     def _conn(self) -> sqlite3.Connection:
         raise NotImplementedError
 
-    def limit_state(self) -> LimitState:
+    def limit_state(self, count_running: bool = True) -> LimitState:
+        """The limits and buckets, and with `count_running` each key's tasks
+        assigned or running (what a round needs; a key's next token does not)."""
         conn = self._conn()
         rows = conn.execute("SELECT * FROM key_limits").fetchall()
         limits = {row["key"]: limit_from_row(row) for row in rows}
         buckets = {row["key"]: b for row in rows if (b := bucket_from_row(row)) is not None}
         running: dict[str, int] = {}
-        if limits:
+        if limits and count_running:
             running = {
                 row[0]: row[1]
                 for row in conn.execute(

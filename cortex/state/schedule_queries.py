@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from cortex.state.transitions import TERMINAL_STATES
+from cortex.state.workflow_rules import WORKFLOW_TERMINAL_STATES
 
 # How many of a schedule's newest firings a view carries.
 RECENT_FIRINGS = 20
@@ -79,7 +82,7 @@ _FIRING_SELECT = (
     " WHEN 'workflow' THEN (SELECT state FROM workflows WHERE id = f.run_id) END AS run_state"
     " FROM schedule_firings f"
 )
-_ENDED = ("completed", "failed", "cancelled", "skipped", "dead_letter")
+_ENDED = TERMINAL_STATES | WORKFLOW_TERMINAL_STATES
 
 
 def _firing(row: sqlite3.Row) -> FiringView:
@@ -132,10 +135,9 @@ class ScheduleQueries:
             )
             .fetchall()
         )
-        return ScheduleView(
-            **{**view.__dict__, "recent": tuple(_firing(r) for r in rows),
-               "active_runs": self.active_runs(view.id)}
-        )  # fmt: skip
+        return replace(
+            view, recent=tuple(_firing(r) for r in rows), active_runs=self.active_runs(view.id)
+        )
 
     def active_runs(self, schedule_id: str) -> tuple[str, ...]:
         """The tasks and workflows this schedule started that have not ended."""

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from cortex.state import entries as e
+from cortex.state.entries import DEFAULT_CATCHUP_WINDOW_MS
 from cortex.state.reasons import (
     INVALID_SCHEDULE,
     NAME_TAKEN,
@@ -38,6 +39,7 @@ from cortex.state.workflow_rules import WORKFLOW_TERMINAL_STATES
 from cortex.state.workflow_transitions import workflow_cancel, workflow_submit
 
 OVERLAP_POLICIES = ("skip", "buffer_one", "allow_all", "cancel_previous")
+__all__ = ["DEFAULT_CATCHUP_WINDOW_MS", "OVERLAP_POLICIES", "SCHEDULE_HANDLERS"]
 ACTIONS = ("fire", "missed", "skipped", "buffered", "trigger")
 # Firings kept per schedule (older ones are dropped as newer ones are written).
 KEPT_FIRINGS = 100
