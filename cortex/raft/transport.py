@@ -29,16 +29,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pysyncobj.pickle as pysyncobj_pickle
+import pysyncobj.syncobj
 import pysyncobj.tcp_server
 import pysyncobj.transport
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
+from cortex.raft.frame_cipher import frame_cipher
 from cortex.raft.journal import DurableJournal
 
 log = logging.getLogger(__name__)
 
-# The key exchange is one Fernet token of 32 random bytes: a few hundred bytes.
+# The key exchange is one sealed frame of 32 random bytes: well under 1 KiB.
 MAX_UNPROVEN_FRAME = 64 * 1024
 # Appends and snapshot chunks are split at 64 KiB, but a follower forwards a
 # whole proposed batch (up to a few MiB) to the leader in one frame.
@@ -128,9 +130,11 @@ class BoundedTcpConnection(TcpConnection):  # type: ignore[misc]
 
 def install_bounded_connections() -> None:
     """pysyncobj creates connections by name in two modules (outgoing in the
-    transport, incoming in the server); both get the bounded class."""
+    transport, incoming in the server); both get the bounded class. Its
+    frames are sealed with `FrameCipher`, made where it made its Fernet."""
     pysyncobj.transport.TcpConnection = BoundedTcpConnection
     pysyncobj.tcp_server.TcpConnection = BoundedTcpConnection
+    pysyncobj.syncobj.getEncryptor = frame_cipher
 
 
 class AckHold:
