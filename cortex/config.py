@@ -4,11 +4,13 @@ the offending key and where it came from."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -124,7 +126,22 @@ class NodeConfig(BaseModel):
     gaming_processes: list[str] = Field(
         default_factory=lambda: ["steam", "steamwebhelper", "gameoverlayui", "epicgameslauncher"]
     )
-    executors: list[str] = Field(default_factory=lambda: ["shell", "noop"])
+    # The task types this node runs (None: every installed executor); of
+    # those, each whose fingerprint finds what it needs on this node.
+    executors: list[str] | None = None
+    # The container executor's runtime: podman or docker (unset: whichever
+    # is on PATH, podman first).
+    container_runtime: Literal["podman", "docker"] | None = None
+    # Host paths (and what lies under them) a container task may mount.
+    container_mounts: list[str] = Field(default_factory=list)
+    # The agent CLI a subagent task runs, its prompt on stdin (a list, or a
+    # string split as a shell would); unset: no subagent tasks here.
+    subagent_command: list[str] = Field(default_factory=list)
+    # Where the k8s_job executor finds its Kubernetes cluster: kubeconfig
+    # (path), context, namespace (default "default").
+    k8s: dict[str, Any] = Field(default_factory=dict)
+    # Settings of executors from other packages, a table per task type.
+    executor_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     max_tasks: int = Field(64, ge=1, le=100_000)
     max_spec_bytes: int = Field(1024 * 1024, ge=1024)
     scheduler_interval_s: float = Field(1.0, gt=0, le=60)
@@ -302,14 +319,31 @@ class NodeConfig(BaseModel):
 
     @field_validator("executors")
     @classmethod
-    def _known_executors(cls, value: list[str]) -> list[str]:
-        from cortex.executors import BUILTIN_EXECUTORS
+    def _known_executors(cls, value: list[str] | None) -> list[str] | None:
+        from cortex.executors import executor_types
 
-        for name in value:
-            if name not in BUILTIN_EXECUTORS:
-                raise ValueError(
-                    f"unknown executor {name!r} (known: {', '.join(BUILTIN_EXECUTORS)})"
-                )
+        known = executor_types()
+        for name in value or ():
+            if name not in known:
+                raise ValueError(f"unknown executor {name!r} (installed: {', '.join(known)})")
+        return value
+
+    @field_validator("container_mounts")
+    @classmethod
+    def _absolute_mounts(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not os.path.isabs(path) or "\x00" in path:
+                raise ValueError(f"{path!r} is not an absolute path")
+        return [os.path.normpath(path) for path in value]
+
+    @field_validator("subagent_command", mode="before")
+    @classmethod
+    def _command_words(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError as err:
+                raise ValueError(f"cannot split {value!r} into words: {err}") from None
         return value
 
     @property
@@ -345,8 +379,10 @@ def _advertised(listen: str, host: str | None) -> str:
     return f"{host}:{listen.rpartition(':')[2]}" if host else listen
 
 
-_LIST_KEYS = {"peers", "executors", "gaming_processes", "env_passthrough"}
-_MAP_KEYS = {"labels", "capabilities"}
+_LIST_KEYS = {"peers", "executors", "gaming_processes", "env_passthrough", "container_mounts"}
+_MAP_KEYS = {"labels", "capabilities", "k8s"}
+# Tables of tables: JSON in the environment.
+_JSON_KEYS = {"executor_options"}
 
 
 def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -365,6 +401,11 @@ def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str
             if any(len(pair) != 2 for pair in pairs):
                 raise ConfigError(f"config key {key} (from {name}): expected k=v,k=v")
             values[key] = {k.strip(): v.strip() for k, v in pairs}
+        elif key in _JSON_KEYS:
+            try:
+                values[key] = json.loads(raw)
+            except ValueError as err:
+                raise ConfigError(f"config key {key} (from {name}): not JSON: {err}") from None
         else:
             values[key] = raw
         sources[key] = f"environment variable {name}"

@@ -32,7 +32,7 @@ from cortex.data_dir import (
     resolve_secret,
 )
 from cortex.errors import ConfigError, CortexError
-from cortex.executors import TaskEnvironment, build_executors, secret_values
+from cortex.executors import ExecutorSettings, TaskEnvironment, load_executors, secret_values
 from cortex.http import HttpListener, NodeMetrics, WebApi, server_tls_context
 from cortex.http.collectors import (
     NodesCollector,
@@ -65,6 +65,7 @@ from cortex.retention_loop import RetentionLoop
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.schedules.loop import ScheduleLoop
 from cortex.schedules.operations import ScheduleOperations
+from cortex.spec import TaskTypes
 from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
@@ -90,6 +91,21 @@ def _check_can_listen(address: str, key: str) -> None:
         raise ConfigError(
             f"config key {key}: cannot listen on {address}: {os.strerror(err.errno or 0)}"
         ) from None
+
+
+def _executor_settings(config: NodeConfig, secret: str, data_dir: Path) -> ExecutorSettings:
+    """What the node's executors are told of its configuration."""
+    return ExecutorSettings(
+        data_dir=str(data_dir),
+        environment=TaskEnvironment(
+            tuple(config.env_passthrough), secret_values(os.environ, secret, config.api_token)
+        ),
+        container_runtime=config.container_runtime,
+        container_mounts=tuple(config.container_mounts),
+        subagent_command=tuple(config.subagent_command),
+        k8s=dict(config.k8s),
+        extra={name: dict(table) for name, table in config.executor_options.items()},
+    )
 
 
 def _http_tls(config: NodeConfig, tls: ServerTls | None) -> ssl.SSLContext | None:
@@ -162,6 +178,12 @@ class Node:
         reachable = Reachability(
             config.node_id, self.group, self.board, config.heartbeat_interval_s
         ).reachable
+        self.executors = load_executors(
+            _executor_settings(config, secret, self.data_dir), config.executors
+        )
+        # A spec's type and options are checked where it enters: against the
+        # executors installed here, or the types other nodes run.
+        task_types = TaskTypes(self.executors.options, self._cluster_task_types)
         self.tasks = TaskOperations(
             config.node_id,
             self.proposer,
@@ -172,6 +194,7 @@ class Node:
             config.max_spec_bytes,
             config.propose_timeout_s,
             tracer=self.tracer,
+            task_types=task_types,
         )
         self.workflows = WorkflowOperations(
             config.node_id,
@@ -182,6 +205,7 @@ class Node:
             config.max_spec_bytes,
             sandbox=ConditionSandbox(max_workers=config.condition_workers_max),
             tracer=self.tracer,
+            task_types=task_types,
         )
         self.cluster = ClusterStatus(
             config.node_id, self.group, self.machine, self.reader, self.board, reachable
@@ -208,10 +232,6 @@ class Node:
         self.heartbeat_receiver = HeartbeatReceiver(
             secret, self.board, config.heartbeat_window_s, clock
         )
-        environment = TaskEnvironment(
-            tuple(config.env_passthrough), secret_values(os.environ, secret, config.api_token)
-        )
-        executors = build_executors(config.executors, environment)
         leading = LeaderContext(
             config.node_id, lambda: self.group.is_leader, self.proposer, self.reader, clock
         )
@@ -231,6 +251,7 @@ class Node:
             config.propose_timeout_s,
             config.max_spec_bytes,
             self.workflows.sandbox,
+            task_types,
         )
         self.schedule_loop = ScheduleLoop(leading, self.schedules.runs)
         self.output = OutputHub(
@@ -241,7 +262,7 @@ class Node:
             config.node_id,
             self.proposer,
             self.reader,
-            executors,
+            self.executors.usable,
             str(self.data_dir),
             self._ready.is_set,
             config.kill_grace_s,
@@ -257,7 +278,7 @@ class Node:
                 grpc_address=config.grpc_address,
                 peer_address=self.peer_address,
                 labels=dict(config.labels),
-                executors=[] if config.observer else list(executors),
+                executors=[] if config.observer else sorted(self.executors.usable),
                 resources={"max_tasks": config.max_tasks},
                 role="observer" if config.observer else "voter",
             ),
@@ -283,7 +304,12 @@ class Node:
             self.board,
             self.reader,
             lambda: self.agent.running_count,
-            dict(config.capabilities),
+            # What the executors found here, then what the operator declares.
+            {
+                **self.executors.capabilities,
+                **self.executors.left_out_capabilities(),
+                **config.capabilities,
+            },
             self.peer_client,
             config.heartbeat_interval_s,
             clock,
@@ -328,6 +354,10 @@ class Node:
             self.metrics.add_collector(collector)
         self._grpc_server = None
         self._stopped = threading.Event()
+
+    def _cluster_task_types(self) -> set[str]:
+        """The task types the cluster's nodes run, as they registered them."""
+        return {name for node in self.reader.nodes() for name in node.executors}
 
     @property
     def http_address(self) -> str:

@@ -7,7 +7,9 @@ agreement)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -18,15 +20,23 @@ from cortex.state.backoff import (
     exact_thousandths,
     nearest_thousandths,
 )
-from cortex.state.spec_rules import EXECUTOR_TYPES, is_blank, key_problem, plain_json_problem
+from cortex.state.spec_rules import (
+    TASK_TYPE_PATTERN,
+    is_blank,
+    key_problem,
+    plain_json_problem,
+    task_type_problem,
+)
 
 __all__ = [
+    "BUILTIN_TASK_TYPES",
     "DEFAULT_MAX_SPEC_BYTES",
-    "EXECUTOR_TYPES",
     "MAX_BACKOFF_MS",
+    "TASK_TYPE_PATTERN",
     "Constraints",
     "RetryPolicy",
     "TaskSpec",
+    "TaskTypes",
     "describe_validation_error",
     "parse_task_spec",
     "validation_problems",
@@ -81,9 +91,10 @@ class Constraints(_Strict):
 
 class TaskSpec(_Strict):
     """What to run and where it may run. `command` is an argv list, or a
-    string run through `/bin/sh -c`."""
+    string run through `/bin/sh -c`. `type` names the executor that runs it
+    (`shell`, `noop`, or one a plugin adds); `options` are that executor's."""
 
-    type: Literal["shell", "noop"] = "shell"
+    type: str = "shell"
     command: list[str] | str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
@@ -109,6 +120,14 @@ class TaskSpec(_Strict):
         if problem:
             raise ValueError(problem)
         return data
+
+    @field_validator("type")
+    @classmethod
+    def _type_name(cls, value: str) -> str:
+        problem = task_type_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("command")
     @classmethod
@@ -190,22 +209,46 @@ class ShellOptions(_Strict):
     """The `shell` executor takes no options: its settings are spec fields."""
 
 
-EXECUTOR_OPTIONS: dict[str, type[_Strict]] = {"shell": ShellOptions, "noop": NoopOptions}
+@dataclass(frozen=True)
+class TaskTypes:
+    """The task types a node takes where a spec enters: those of the
+    executors installed here, whose options it checks, and those some node
+    of the cluster runs (`cluster`, read only for a type not installed
+    here; its options are checked by the node about to run it)."""
+
+    options: Mapping[str, type[BaseModel]]
+    cluster: Callable[[], Collection[str]] = tuple
+
+    def unknown_type(self, name: str) -> str | None:
+        """Why a task of type `name` is refused here, or None."""
+        if name in self.options:
+            return None
+        elsewhere = self.cluster()
+        if name in elsewhere:
+            return None
+        known = [*self.options, *sorted(set(elsewhere) - set(self.options))]
+        return f"unknown task type {name!r} (known: {', '.join(known)})"
 
 
-def _option_problems(spec: TaskSpec) -> list[str]:
-    model = EXECUTOR_OPTIONS[spec.type]
+# The executors every node has: what a spec's options are checked against
+# where nothing more is known (a client checking a file before sending it).
+BUILTIN_TASK_TYPES = TaskTypes({"shell": ShellOptions, "noop": NoopOptions})
+
+
+def option_problems(spec: TaskSpec, model: type[BaseModel]) -> list[str]:
+    """What is wrong with the spec's `options` as `model` (its executor's
+    options schema) sees them, each naming the option."""
     try:
         model.model_validate(spec.options)
     except ValidationError as err:
-        known = ", ".join(model.model_fields) or "none"
+        known = ", ".join(f.alias or name for name, f in model.model_fields.items()) or "none"
         problems = []
         for problem in err.errors():
             where = "options." + ".".join(str(part) for part in problem["loc"])
             message = problem["msg"].removeprefix("Value error, ")
             if problem["type"] == "extra_forbidden":
                 message = f"unknown option of the {spec.type} executor (known: {known})"
-            problems.append(f"{where}: {message}")
+            problems.append(f"{where.rstrip('.')}: {message}")
         return problems
     return []
 
@@ -238,17 +281,26 @@ def _label_problems(spec: TaskSpec) -> list[str]:
     ]
 
 
-def runnable_problems(spec: TaskSpec) -> list[str]:
-    """What keeps a valid spec from ever running: executor options its type
+def runnable_problems(spec: TaskSpec, options_model: type[BaseModel] | None = None) -> list[str]:
+    """What keeps a valid spec from ever running: options its executor
+    (`options_model`; default: the built-in executor of its type, if any)
     does not take or of the wrong kind, NUL bytes in argv, env or cwd, a
     required label without a key. Each problem names its field (relative to
     the spec)."""
-    return _option_problems(spec) + _nul_problems(spec) + _label_problems(spec)
+    model = options_model or BUILTIN_TASK_TYPES.options.get(spec.type)
+    options = option_problems(spec, model) if model is not None else []
+    return options + _nul_problems(spec) + _label_problems(spec)
 
 
-def parse_task_spec(data: dict[str, Any], max_bytes: int = DEFAULT_MAX_SPEC_BYTES) -> TaskSpec:
+def parse_task_spec(
+    data: dict[str, Any],
+    max_bytes: int = DEFAULT_MAX_SPEC_BYTES,
+    types: TaskTypes | None = None,
+) -> TaskSpec:
     """Validates a spec given as plain data; raises InvalidArgument naming the
-    field at fault, or the size limit."""
+    field at fault, or the size limit. With `types` (a node's), a type no
+    node runs is refused and options are checked by the executor installed
+    here; without, only the built-in executors' options are checked."""
     size = len(json.dumps(data, default=str))
     if size > max_bytes:
         raise InvalidArgument(f"task spec is {size} bytes, over the limit of {max_bytes} bytes")
@@ -256,7 +308,10 @@ def parse_task_spec(data: dict[str, Any], max_bytes: int = DEFAULT_MAX_SPEC_BYTE
         spec = TaskSpec.model_validate(data)
     except ValidationError as err:
         raise InvalidArgument(describe_validation_error(err, "spec.")) from None
-    problems = runnable_problems(spec)
+    unknown = types.unknown_type(spec.type) if types is not None else None
+    problems = [f"type: {unknown}"] if unknown else []
+    model = (types or BUILTIN_TASK_TYPES).options.get(spec.type)
+    problems += runnable_problems(spec, model)
     if problems:
         raise InvalidArgument("; ".join(f"spec.{problem}" for problem in problems))
     return spec

@@ -27,7 +27,7 @@ from cortex.scheduler import explain
 from cortex.scheduler.limits import LimitGate
 from cortex.scheduler.loop import build_candidates, limit_gate, pending
 from cortex.scheduler.model import Candidate
-from cortex.spec import parse_task_spec
+from cortex.spec import TaskTypes, parse_task_spec
 from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
@@ -105,8 +105,10 @@ class TaskOperations:
         max_spec_bytes: int,
         propose_timeout_s: float,
         tracer: Tracer = NO_TRACING,
+        task_types: TaskTypes | None = None,
     ) -> None:
         self.node_id = node_id
+        self._task_types = task_types
         self._proposer = proposer
         self._machine = machine
         self._reader = reader
@@ -128,7 +130,9 @@ class TaskOperations:
         keeps the submission's trace context, in the trace `traceparent`
         (the client's W3C header; a malformed one is ignored) or a new one."""
         check_idempotency_key(idempotency_key)
-        canonical = parse_task_spec(spec, self._max_spec_bytes).model_dump(mode="json")
+        canonical = parse_task_spec(spec, self._max_spec_bytes, self._task_types).model_dump(
+            mode="json"
+        )
         known = self._known_submission(idempotency_key, canonical) if idempotency_key else None
         if isinstance(known, CortexError):
             raise known
@@ -169,7 +173,9 @@ class TaskOperations:
             try:
                 check_idempotency_key(key)
                 canonical.append(
-                    parse_task_spec(spec, self._max_spec_bytes).model_dump(mode="json")
+                    parse_task_spec(spec, self._max_spec_bytes, self._task_types).model_dump(
+                        mode="json"
+                    )
                 )
             except InvalidArgument as err:
                 raise InvalidArgument(f"tasks[{number}].{err}") from None

@@ -10,7 +10,7 @@ import logging
 import threading
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -23,10 +23,16 @@ log = logging.getLogger(__name__)
 
 class ExecutionLauncher(Protocol):
     def launch(
-        self, executor: Executor, execution: Execution, cancel: threading.Event
+        self,
+        executor: Executor,
+        execution: Execution,
+        cancel: threading.Event,
+        handle: dict[str, Any] | None = None,
     ) -> Future[ExecutionResult]:
-        """Starts the attempt; the future holds its result. Setting `cancel`
-        asks the executor to kill it (its result then says so)."""
+        """Starts the attempt (with `handle`: recovers the one it describes,
+        started before this node process did); the future holds its result,
+        or the LookupError of an attempt that cannot be recovered. Setting
+        `cancel` asks the executor to kill it (its result then says so)."""
         ...
 
 
@@ -39,12 +45,21 @@ def describe_exception(err: BaseException) -> str:
 
 
 def run_executor(
-    executor: Executor, execution: Execution, cancel: threading.Event
+    executor: Executor,
+    execution: Execution,
+    cancel: threading.Event,
+    handle: dict[str, Any] | None = None,
 ) -> ExecutionResult:
-    """An executor that raises fails its attempt, with a reason naming it."""
+    """Runs (or with `handle`, recovers) the attempt. An executor that raises
+    fails its attempt, with a reason naming it; a LookupError from `recover`
+    (nothing to recover) is raised."""
     try:
+        if handle is not None:
+            return executor.recover(execution, handle, cancel)
         return executor.run(execution, cancel)
     except Exception as err:
+        if handle is not None and isinstance(err, LookupError):
+            raise
         log.exception("task %s attempt %d: the %s executor raised",
                       execution.task_id, execution.attempt, executor.name)  # fmt: skip
         return ExecutionResult(
@@ -53,25 +68,38 @@ def run_executor(
 
 
 def run_with_output(
-    output: OutputHub | None, executor: Executor, execution: Execution, cancel: threading.Event
+    output: OutputHub | None,
+    executor: Executor,
+    execution: Execution,
+    cancel: threading.Event,
+    handle: dict[str, Any] | None = None,
 ) -> ExecutionResult:
-    """Runs the attempt with its output going to this node's output log,
-    closed with the outcome when the executor returns."""
+    """Runs (or recovers) the attempt with its output going to this node's
+    output log, closed with the outcome when the executor returns. A
+    recovered attempt's log carries on where it was, and the executor is
+    told how much of each stream it holds."""
     if output is None or not executor.uses_work_dir:
-        return run_executor(executor, execution, cancel)
+        return run_executor(executor, execution, cancel, handle)
     try:
-        sink = output.open(execution.task_id, execution.attempt)
+        sink = output.open(execution.task_id, execution.attempt, resume=handle is not None)
     except (OSError, ValueError) as err:
         log.error("task %s attempt %d: cannot open its output log: %s",
                   execution.task_id, execution.attempt, err)  # fmt: skip
-        return run_executor(executor, execution, cancel)
+        return run_executor(executor, execution, cancel, handle)
+    offsets = sink.resumed_offsets if handle is not None else {}
     result: ExecutionResult | None = None
+    error = "the attempt could not run"
     try:
-        result = run_executor(executor, replace(execution, output=sink), cancel)
+        result = run_executor(
+            executor, replace(execution, output=sink, output_offsets=offsets), cancel, handle
+        )
         return result
+    except LookupError as err:
+        error = f"the attempt could not be recovered: {err}"
+        raise
     finally:
         if result is None:
-            sink.close(error="the attempt could not run")
+            sink.close(error=error)
         else:
             sink.close(result.exit_code, result.error)
 
@@ -84,13 +112,17 @@ class ThreadLauncher:
         self._output = output
 
     def launch(
-        self, executor: Executor, execution: Execution, cancel: threading.Event
+        self,
+        executor: Executor,
+        execution: Execution,
+        cancel: threading.Event,
+        handle: dict[str, Any] | None = None,
     ) -> Future[ExecutionResult]:
         result: Future[ExecutionResult] = Future()
 
         def run() -> None:
             try:
-                outcome = run_with_output(self._output, executor, execution, cancel)
+                outcome = run_with_output(self._output, executor, execution, cancel, handle)
             except BaseException as err:
                 result.set_exception(err)
                 return

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from cortex.agent.launcher import ExecutionLauncher, ThreadLauncher, describe_exception
 from cortex.errors import CortexError
-from cortex.executors import Execution, ExecutionResult, Executor
+from cortex.executors import Execution, ExecutionResult, Executor, load_handle
 from cortex.output import OutputHub
 from cortex.raft.proposer import EntrySubmitter
 from cortex.spec import TaskSpec, describe_validation_error, runnable_problems
@@ -46,6 +46,9 @@ from cortex.workflows.context import initial_context, read_context_update
 log = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL_S = 0.5
+# In an attempt's work dir: what its executor needs to recover it.
+HANDLE_FILE = "handle.json"
+LOST_REASON = "node restarted during the attempt"
 
 
 @dataclass
@@ -179,7 +182,12 @@ class Agent:
                 # Started here already: it may have ended and reported while
                 # this read was taken, and must never run twice.
                 continue
-            if task.state == "assigned":
+            # Not started by this process: one an earlier process started may
+            # have left a handle to recover it by (and so never runs twice).
+            handle = self._saved_handle(task) if attempt not in self._reported_lost else None
+            if handle is not None:
+                self._start(task, handle)
+            elif task.state == "assigned":
                 self._start(task)
             elif attempt not in self._reported_lost:
                 # Running here, but not started by this process: it died with
@@ -218,7 +226,17 @@ class Agent:
             running.superseded = True
             running.cancel.set()
 
-    def _start(self, task: TaskView) -> None:
+    def _work_dir(self, task: TaskView) -> str:
+        return os.path.join(self._data_dir, "attempts", task.id, str(task.attempt))
+
+    def _saved_handle(self, task: TaskView) -> dict[str, Any] | None:
+        """The handle the attempt's executor saved, if it has one."""
+        if task.type not in self._executors:
+            return None
+        return load_handle(os.path.join(self._work_dir(task), HANDLE_FILE))
+
+    def _start(self, task: TaskView, handle: dict[str, Any] | None = None) -> None:
+        """Runs the attempt, or with `handle` recovers it."""
         running = RunningAttempt(task.id, task.attempt, threading.Event())
         self._started.add((task.id, task.attempt))
         with self._lock:
@@ -227,17 +245,33 @@ class Agent:
                 previous.superseded = True
                 previous.cancel.set()
             self._running[task.id] = running
-        self._spawn(self._execute(task, running))
+        self._spawn(self._execute(task, running, handle))
 
-    def _execute(self, task: TaskView, running: RunningAttempt) -> Step[None]:
-        """One attempt, from TASK_STARTED to its report, in a span of its own."""
+    def _execute(
+        self, task: TaskView, running: RunningAttempt, handle: dict[str, Any] | None = None
+    ) -> Step[None]:
+        """One attempt, from TASK_STARTED to its report, in a span of its own;
+        with `handle`, one recovered after this node restarted (reported lost
+        when it cannot be)."""
         span = self._tracer.attempt(task.traceparent, task.id, task.attempt, task.type)
         try:
             try:
-                result = yield from self._run_attempt(task, running, span.traceparent)
+                result = yield from self._run_attempt(task, running, span.traceparent, handle)
             except Stopped:
                 span.end(error=f"{self._node_id} stopped during the attempt")
                 raise
+            except LookupError as err:
+                if handle is None:
+                    raise
+                running.finished = True
+                why = f"{LOST_REASON} (not recovered: {describe_exception(err)})"
+                span.end(error=why)
+                log.warning("task %s attempt %d: %s", task.id, task.attempt, why)
+                if not running.superseded:
+                    yield from self._report(
+                        task, e.TaskFailed(task.id, task.attempt, self._node_id, why)
+                    )
+                return
             except Exception as err:
                 # Whatever went wrong, the attempt ends here and is reported:
                 # a task must never stay `running` with nobody running it.
@@ -276,7 +310,11 @@ class Agent:
         )
 
     def _run_attempt(
-        self, task: TaskView, running: RunningAttempt, traceparent: str | None
+        self,
+        task: TaskView,
+        running: RunningAttempt,
+        traceparent: str | None,
+        handle: dict[str, Any] | None,
     ) -> Step[ExecutionResult]:
         try:
             spec = TaskSpec.model_validate(task.spec)
@@ -286,24 +324,26 @@ class Agent:
                 error=f"invalid spec: {describe_validation_error(err)}",
                 permanent=True,
             )
-        unrunnable = runnable_problems(spec)
-        if unrunnable:
-            # Accepted before these checks existed: it can never run.
-            return ExecutionResult(
-                exit_code=-1, error=f"invalid spec: {'; '.join(unrunnable)}", permanent=True
-            )
         executor = self._executors.get(spec.type)
         if executor is None:
             return ExecutionResult(
                 exit_code=-1, error=f"no {spec.type} executor on {self._node_id}"
             )
-        work_dir = os.path.join(self._data_dir, "attempts", task.id, str(task.attempt))
+        unrunnable = runnable_problems(spec, executor.options_model)
+        if unrunnable:
+            # Accepted where it entered without these checks (an older node,
+            # or one without this executor): it can never run.
+            return ExecutionResult(
+                exit_code=-1, error=f"invalid spec: {'; '.join(unrunnable)}", permanent=True
+            )
+        work_dir = self._work_dir(task)
         context_file = os.path.join(work_dir, "context.json")
         context_in = initial_context(self._reader, task)
-        if executor.uses_work_dir:
+        # A recovered attempt's context file is as the task left it.
+        if executor.uses_work_dir and handle is None:
             os.makedirs(work_dir, exist_ok=True)
-            with open(context_file, "w") as handle:
-                handle.write(context_in)
+            with open(context_file, "w") as out:
+                out.write(context_in)
         execution = Execution(
             task_id=task.id,
             attempt=task.attempt,
@@ -328,25 +368,35 @@ class Agent:
                 ),
             },
             kill_grace_s=self._kill_grace_s,
+            handle_file=os.path.join(work_dir, HANDLE_FILE),
         )
-        self._proposer.submit(
-            e.Entry.create(
-                e.TaskStarted(task.id, task.attempt, self._node_id),
-                self._node_id,
-                ts=wall_ms(self._clock),
+        if task.state == "assigned":
+            self._proposer.submit(
+                e.Entry.create(
+                    e.TaskStarted(task.id, task.attempt, self._node_id),
+                    self._node_id,
+                    ts=wall_ms(self._clock),
+                )
             )
-        )
-        log.debug("task %s attempt %d starting", task.id, task.attempt)
-        result = yield self._launcher.launch(executor, execution, running.cancel)
-        if task.workflow_id and executor.uses_work_dir and result.succeeded:
-            result.context_update = read_context_update(context_file, context_in)
+        if handle is None:
+            log.debug("task %s attempt %d starting", task.id, task.attempt)
+            result = yield self._launcher.launch(executor, execution, running.cancel)
+        else:
+            log.info("task %s attempt %d: recovering it after a restart", task.id, task.attempt)
+            result = yield self._launcher.launch(executor, execution, running.cancel, handle=handle)
+        if not (task.workflow_id and result.succeeded):
+            result.context_update = None
+        elif executor.uses_work_dir:
+            # What the task left in its context file, then what its
+            # executor reported (a subagent's final JSON) over it.
+            written = read_context_update(context_file, context_in)
+            result.context_update = {**(written or {}), **(result.context_update or {})} or None
         return result
 
     def _report_lost(self, task: TaskView) -> Step[None]:
         log.warning("task %s attempt %d was running when this node stopped", task.id, task.attempt)
         yield from self._report(
-            task,
-            e.TaskFailed(task.id, task.attempt, self._node_id, "node restarted during the attempt"),
+            task, e.TaskFailed(task.id, task.attempt, self._node_id, LOST_REASON)
         )
 
     def _report(self, task: TaskView, payload: e.Payload) -> Step[None]:

@@ -103,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from cortex.cli import limits
 
             return limits.run(args)
+        if args.command == "executors":
+            from cortex.cli import executors
+
+            return executors.run(args)
         if args.command == "status":
             from cortex.cli.tasks import show_status
 

@@ -66,6 +66,12 @@ def run_node(args: argparse.Namespace) -> int:
         "labels": parse_labels(args.label) or None,
         "capabilities": parse_pairs(args.capability, "--capability") or None,
         "resources": parse_resources(args.resource) or None,
+        "executors": [t.strip() for t in args.executors.split(",") if t.strip()]
+        if args.executors is not None
+        else None,
+        "container_runtime": args.container_runtime,
+        "container_mounts": args.container_mount or None,
+        "subagent_command": args.subagent_command,
         "heartbeat_interval_s": args.heartbeat_interval,
         "failure_timeout_s": args.failure_timeout,
         "shutdown_drain_s": args.shutdown_drain,

@@ -253,6 +253,28 @@ def _add_node(commands: Commands) -> None:
         "bandwidth_mbps, gpu=NAME[:MEMORY_MB], gaming=true|false",
     )
     start.add_argument(
+        "--executors",
+        metavar="TYPE,...",
+        help="task types this node runs (default: every installed executor that can run here)",
+    )
+    start.add_argument(
+        "--container-runtime",
+        choices=["podman", "docker"],
+        help="what runs container tasks (default: podman or docker, whichever is on PATH)",
+    )
+    start.add_argument(
+        "--container-mount",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a host path container tasks may mount, with what lies under it (repeatable)",
+    )
+    start.add_argument(
+        "--subagent-command",
+        metavar="COMMAND",
+        help="the agent CLI subagent tasks run, prompt on stdin (e.g. 'claude -p')",
+    )
+    start.add_argument(
         "--heartbeat-interval",
         type=Number.of_field(NodeConfig, "heartbeat_interval_s"),
         metavar="SECONDS",
@@ -379,7 +401,34 @@ def add_task_spec_options(parser: argparse.ArgumentParser) -> tuple[OneTaskFlag,
     parser.add_argument(
         "--shell", action="store_true", help="run CMD as one string through /bin/sh -c"
     )
-    parser.add_argument("--type", default="shell", help="executor type (shell, noop)")
+    parser.add_argument(
+        "--type",
+        default="shell",
+        help="executor type: shell, noop, container, subagent, k8s_job, or one a plugin adds "
+        "(`cortex executors list` shows what each node runs)",
+    )
+    parser.add_argument("--image", help="the image a container task runs (with --type container)")
+    parser.add_argument(
+        "--memory-mb",
+        type=Integer(1, 2**31 - 1),
+        metavar="MB",
+        help="a container task's memory limit",
+    )
+    parser.add_argument(
+        "--cpus",
+        type=Number(0, 1024, low_open=True),
+        metavar="N",
+        help="a container task's CPU limit",
+    )
+    parser.add_argument("--prompt", help="what a subagent task asks (with --type subagent)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the task's executor, VALUE read as JSON when it is JSON, else as "
+        "text (repeatable): --option expectStatus=204",
+    )
     parser.add_argument("--env", action="append", default=[], metavar="K=V")
     parser.add_argument("--cwd")
     parser.add_argument(
@@ -726,6 +775,17 @@ def _add_streams(commands: Commands) -> None:
     events.add_argument("--json", action="store_true", help="one JSON object per event")
 
 
+def _add_executors(commands: Commands) -> None:
+    executors = commands.add_parser("executors", help="what each node can run")
+    executor_commands = executors.add_subparsers(
+        dest="executors_command", required=True, metavar="COMMAND"
+    )
+    listing = executor_commands.add_parser(
+        "list", help="each node's task types, their capabilities, and the types it left out"
+    )
+    _add_output(listing, ("table", "json", "yaml"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = CortexArgumentParser(prog="cortex", description="Cortex distributed task engine")
     parser.add_argument("--version", action="version", version=f"cortex {_version()}")
@@ -737,6 +797,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dlq(commands)
     _add_schedule(commands)
     _add_limit(commands)
+    _add_executors(commands)
     mcp = commands.add_parser("mcp", help="serve the MCP tools for agents (stdio, or --http)")
     add_mcp_arguments(mcp)
     top = commands.add_parser("top", help="live view of nodes and the task queue (q to quit)")

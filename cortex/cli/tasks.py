@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
+from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
@@ -27,6 +29,39 @@ from cortex.v1 import cortex_pb2 as pb
 _STATE_CHARS = len("dead_letter")
 
 
+# Flags that set an executor's options: (flag, dest, option, the type that takes it).
+_OPTION_FLAGS = (
+    ("--image", "image", "image", "container"),
+    ("--memory-mb", "memory_mb", "memoryMb", "container"),
+    ("--cpus", "cpus", "cpus", "container"),
+    ("--prompt", "prompt", "prompt", "subagent"),
+)
+
+
+def _option_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The executor options given by flag (`--option` first, so a named flag
+    wins); a named flag of another type's is refused."""
+    options = {
+        key: _option_value(value)
+        for key, value in parse_pairs(getattr(args, "option", []), "--option").items()
+    }
+    for flag, dest, option, task_type in _OPTION_FLAGS:
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if args.type != task_type:
+            raise InvalidArgument(f"{flag} is an option of {task_type} tasks (--type {task_type})")
+        options[option] = value
+    return options
+
+
 def task_spec(args: argparse.Namespace) -> pb.TaskSpec:
     """The spec the options `add_task_spec_options` added describe, running
     the command in `args.argv`."""
@@ -36,6 +71,9 @@ def task_spec(args: argparse.Namespace) -> pb.TaskSpec:
     if args.type == "shell" and not command:
         raise InvalidArgument("no command given: cortex task submit -- CMD [ARG...]")
     spec = pb.TaskSpec(type=args.type, env=parse_pairs(args.env, "--env"), cwd=args.cwd or "")
+    options = _options(args)
+    if options:
+        spec.options.update(options)
     if args.shell:
         spec.shell = " ".join(command)
     else:
@@ -73,6 +111,7 @@ def _constraints(constraints: pb.Constraints, args: argparse.Namespace) -> None:
 # the user typed.
 _SPEC_FLAGS = {
     "spec.type": "--type",
+    **{f"spec.options.{option}": flag for flag, _, option, _ in _OPTION_FLAGS},
     "spec.command": "CMD",
     "spec.shell": "CMD",
     "spec.env": "--env",

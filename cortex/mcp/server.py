@@ -38,7 +38,7 @@ from cortex.membership.administration import MAX_DRAIN_DEADLINE_MS
 from cortex.proto_enums import enum_names
 from cortex.requests import MAX_ID_CHARS, MAX_IDEMPOTENCY_KEY, MAX_PAGE_SIZE, MAX_WAIT_MS
 from cortex.schedules.slots import MAX_CRON_CHARS
-from cortex.spec import EXECUTOR_TYPES, Constraints, RetryPolicy, TaskSpec
+from cortex.spec import Constraints, RetryPolicy, TaskSpec
 from cortex.state.key_limits import MAX_BURST, MAX_RUNNING, MAX_WEIGHT
 from cortex.v1 import cortex_pb2 as pb
 
@@ -77,7 +77,9 @@ TaskStateName = Annotated[str, WithJsonSchema({"type": "string", "enum": enum_na
 WorkflowStateName = Annotated[
     str, WithJsonSchema({"type": "string", "enum": enum_names(pb.WorkflowState)})
 ]
-ExecutorType = Annotated[str, WithJsonSchema({"type": "string", "enum": list(EXECUTOR_TYPES)})]
+# Executors are plugins: which types a cluster runs is known to its nodes
+# (`cortex executors list`), which check the name when the task arrives.
+ExecutorType = Annotated[str, Field(min_length=1, max_length=64)]
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
 PageSize = Annotated[int, Field(description="how many to return", ge=1, le=MAX_PAGE_SIZE)]
 # A concurrency or fairness key, or a schedule's name.
@@ -91,7 +93,20 @@ Command = Annotated[
         "Required for type 'shell'."
     ),
 ]
-TaskType = Annotated[ExecutorType, Field(description="executor type")]
+TaskType = Annotated[
+    ExecutorType,
+    Field(
+        description="executor type: shell, noop, container (an image, on nodes with podman or "
+        "docker), subagent (a prompt for the node's agent CLI), k8s_job, or one a plugin adds"
+    ),
+]
+Options = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="the executor's options, e.g. {'image': 'alpine:3', 'memoryMb': 256} for "
+        "container, {'prompt': '...'} for subagent, {'duration_ms': 500} for noop"
+    ),
+]
 Env = Annotated[dict[str, str] | None, Field(description="extra environment variables")]
 Cwd = Annotated[str | None, Field(description="working directory on the executing node")]
 TimeoutMs = Annotated[
@@ -158,11 +173,12 @@ def _task_spec(
     retry_policy: RetryPolicy | None,
     concurrency_key: str | None = None,
     fairness_key: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> pb.TaskSpec:
     """The spec as submitted: fields not given are left to the node's defaults."""
     spec: dict[str, Any] = {"type": type, "command": command, "env": env, "cwd": cwd,
                             "timeout_ms": timeout_ms, "concurrency_key": concurrency_key,
-                            "fairness_key": fairness_key}  # fmt: skip
+                            "fairness_key": fairness_key, "options": options}  # fmt: skip
     if priority is not None:
         spec["priority"] = priority
     if constraints is not None:
@@ -242,6 +258,7 @@ def build_server(
         retry_policy: Retries = None,
         concurrency_key: ConcurrencyKey = None,
         fairness_key: FairnessKey = None,
+        options: Options = None,
         idempotency_key: Annotated[
             str | None,
             Field(
@@ -257,11 +274,13 @@ def build_server(
             float, Field(description="how long wait blocks", gt=0, le=MAX_WAIT_S)
         ] = 60.0,
     ) -> dict[str, Any]:
-        """Run one command on the cluster. The leader places it on the best node
-        for its constraints. Returns {task_id, created}; with wait=true also the
-        finished task (state, node, attempt, result with exit_code/stdout/stderr)."""
+        """Run one task on the cluster: a command (type shell), or what another
+        executor type runs as its options say. The leader places it on the best node
+        that runs its type, for its constraints. Returns {task_id, created}; with
+        wait=true also the finished task (state, node, attempt, result with
+        exit_code/stdout/stderr)."""
         spec = _task_spec(command, type, env, cwd, timeout_ms, priority, constraints,
-                          retry_policy, concurrency_key, fairness_key)  # fmt: skip
+                          retry_policy, concurrency_key, fairness_key, options)  # fmt: skip
         reply = _call(lambda: client.submit_task(spec, idempotency_key or ""))
         out: dict[str, Any] = {"task_id": reply.task.id, "created": reply.created}
         if wait:
@@ -428,6 +447,7 @@ def build_server(
         retry_policy: Retries = None,
         concurrency_key: ConcurrencyKey = None,
         fairness_key: FairnessKey = None,
+        options: Options = None,
         workflow_definition: Annotated[
             str | dict[str, Any] | None,
             Field(
@@ -460,12 +480,12 @@ def build_server(
         task_arguments = {"env": env, "cwd": cwd, "timeout_ms": timeout_ms,
                           "priority": priority, "constraints": constraints,
                           "retry_policy": retry_policy, "concurrency_key": concurrency_key,
-                          "fairness_key": fairness_key}  # fmt: skip
+                          "fairness_key": fairness_key, "options": options}  # fmt: skip
         definition = _schedule_target(command, type, workflow_definition, task_arguments)
         task = None
         if definition is None:
             task = _task_spec(command, type, env, cwd, timeout_ms, priority, constraints,
-                              retry_policy, concurrency_key, fairness_key)  # fmt: skip
+                              retry_policy, concurrency_key, fairness_key, options)  # fmt: skip
         period, window = _span(every, "every"), _span(catchup_window, "catchup_window")
         reply = _call(
             lambda: client.create_schedule(

@@ -89,6 +89,11 @@ class AttemptOutput:
     def directory(self) -> Path:
         return self._live.directory
 
+    @property
+    def resumed_offsets(self) -> dict[str, int]:
+        """Bytes of each stream the log already held when it was reopened."""
+        return dict(self._writer.resumed)
+
     def write(self, stream: str, data: bytes) -> None:
         if not data or self._write_error is not None:
             return
@@ -146,8 +151,9 @@ class OutputHub:
     def directory(self, task_id: str, attempt: int) -> Path:
         return self.root / check_path_part(task_id) / str(int(attempt)) / "output"
 
-    def open(self, task_id: str, attempt: int) -> AttemptOutput:
-        """Starts an attempt's log (empty) and announces it to waiting readers."""
+    def open(self, task_id: str, attempt: int, resume: bool = False) -> AttemptOutput:
+        """Starts an attempt's log (empty; with `resume`, carrying on what an
+        earlier writer left of it) and announces it to waiting readers."""
         directory = self.directory(task_id, attempt)
         live = LiveLog(task_id, attempt, directory)
         # Announced before its files exist: a reader must never see a log on
@@ -161,10 +167,12 @@ class OutputHub:
                 self.limits.segment_bytes,
                 self.limits.max_bytes_per_attempt,
                 self.retention.account,
+                resume,
             )
         except BaseException:
             self._forget(live)
             raise
+        live.advance(writer.end)
         return AttemptOutput(self, live, writer)
 
     def discard(self, task_ids: Iterable[str]) -> None:

@@ -141,7 +141,8 @@ def recovered_end(directory: Path) -> int:
 class LogWriter:
     """Appends chunks to an attempt's log. Thread-safe: stdout and stderr
     pumps write concurrently, and the order they take the lock in is the
-    order of the combined output."""
+    order of the combined output. With `resume`, carries on the log an
+    earlier writer left (an attempt recovered after its node restarted)."""
 
     def __init__(
         self,
@@ -149,6 +150,7 @@ class LogWriter:
         segment_bytes: int,
         max_bytes: int,
         on_disk_change: Callable[[int], None] | None = None,
+        resume: bool = False,
     ) -> None:
         self.directory = directory
         self._segment_bytes = max(segment_bytes, 1)
@@ -156,13 +158,19 @@ class LogWriter:
         self._on_disk_change = on_disk_change or (lambda delta: None)
         self._lock = threading.Lock()
         directory.mkdir(parents=True, exist_ok=True)
-        self._clear()
         # (base, data bytes, index bytes) of every segment still on disk.
         self._segments: deque[list[int]] = deque()
         self._data_fd = -1
         self._index_fd = -1
         self.end = 0
-        self._open_segment(0)
+        # Bytes of each stream the log held when resumed (segments retention
+        # removed are not counted).
+        self.resumed = {name: 0 for name in STREAMS}
+        if resume and list_segments(directory):
+            self._resume()
+        else:
+            self._clear()
+            self._open_segment(0)
 
     def _clear(self) -> None:
         """An attempt's log is written once; anything left in its directory
@@ -170,6 +178,49 @@ class LogWriter:
         for name in os.listdir(self.directory):
             if name.endswith((DATA_SUFFIX, INDEX_SUFFIX)) or name.startswith(END_FILE):
                 os.unlink(self.directory / name)
+
+    def _resume(self) -> None:
+        """Takes up the segments on disk: drops a torn tail (data its index
+        does not cover, or the reverse), counts each stream's bytes, and
+        appends to the last segment. The log is open again: no end marker."""
+        (self.directory / END_FILE).unlink(missing_ok=True)
+        freed = 0
+        bases = list_segments(self.directory)
+        for base in bases:
+            stem = self.directory / segment_name(base)
+            try:
+                data_size = os.path.getsize(f"{stem}{DATA_SUFFIX}")
+                fd = os.open(f"{stem}{INDEX_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                continue
+            try:
+                index_size = os.fstat(fd).st_size
+                records = _read_records(fd, 0, index_size // RECORD.size)
+                # The records whose bytes are all there, up to the first that is not.
+                whole = next(
+                    (i for i, r in enumerate(records) if r.end - base > data_size), len(records)
+                )
+                valid = records[:whole]
+                end = valid[-1].end if valid else base
+                os.ftruncate(fd, len(valid) * RECORD.size)
+            finally:
+                os.close(fd)
+            os.truncate(f"{stem}{DATA_SUFFIX}", end - base)
+            freed += (data_size - (end - base)) + (index_size - len(valid) * RECORD.size)
+            for record in valid:
+                name = STREAM_NAMES.get(record.stream, "stdout")
+                self.resumed[name] += record.length
+            self._segments.append([base, end - base, len(valid) * RECORD.size])
+            self.end = end
+        if not self._segments:
+            self._open_segment(0)
+        else:
+            stem = self.directory / segment_name(self._segments[-1][0])
+            flags = os.O_WRONLY | os.O_APPEND
+            self._data_fd = os.open(f"{stem}{DATA_SUFFIX}", flags)
+            self._index_fd = os.open(f"{stem}{INDEX_SUFFIX}", flags)
+        if freed:
+            self._on_disk_change(-freed)
 
     def _open_segment(self, base: int) -> None:
         stem = self.directory / segment_name(base)

@@ -15,7 +15,7 @@ from cortex.refusals import refusal_error
 from cortex.schedules.firing import DEFAULT_CATCHUP_WINDOW_MS, OVERLAP_POLICIES
 from cortex.schedules.runs import RunBuilder
 from cortex.schedules.slots import Timing, next_slot
-from cortex.spec import parse_task_spec
+from cortex.spec import TaskTypes, parse_task_spec
 from cortex.state import entries as e
 from cortex.state.queries import StateReader
 from cortex.state.schedule_queries import ScheduleView
@@ -63,9 +63,11 @@ class ScheduleOperations:
         propose_timeout_s: float,
         max_spec_bytes: int,
         sandbox: ConditionSandbox,
+        task_types: TaskTypes | None = None,
     ) -> None:
         self.runs = RunBuilder(sandbox, max_spec_bytes)
         self.node_id = node_id
+        self._task_types = task_types
         self._proposer = proposer
         self._reader = reader
         self._timeout = propose_timeout_s
@@ -137,13 +139,15 @@ class ScheduleOperations:
         if (task_spec is None) == (workflow_text is None):
             raise InvalidArgument("a schedule starts either a task or a workflow")
         if task_spec is not None:
-            spec = parse_task_spec(task_spec, self._max_spec_bytes)
+            spec = parse_task_spec(task_spec, self._max_spec_bytes, self._task_types)
             return {"task": spec.model_dump(mode="json")}
         text = workflow_text or ""
         if len(text.encode()) > MAX_WORKFLOW_TEXT_BYTES:
             raise InvalidArgument(f"workflow definition is over {MAX_WORKFLOW_TEXT_BYTES} bytes")
         fmt = workflow_format(text, workflow_fmt)
-        one_part_workflow(parse_definition(text, fmt, self._sandbox, self._max_spec_bytes))
+        one_part_workflow(
+            parse_definition(text, fmt, self._sandbox, self._max_spec_bytes, self._task_types)
+        )
         return {"workflow": text, "format": fmt}
 
     def _propose(self, payload: e.Payload, doing: str) -> dict[str, Any]:

@@ -51,7 +51,11 @@ class SimLauncher:
         return duration, exit_code
 
     def launch(
-        self, executor: Executor, execution: Execution, cancel: threading.Event
+        self,
+        executor: Executor,
+        execution: Execution,
+        cancel: threading.Event,
+        handle: dict[str, Any] | None = None,
     ) -> Future[ExecutionResult]:
         duration, exit_code = self._draw(execution)
         future: Future[ExecutionResult] = Future()

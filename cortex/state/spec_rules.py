@@ -30,7 +30,9 @@ from typing import Any
 from cortex.state.backoff import MAX_BACKOFF_MS, exact_thousandths
 from cortex.state.reasons import quoted
 
-EXECUTOR_TYPES = ("shell", "noop")
+# A task type names an executor, which nodes may or may not have installed:
+# apply takes any well-formed name, so it reads the same on every node.
+TASK_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
 MAX_TIMEOUT_MS = 7 * 86_400_000
 MAX_RETRIES = 100
 MAX_BACKOFF_MULTIPLIER = 100
@@ -152,13 +154,20 @@ def optional(check: Check) -> Check:
     return check_optional
 
 
-def choice(*values: str) -> Check:
-    def check(value: Any, where: str) -> str:
-        if not isinstance(value, str) or value not in values:
-            raise SpecError(f"{where} must be one of {', '.join(values)}")
-        return value
+def task_type_problem(value: str) -> str | None:
+    """What is wrong with a task type's name, or None."""
+    if TASK_TYPE_PATTERN.fullmatch(value) is None:
+        return "must be 1 to 64 lowercase letters, digits or underscores, starting with a letter"
+    return None
 
-    return check
+
+def task_type(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(f"{where} must be a string")
+    problem = task_type_problem(value)
+    if problem:
+        raise SpecError(f"{where} {problem}")
+    return value
 
 
 def text_list(value: Any, where: str) -> list[str]:
@@ -323,7 +332,7 @@ RETRY_POLICY = Model(
 
 TASK_SPEC = Model(
     (
-        Field("type", choice(*EXECUTOR_TYPES), lambda: "shell"),
+        Field("type", task_type, lambda: "shell"),
         Field("command", command, lambda: None),
         Field("env", text_map(env_name_problem), dict),
         Field("cwd", optional(text), lambda: None),

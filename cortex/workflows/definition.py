@@ -18,12 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cortex.errors import InvalidArgument
 from cortex.spec import (
+    BUILTIN_TASK_TYPES,
     DEFAULT_MAX_SPEC_BYTES,
-    EXECUTOR_TYPES,
     TaskSpec,
+    TaskTypes,
     runnable_problems,
     validation_problems,
 )
+from cortex.state.spec_rules import task_type_problem
 from cortex.state.workflow_rules import MAX_CONTEXT_BYTES, find_cycles
 from cortex.state.workflow_transitions import MAX_KEY_CHARS, MAX_NAME_CHARS, MAX_WORKFLOW_TASKS
 from cortex.workflows.condition_checks import close_match, condition_problems
@@ -253,13 +255,16 @@ def validate_definition(
     data: dict[str, Any],
     sandbox: ConditionSandbox | None,
     max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES,
+    types: TaskTypes | None = None,
 ) -> WorkflowDefinition:
     """Checks a loaded definition; raises one InvalidArgument listing every
     problem, each with its path (`tasks.KEY.FIELD`). A task whose fields are
     malformed is still checked as far as it can be (its dependencies, its
     place in cycles, its condition). Conditions are compiled (never run) in
     `sandbox`, then checked to name only tasks upstream of theirs (see
-    `condition_names`); without a sandbox they are not compiled."""
+    `condition_names`); without a sandbox they are not compiled. Task types
+    and their options are checked as `parse_task_spec` checks them with
+    `types`."""
     problems: list[str] = []
     name, raw_tasks, context = _workflow_fields(data, problems)
     if name is not None and (not name.strip() or len(name) > MAX_NAME_CHARS):
@@ -282,7 +287,7 @@ def validate_definition(
                 f" with '-' or '.', at most {MAX_KEY_CHARS} characters)"
             )
             well_formed = False
-        spec = _task_spec(key, task, max_spec_bytes, problems) if well_formed else None
+        spec = _task_spec(key, task, max_spec_bytes, problems, types) if well_formed else None
         _check_dependencies(key, task, raw_tasks, problems)
         if task.condition is not None and not task.condition.strip():
             problems.append(f"tasks.{key}.condition: is empty (leave it out to run on success)")
@@ -349,7 +354,11 @@ def _task_model(key: str, raw: Any, problems: list[str]) -> tuple[_TaskModel, bo
 
 
 def _task_spec(
-    key: str, task: _TaskModel, max_spec_bytes: int, problems: list[str]
+    key: str,
+    task: _TaskModel,
+    max_spec_bytes: int,
+    problems: list[str],
+    types: TaskTypes | None,
 ) -> TaskSpec | None:
     """The task's spec, or None after adding its problems (all of them: a
     problem with one field does not hide another's)."""
@@ -360,14 +369,17 @@ def _task_spec(
     if task.type is not None and spec_type is not None and spec_type != task.type:
         problems.append(f"{where}: type {task.type!r} and spec.type {spec_type!r} disagree")
     kind = task.type or spec_type or "shell"
-    known_kind = kind in EXECUTOR_TYPES
-    if not known_kind:
-        problems.append(
-            f"{where}.type: unknown task type {kind!r} (known: {', '.join(EXECUTOR_TYPES)})"
-        )
+    unknown = task_type_problem(kind) if isinstance(kind, str) else "must be a string"
+    if unknown is None and types is not None:
+        unknown = types.unknown_type(kind)
+    if unknown is not None:
+        problems.append(f"{where}.type: {unknown}")
         # The other fields are still checked, against a type that needs nothing.
         spec.pop("options", None)
-    spec["type"] = kind if known_kind else "noop"
+        spec.pop("prompt", None)
+    elif kind == "subagent" and "prompt" in spec:
+        _move_prompt_to_options(spec, where, problems)
+    spec["type"] = kind if unknown is None else "noop"
     for name, spec_names in _SPEC_FIELDS:
         value = getattr(task, "retry_policy" if name == "retryPolicy" else name)
         if value is None:
@@ -385,9 +397,25 @@ def _task_spec(
     except ValidationError as err:
         problems += validation_problems(err, f"{where}.spec.")
         return None
-    if known_kind:
-        problems += [f"{where}.spec.{problem}" for problem in runnable_problems(parsed)]
+    if unknown is None:
+        model = (types or BUILTIN_TASK_TYPES).options.get(kind)
+        problems += [f"{where}.spec.{problem}" for problem in runnable_problems(parsed, model)]
     return parsed if len(problems) == found else None
+
+
+def _move_prompt_to_options(spec: dict[str, Any], where: str, problems: list[str]) -> None:
+    """A subagent task may give its prompt beside its type (`spec: {prompt:
+    ...}`), as the design's examples do: it is the `prompt` option."""
+    prompt = spec.pop("prompt")
+    options = spec.get("options")
+    if not isinstance(options, dict):
+        if options is None:
+            spec["options"] = {"prompt": prompt}
+        return  # not an object: reported as such
+    if "prompt" in options:
+        problems.append(f"{where}.spec: prompt is given both in spec and in spec.options")
+        return
+    spec["options"] = {**options, "prompt": prompt}
 
 
 def _check_dependencies(
@@ -425,6 +453,7 @@ def parse_definition(
     fmt: str = "",
     sandbox: ConditionSandbox | None = None,
     max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES,
+    types: TaskTypes | None = None,
 ) -> WorkflowDefinition:
     """Text to a validated definition (see `load_document`, `validate_definition`)."""
-    return validate_definition(load_document(text, fmt), sandbox, max_spec_bytes)
+    return validate_definition(load_document(text, fmt), sandbox, max_spec_bytes, types)

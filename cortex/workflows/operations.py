@@ -22,7 +22,7 @@ from cortex.id_prefixes import resolve_prefix
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
 from cortex.requests import check_id, check_idempotency_key, check_states
-from cortex.spec import DEFAULT_MAX_SPEC_BYTES
+from cortex.spec import DEFAULT_MAX_SPEC_BYTES, TaskTypes
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow, PageKey
@@ -145,8 +145,10 @@ class WorkflowOperations:
         max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES,
         sandbox: ConditionSandbox | None = None,
         tracer: Tracer = NO_TRACING,
+        task_types: TaskTypes | None = None,
     ) -> None:
         self.node_id = node_id
+        self._task_types = task_types
         self.sandbox = sandbox or ConditionSandbox()
         self._tracer = tracer
         self._proposer = proposer
@@ -171,7 +173,9 @@ class WorkflowOperations:
         `traceparent` (a client's W3C header; ignored when malformed) or a
         new one, and its tasks a child of it: its run's."""
         check_idempotency_key(idempotency_key)
-        definition = parse_definition(text, fmt, self.sandbox, self._max_spec_bytes)
+        definition = parse_definition(
+            text, fmt, self.sandbox, self._max_spec_bytes, self._task_types
+        )
         digest = definition_digest(definition)
         workflow_id = str(uuid.uuid4())
         span = self._tracer.submit_workflow(

@@ -100,7 +100,7 @@ def test_invalid_definitions_are_refused_and_write_nothing(cluster):
             "name: w\ntasks:\n" + "".join(f"  t{i}: {{type: noop}}\n" for i in range(20_000)),
             "bytes for YAML (send it as JSON",
         ),
-        "task type": ("name: w\ntasks:\n  a: {type: subagent, spec: {prompt: hi}}\n", "unknown task type 'subagent'"),
+        "task type": ("name: w\ntasks:\n  a: {type: claude_relay, spec: {prompt: hi}}\n", "unknown task type 'claude_relay'"),
         "field type": ("name: w\ntasks:\n  a: {spec: {command: x}, dependsOn: a}\n", "tasks.a.dependsOn"),
         "not a mapping": ("- just\n- a list\n", "must be an object"),
     }  # fmt: skip

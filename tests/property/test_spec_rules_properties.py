@@ -166,7 +166,10 @@ RETRY_FIELDS: Fields = {
 }
 TIMEOUTS = integers(1, 7 * 86_400_000)
 TASK_FIELDS: Fields = {
-    "type": (None, (st.sampled_from(["shell", "noop"]), st.one_of(st.just("docker"), WRONG))),
+    "type": (
+        None,
+        (st.sampled_from(["shell", "noop", "docker"]), st.one_of(st.just("Docker"), WRONG)),
+    ),
     "command": (None, COMMANDS),
     "env": (None, ENV),
     "cwd": (None, OPTIONAL_TEXT),

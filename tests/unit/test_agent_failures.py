@@ -17,6 +17,7 @@ import pytest
 
 from cortex.agent import Agent
 from cortex.executors import BUILTIN_EXECUTORS, Execution, ExecutionResult, Executor
+from cortex.spec import ShellOptions
 from cortex.state import entries as e
 from tests.cluster import wait_until
 from tests.workflow_sim import WorkflowLog
@@ -52,6 +53,7 @@ class ExplodingExecutor:
 
     name = "shell"
     uses_work_dir = True
+    options_model = ShellOptions
 
     def __init__(self) -> None:
         self.calls = 0

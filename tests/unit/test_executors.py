@@ -21,7 +21,7 @@ from cortex.executors import (
     TaskEnvironment,
     secret_values,
 )
-from cortex.executors.base import Execution, ExecutionResult, TailBuffer
+from cortex.executors.base import Execution, ExecutionResult, ExecutorSettings, TailBuffer
 from cortex.spec import TaskSpec
 
 
@@ -230,7 +230,9 @@ def test_tasks_never_inherit_the_node_secrets(
     monkeypatch.setenv("APP_KEY_COPY", SECRET_VALUE)
     monkeypatch.setenv("LC_TIME", "C")
     environment = TaskEnvironment(("APP_*",), secret_values(os.environ, SECRET_VALUE))
-    seen = print_env(tmp_path, ShellExecutor(environment), env={"OWN": "mine"})
+    seen = print_env(
+        tmp_path, ShellExecutor(ExecutorSettings(environment=environment)), env={"OWN": "mine"}
+    )
     assert seen["PATH"] == os.environ["PATH"] and seen["LC_TIME"] == "C"
     assert seen["APP_MODE"] == "fast"  # matched by the operator's pattern
     assert seen["OWN"] == "mine" and seen["CORTEX_TASK_ID"] == "t-1"
@@ -248,7 +250,9 @@ def test_a_pattern_matching_everything_still_keeps_the_secrets_back(
 ) -> None:
     monkeypatch.setenv("CORTEX_SECRET", SECRET_VALUE)
     monkeypatch.setenv("ANYTHING", "passes")
-    seen = print_env(tmp_path, ShellExecutor(TaskEnvironment(("*",))))
+    seen = print_env(
+        tmp_path, ShellExecutor(ExecutorSettings(environment=TaskEnvironment(("*",))))
+    )
     assert seen["ANYTHING"] == "passes" and "CORTEX_SECRET" not in seen
 
 

@@ -115,7 +115,7 @@ INVALID_SPECS = [
     {"command": ["x"], "env": {"A=B": "1"}},
     {"command": ["x"], "labels": {"a": 1}},
     {"command": ["x"], "options": {"x": float("nan")}},
-    {"type": "docker", "command": ["x"]},
+    {"type": "Docker", "command": ["x"]},
     {"type": "shell"},
 ]
 
@@ -208,7 +208,7 @@ def script() -> Script:
     ):
         s.one("WORKFLOW_SUBMIT", {"workflow_id": "w2", "name": "wf", "tasks": tasks},
               "invalid_workflow")  # fmt: skip
-    for spec in ({"priority": "high", **CMD}, {"type": "docker"}, "not a spec"):
+    for spec in ({"priority": "high", **CMD}, {"type": "Docker"}, "not a spec"):
         s.one("WORKFLOW_SUBMIT",
               {"workflow_id": "w2", "name": "wf", "tasks": [wf_task("a", "w2-a", spec)]},
               "invalid_spec")  # fmt: skip

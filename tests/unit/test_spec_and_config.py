@@ -57,7 +57,7 @@ def test_valid_specs_parse_with_defaults() -> None:
         ({"command": "   "}, "spec.command", "empty"),
         ({"command": []}, "spec.command", "empty"),
         ({"command": ["", "x"]}, "spec.command", "empty"),
-        ({"command": ["x"], "type": "docker"}, "spec.type", "shell"),
+        ({"command": ["x"], "type": "Docker"}, "spec.type", "lowercase"),
         ({"command": ["x"], "timeoutMs": -1}, "spec.timeoutMs", "greater than 0"),
         ({"command": ["x"], "timeoutMs": 0}, "spec.timeoutMs", "greater than 0"),
         ({"command": ["x"], "bogus": 1}, "spec.bogus", "not permitted"),

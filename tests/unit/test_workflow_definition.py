@@ -13,6 +13,7 @@ import yaml
 
 from cortex.cli.workflows import read_definition
 from cortex.errors import InvalidArgument
+from cortex.spec import BUILTIN_TASK_TYPES
 from cortex.workflows import definition
 from cortex.workflows.definition import (
     MAX_DEFINITION_BYTES,
@@ -38,7 +39,8 @@ def _yaml(tasks: str, extra: str = "") -> str:
 
 def _error(text: str, sandbox: ConditionSandbox | None = None, fmt: str = "") -> str:
     with pytest.raises(InvalidArgument) as info:
-        parse_definition(text, fmt, sandbox)
+        # As a node with only the built-in executors checks it.
+        parse_definition(text, fmt, sandbox, types=BUILTIN_TASK_TYPES)
     return str(info.value)
 
 

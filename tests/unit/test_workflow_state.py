@@ -81,8 +81,9 @@ def test_submit_is_idempotent_by_key_and_by_id(log):
         ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}},
           {"key": "a", "task_id": "t2", "spec": {"command": "x"}}],
          "invalid_workflow: workflow task keys are not unique"),
-        ([{"key": "a", "task_id": "t1", "spec": {"type": "nope"}}],
-         "invalid_spec: workflow task a: type must be one of shell, noop"),
+        ([{"key": "a", "task_id": "t1", "spec": {"type": "Nope"}}],
+         "invalid_spec: workflow task a: type must be 1 to 64 lowercase letters, digits or"
+         " underscores, starting with a letter"),
         ([{"key": "a", "task_id": "t1", "spec": {"timeoutMs": 0, "command": "x"}}],
          "invalid_spec: workflow task a: timeoutMs must be greater than 0"),
         ([{"key": "a", "task_id": "t1", "spec": {"command": "x"}, "extra": 1}],

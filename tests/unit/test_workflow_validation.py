@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 
 from cortex.errors import InvalidArgument
+from cortex.spec import BUILTIN_TASK_TYPES
 from cortex.workflows.definition import MAX_PROBLEMS_SHOWN, validate_definition
 
 
 def _problems(data: dict[str, Any]) -> list[str]:
     with pytest.raises(InvalidArgument) as info:
-        validate_definition(data, None)
+        # As a node with only the built-in executors checks it.
+        validate_definition(data, None, types=BUILTIN_TASK_TYPES)
     message = str(info.value)
     head, _, listed = message.partition("): ")
     assert head.startswith("invalid workflow definition ("), message
