@@ -272,8 +272,8 @@ def test_the_session_serves_on_after_every_kind_of_bad_call(session: tuple[Any, 
          'retry_policy.maxRetries: must be an integer (got "many")'),
         ("submit_task", {"command": "true", "retries": 3},
          "retries: unknown argument (known: command, type, env, cwd, timeout_ms, priority, "
-         "constraints, retry_policy, concurrency_key, fairness_key, idempotency_key, wait, "
-         "wait_timeout_s)"),
+         "constraints, retry_policy, concurrency_key, fairness_key, options, idempotency_key, "
+         "wait, wait_timeout_s)"),
         ("submit_task", {"command": "true", "constraints": {"gpu": True}},
          "constraints.gpu: unknown key (known: requiresGpu, avoidGaming,"),
         ("get_task_result", {"task_id": "t", "verbose": True}, "verbose: unknown argument"),
