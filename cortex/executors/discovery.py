@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
@@ -110,8 +111,10 @@ def _fingerprints(
     ]
     for thread in threads:
         thread.start()
+    # One deadline for all: a slow fingerprint does not extend the others' wait.
+    deadline = time.monotonic() + timeout_s
     for thread in threads:
-        thread.join(timeout_s)
+        thread.join(max(0.0, deadline - time.monotonic()))
     with lock:
         return dict(results)
 
