@@ -5,25 +5,44 @@ state grows.
 It is an additive multiset hash (AdHash): the sum, modulo 2^256, of a SHA-256
 per row over a canonical encoding (an ASCII JSON array) of the table name and
 the row's values in column order. Two databases holding the same rows have the
-same digest, whatever the order they were written in. SQLite triggers on each
-replicated table add a row's hash on insert, subtract it on delete and swap the
-old row's for the new one's on update, through SQL functions registered on every connection; `full_digest`
-recomputes the sum from scratch, which tests compare with the running one.
-The triggers follow the tables' columns: after a migration changes them they
-are recreated and the sum recomputed."""
+same digest, whatever the order they were written in.
+
+SQLite triggers on each replicated table call SQL functions registered on the
+connection: they add a row's hash on insert, subtract it on delete and swap
+the old row's for the new one's on update. The change is gathered in the
+connection's `Pending` delta, in memory, and `flush` adds it to the stored sum
+in the same transaction (apply flushes once per batch; a savepoint rolled back
+rewinds the delta to its `mark`, a transaction rolled back `discard`s it).
+Writing the sum once per batch instead of once per row is most of what the
+digest used to cost. `full_digest` recomputes the sum from scratch, which
+tests compare with the running one. The triggers follow the tables' columns:
+after a migration changes them they are recreated and the sum recomputed."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import sqlite3
+from json import encoder as json_encoder
+from typing import Any
 
 _MOD = 1 << 256
-_ADD = "cortex_digest_add"
-_SUB = "cortex_digest_sub"
-_SWAP = "cortex_digest_swap"
-# Part of the triggers' signature: a new row encoding rebuilds them and the sum.
+# The functions the triggers call: each adds to the connection's pending delta.
+_ADD = "cortex_digest_row_add"
+_SUB = "cortex_digest_row_sub"
+_SWAP = "cortex_digest_row_swap"
+# What triggers made before the pending delta call: they rewrite the stored sum
+# row by row. Kept registered so such triggers still work while an older
+# database's migrations run, before `install` replaces them.
+_LEGACY_ADD = "cortex_digest_add"
+_LEGACY_SUB = "cortex_digest_sub"
+_LEGACY_SWAP = "cortex_digest_swap"
+# The row encoding: part of the triggers' signature, so a new encoding
+# rebuilds the triggers and recomputes the sum.
 _ENCODING = 2
+# How the triggers carry a row's hash (3: to the pending delta). A new style
+# rebuilds the triggers but keeps the sum, which does not depend on it.
+_TRIGGERS = 3
 _TABLE = "state_digest"
 
 
@@ -38,36 +57,116 @@ def _blob(value: object) -> dict[str, str]:
 # platform and Python version; an int, a float and a string that print alike
 # stay apart (1, 1.0, "1"), and a BLOB becomes an object no other value can.
 _ROW_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=_blob)
+# The same encoder's C core, made once: `JSONEncoder.encode` builds it anew
+# for every row, which was half of what encoding a row cost.
+_C_MAKE_ENCODER = getattr(json_encoder, "c_make_encoder", None)
+_C_ROW_ENCODER = (
+    _C_MAKE_ENCODER(
+        None, _blob, json_encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    if _C_MAKE_ENCODER is not None
+    else None
+)
 
 
 def _encode(table: str, values: tuple[object, ...]) -> bytes:
-    return _ROW_ENCODER.encode([table, *values]).encode("ascii")
+    if _C_ROW_ENCODER is None:
+        return _ROW_ENCODER.encode([table, *values]).encode("ascii")
+    return "".join(_C_ROW_ENCODER([table, *values], 0)).encode("ascii")
 
 
 def row_hash(table: str, values: tuple[object, ...]) -> int:
     return int.from_bytes(hashlib.sha256(_encode(table, values)).digest(), "big")
 
 
-def _add(current: str, table: str, *values: object) -> str:
-    return format((int(current, 16) + row_hash(table, values)) % _MOD, "064x")
+class Pending:
+    """The digest change a connection's writes made since its last `flush`."""
+
+    __slots__ = ("delta",)
+
+    def __init__(self) -> None:
+        self.delta = 0
+
+    def add(self, table: str, *values: object) -> None:
+        self.delta += row_hash(table, values)
+
+    def sub(self, table: str, *values: object) -> None:
+        self.delta -= row_hash(table, values)
+
+    def swap(self, table: str, *values: object) -> None:
+        """An updated row: its old values (the first half) out, its new ones in."""
+        half = len(values) // 2
+        self.delta += row_hash(table, values[half:]) - row_hash(table, values[:half])
 
 
-def _sub(current: str, table: str, *values: object) -> str:
-    return format((int(current, 16) - row_hash(table, values)) % _MOD, "064x")
+class DigestConnection(sqlite3.Connection):
+    """A connection that carries its pending digest delta."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.digest_pending = Pending()
 
 
-def _swap(current: str, table: str, *values: object) -> str:
-    """An updated row: its old values (the first half) out, its new ones in."""
-    half = len(values) // 2
-    delta = row_hash(table, values[half:]) - row_hash(table, values[:half])
+def _pending(conn: sqlite3.Connection) -> Pending:
+    pending = getattr(conn, "digest_pending", None)
+    if not isinstance(pending, Pending):
+        raise TypeError("the digest needs a DigestConnection (cortex.state.schema.connect)")
+    return pending
+
+
+def _shifted(current: str, delta: int) -> str:
     return format((int(current, 16) + delta) % _MOD, "064x")
 
 
+def _legacy_add(current: str, table: str, *values: object) -> str:
+    return _shifted(current, row_hash(table, values))
+
+
+def _legacy_sub(current: str, table: str, *values: object) -> str:
+    return _shifted(current, -row_hash(table, values))
+
+
+def _legacy_swap(current: str, table: str, *values: object) -> str:
+    half = len(values) // 2
+    return _shifted(current, row_hash(table, values[half:]) - row_hash(table, values[:half]))
+
+
 def register_functions(conn: sqlite3.Connection) -> None:
-    """The functions the triggers call; every connection that writes needs them."""
-    conn.create_function(_ADD, -1, _add, deterministic=True)
-    conn.create_function(_SUB, -1, _sub, deterministic=True)
-    conn.create_function(_SWAP, -1, _swap, deterministic=True)
+    """The functions the triggers call; every connection that writes needs them
+    (and must be a `DigestConnection`)."""
+    pending = _pending(conn)
+    conn.create_function(_ADD, -1, pending.add, deterministic=True)
+    conn.create_function(_SUB, -1, pending.sub, deterministic=True)
+    conn.create_function(_SWAP, -1, pending.swap, deterministic=True)
+    conn.create_function(_LEGACY_ADD, -1, _legacy_add, deterministic=True)
+    conn.create_function(_LEGACY_SUB, -1, _legacy_sub, deterministic=True)
+    conn.create_function(_LEGACY_SWAP, -1, _legacy_swap, deterministic=True)
+
+
+def mark(conn: sqlite3.Connection) -> int:
+    """The pending delta, to `rewind` to when a savepoint is rolled back."""
+    return _pending(conn).delta
+
+
+def rewind(conn: sqlite3.Connection, marked: int) -> None:
+    _pending(conn).delta = marked
+
+
+def discard(conn: sqlite3.Connection) -> None:
+    """The transaction was rolled back: its rows' hashes go with it."""
+    _pending(conn).delta = 0
+
+
+def flush(conn: sqlite3.Connection) -> None:
+    """Adds the pending delta to the stored sum; call it inside the transaction
+    that made the writes, before it commits."""
+    pending = _pending(conn)
+    if pending.delta:
+        current = stored_digest(conn)
+        conn.execute(
+            f"UPDATE {_TABLE} SET value = ? WHERE id = 1", (_shifted(current, pending.delta),)
+        )
+        pending.delta = 0
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -88,43 +187,49 @@ def stored_digest(conn: sqlite3.Connection) -> str:
     return str(row[0])
 
 
-def install(conn: sqlite3.Connection, tables: list[str]) -> None:
-    """Creates or recreates the triggers when the tables' columns are not the
-    ones they were made for, and then recomputes the sum."""
-    signature = json.dumps(
-        {"encoding": _ENCODING, **{table: _columns(conn, table) for table in tables}},
-        sort_keys=True,
-    )
+def install(conn: sqlite3.Connection, tables: list[str], recompute: bool = False) -> None:
+    """Creates or recreates the triggers when they are not the ones made for the
+    tables' columns and this module's style, and recomputes the sum when the
+    columns or the row encoding changed (or `recompute`: a migration wrote
+    rows). Whatever the connection's writes left pending is dropped: the sum
+    is either still right (the older triggers kept it) or recomputed."""
+    discard(conn)
+    layout = {"encoding": _ENCODING, **{table: _columns(conn, table) for table in tables}}
+    signature = json.dumps({**layout, "triggers": _TRIGGERS}, sort_keys=True)
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1),"
         " value TEXT NOT NULL, columns TEXT NOT NULL)"
     )
-    row = conn.execute(f"SELECT columns FROM {_TABLE} WHERE id = 1").fetchone()
-    if row is not None and row[0] == signature:
+    row = conn.execute(f"SELECT value, columns FROM {_TABLE} WHERE id = 1").fetchone()
+    if row is not None and row[1] == signature and not recompute:
         return
+    stored_layout = json.loads(row[1]) if row is not None else {}
+    stored_layout.pop("triggers", None)
+    keep_sum = row is not None and stored_layout == layout and not recompute
     conn.execute("BEGIN IMMEDIATE")
     try:
         for table in tables:
             new = ", ".join(f"NEW.{c}" for c in _columns(conn, table))
             old = ", ".join(f"OLD.{c}" for c in _columns(conn, table))
-            update = f"UPDATE {_TABLE} SET value = "
             for kind, expression in (
-                ("INSERT", f"{_ADD}(value, '{table}', {new})"),
-                ("DELETE", f"{_SUB}(value, '{table}', {old})"),
-                ("UPDATE", f"{_SWAP}(value, '{table}', {old}, {new})"),
+                ("INSERT", f"{_ADD}('{table}', {new})"),
+                ("DELETE", f"{_SUB}('{table}', {old})"),
+                ("UPDATE", f"{_SWAP}('{table}', {old}, {new})"),
             ):
                 name = f"digest_{table}_{kind.lower()}"
                 conn.execute(f"DROP TRIGGER IF EXISTS {name}")
                 conn.execute(
-                    f"CREATE TRIGGER {name} AFTER {kind} ON {table} BEGIN"
-                    f" {update}{expression} WHERE id = 1; END"
+                    f"CREATE TRIGGER {name} AFTER {kind} ON {table} BEGIN SELECT {expression}; END"
                 )
+        value = str(row[0]) if keep_sum else full_digest(conn, tables)
         conn.execute(
             f"INSERT INTO {_TABLE} (id, value, columns) VALUES (1, ?, ?) ON CONFLICT(id)"
             " DO UPDATE SET value = excluded.value, columns = excluded.columns",
-            (full_digest(conn, tables), signature),
+            (value, signature),
         )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    finally:
+        discard(conn)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from cortex.failstop import stop_node
+from cortex.state import digest
 from cortex.state import entries as e
 from cortex.state.digest import full_digest, stored_digest
 from cortex.state.handlers import HANDLERS
@@ -111,8 +112,10 @@ class StateMachine:
                 results = self._apply_entries(cur, index, items, changes, guarded=False)
             except _Refused:
                 cur.execute("ROLLBACK")
+                digest.discard(self._conn)
                 changes.clear()
                 results = self._apply_entries(cur, index, items, changes, guarded=True)
+            digest.flush(self._conn)
             cur.execute(
                 "INSERT INTO raft_meta (key, value) VALUES ('applied_index', ?)"
                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -120,6 +123,7 @@ class StateMachine:
             )
             cur.execute("COMMIT")
         except BaseException:
+            digest.discard(self._conn)
             if self._conn.in_transaction:
                 try:
                     cur.execute("ROLLBACK")
@@ -154,6 +158,7 @@ class StateMachine:
             entry = e.Entry(type=item.entry_type, id=item.entry_id, ts=0, node="", payload={})
             return self._reject(ApplyContext(cur, index, entry, changes), item.code, item.text)
         ctx = ApplyContext(cur, index, item, [])
+        marked = digest.mark(self._conn)
         if guarded:
             cur.execute("SAVEPOINT entry")
         try:
@@ -165,6 +170,7 @@ class StateMachine:
                 raise _Refused from None
             cur.execute("ROLLBACK TO entry")
             cur.execute("RELEASE entry")
+            digest.rewind(self._conn, marked)
             return self._reject(ctx, why.code, why.text)
         # Anything else propagates: the whole batch rolls back and the node stops.
         if guarded:

@@ -19,6 +19,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from cortex.state import digest
 from cortex.state import entries as e
 from cortex.state.entries import DEFAULT_CATCHUP_WINDOW_MS
 from cortex.state.reasons import (
@@ -252,7 +253,7 @@ def schedule_fire(ctx: ApplyContext, p: e.ScheduleFire) -> dict[str, Any]:
         run_kind = run_id = None
         action, reason = d.action, d.reason
         if d.action in ("fire", "trigger"):
-            mark = len(ctx.changes)
+            mark, digest_mark = len(ctx.changes), digest.mark(cur.connection)
             cur.execute("SAVEPOINT firing")
             try:
                 run_kind, run_id = _start_run(ctx, schedule, d)
@@ -266,6 +267,7 @@ def schedule_fire(ctx: ApplyContext, p: e.ScheduleFire) -> dict[str, Any]:
             except Rejected as why:
                 cur.execute("ROLLBACK TO firing")
                 cur.execute("RELEASE firing")
+                digest.rewind(cur.connection, digest_mark)
                 del ctx.changes[mark:]
                 action, reason = "failed", why.reason
         elif d.action in ("missed", "skipped"):

@@ -259,19 +259,26 @@ REPLICATED_TABLES: dict[str, str] = {
 
 def migrate(conn: sqlite3.Connection) -> int:
     """Brings the database up to the newest schema; returns its version."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    version = start = conn.execute("PRAGMA user_version").fetchone()[0]
     for number, script in enumerate(MIGRATIONS, start=1):
         if number <= version:
             continue
         conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
         version = number
-    digest.install(conn, list(REPLICATED_TABLES))
+    # A migration may have written rows outside apply: the sum is recomputed.
+    digest.install(conn, list(REPLICATED_TABLES), recompute=version != start)
     return version
 
 
 def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
     """Opens the node database in WAL mode so readers never block the applier."""
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    conn = sqlite3.connect(
+        path,
+        check_same_thread=False,
+        isolation_level=None,
+        timeout=30,
+        factory=digest.DigestConnection,
+    )
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=30000")

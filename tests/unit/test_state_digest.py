@@ -1,6 +1,7 @@
 """The running state digest: equal to a recomputation from every row after
-inserts, updates and deletes, independent of write order, and rebuilt when
-a migration changes a table's columns."""
+inserts, updates and deletes once flushed, independent of write order,
+rewound with a rolled-back savepoint, rebuilt when a migration changes a
+table's columns, and carried over when only the triggers' style changes."""
 
 from __future__ import annotations
 
@@ -18,44 +19,121 @@ def _db(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _write(
+    conn: sqlite3.Connection, sql: str, rows: list[tuple[object, ...]] | None = None
+) -> None:
+    """One write in its own transaction, its digest change flushed with it."""
+    conn.execute("BEGIN")
+    if rows is not None:
+        conn.executemany(sql, rows)
+    else:
+        conn.execute(sql)
+    digest.flush(conn)
+    conn.execute("COMMIT")
+
+
 def test_the_running_digest_follows_every_write(tmp_path: Path) -> None:
     conn = _db(tmp_path / "a.db")
     empty = digest.stored_digest(conn)
-    conn.execute("INSERT INTO things VALUES ('a', 1, 0.5, NULL), ('b', 2, 1e300, 'é\\x00')")
+    _write(conn, "INSERT INTO things VALUES ('a', 1, 0.5, NULL), ('b', 2, 1e300, 'é\\x00')")
     assert digest.stored_digest(conn) == digest.full_digest(conn, ["things"]) != empty
-    conn.execute("UPDATE things SET n = n + 1, note = 'changed' WHERE id = 'a'")
+    _write(conn, "UPDATE things SET n = n + 1, note = 'changed' WHERE id = 'a'")
     assert digest.stored_digest(conn) == digest.full_digest(conn, ["things"])
-    conn.execute("DELETE FROM things")
+    _write(conn, "DELETE FROM things")
     assert digest.stored_digest(conn) == empty
 
 
 def test_the_same_rows_written_in_another_order_give_the_same_digest(tmp_path: Path) -> None:
     a, b = _db(tmp_path / "a.db"), _db(tmp_path / "b.db")
     rows = [(f"r{i}", i, i / 3, str(i) * i) for i in range(50)]
-    a.executemany("INSERT INTO things VALUES (?,?,?,?)", rows)
-    b.executemany("INSERT INTO things VALUES (?,?,?,?)", reversed(rows))
-    b.execute("UPDATE things SET n = -1 WHERE id = 'r7'")
+    _write(a, "INSERT INTO things VALUES (?,?,?,?)", rows)
+    _write(b, "INSERT INTO things VALUES (?,?,?,?)", rows[::-1])
+    _write(b, "UPDATE things SET n = -1 WHERE id = 'r7'")
     assert digest.stored_digest(a) != digest.stored_digest(b)
-    b.execute("UPDATE things SET n = 7 WHERE id = 'r7'")
+    _write(b, "UPDATE things SET n = 7 WHERE id = 'r7'")
     assert digest.stored_digest(a) == digest.stored_digest(b)
 
 
 def test_values_that_print_alike_hash_apart(tmp_path: Path) -> None:
     conn = _db(tmp_path / "a.db")
-    conn.execute("INSERT INTO things VALUES ('a', 1, NULL, 'x')")
+    _write(conn, "INSERT INTO things VALUES ('a', 1, NULL, 'x')")
     one = digest.stored_digest(conn)
-    conn.execute("UPDATE things SET n = NULL, note = '1x' WHERE id = 'a'")
+    _write(conn, "UPDATE things SET n = NULL, note = '1x' WHERE id = 'a'")
     assert digest.stored_digest(conn) != one
-    conn.execute("UPDATE things SET n = NULL, x = 1.0, note = 'x' WHERE id = 'a'")
+    _write(conn, "UPDATE things SET n = NULL, x = 1.0, note = 'x' WHERE id = 'a'")
     assert digest.stored_digest(conn) != one
 
 
 def test_a_new_column_rebuilds_the_triggers_and_the_sum(tmp_path: Path) -> None:
     conn = _db(tmp_path / "a.db")
-    conn.execute("INSERT INTO things VALUES ('a', 1, 0.5, NULL)")
+    _write(conn, "INSERT INTO things VALUES ('a', 1, 0.5, NULL)")
     before = digest.stored_digest(conn)
     conn.execute("ALTER TABLE things ADD COLUMN extra TEXT NOT NULL DEFAULT 'd'")
     digest.install(conn, ["things"])
     assert digest.stored_digest(conn) == digest.full_digest(conn, ["things"]) != before
-    conn.execute("INSERT INTO things (id, n) VALUES ('b', 2)")
+    _write(conn, "INSERT INTO things (id, n) VALUES ('b', 2)")
     assert digest.stored_digest(conn) == digest.full_digest(conn, ["things"])
+
+
+def test_unflushed_writes_leave_the_stored_sum_alone(tmp_path: Path) -> None:
+    conn = _db(tmp_path / "a.db")
+    empty = digest.stored_digest(conn)
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO things VALUES ('a', 1, NULL, 'x')")
+    assert digest.stored_digest(conn) == empty
+    digest.flush(conn)
+    conn.execute("COMMIT")
+    assert digest.stored_digest(conn) == digest.full_digest(conn, ["things"]) != empty
+
+
+def test_a_rolled_back_savepoint_rewinds_the_pending_change(tmp_path: Path) -> None:
+    conn = _db(tmp_path / "a.db")
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO things VALUES ('a', 1, NULL, 'x')")
+    marked = digest.mark(conn)
+    conn.execute("SAVEPOINT one")
+    conn.execute("INSERT INTO things VALUES ('b', 2, NULL, 'y')")
+    conn.execute("UPDATE things SET n = 5 WHERE id = 'a'")
+    conn.execute("ROLLBACK TO one")
+    conn.execute("RELEASE one")
+    digest.rewind(conn, marked)
+    digest.flush(conn)
+    conn.execute("COMMIT")
+    assert digest.stored_digest(conn) == digest.full_digest(conn, ["things"])
+
+
+def test_a_rolled_back_transaction_is_discarded(tmp_path: Path) -> None:
+    conn = _db(tmp_path / "a.db")
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO things VALUES ('a', 1, NULL, 'x')")
+    conn.execute("ROLLBACK")
+    digest.discard(conn)
+    _write(conn, "INSERT INTO things VALUES ('b', 2, NULL, 'y')")
+    assert digest.stored_digest(conn) == digest.full_digest(conn, ["things"])
+
+
+def test_triggers_of_the_older_style_are_replaced_and_the_sum_kept(tmp_path: Path) -> None:
+    """A database whose triggers rewrote the stored sum row by row: they keep
+    working until `install` replaces them, which keeps the sum as it is."""
+    conn = _db(tmp_path / "a.db")
+    for kind, call in (
+        ("insert", "cortex_digest_add(value, 'things', NEW.id, NEW.n, NEW.x, NEW.note)"),
+        ("update", "cortex_digest_swap(value, 'things', OLD.id, OLD.n, OLD.x, OLD.note,"
+                   " NEW.id, NEW.n, NEW.x, NEW.note)"),
+        ("delete", "cortex_digest_sub(value, 'things', OLD.id, OLD.n, OLD.x, OLD.note)"),
+    ):  # fmt: skip
+        conn.execute(f"DROP TRIGGER digest_things_{kind}")
+        conn.execute(
+            f"CREATE TRIGGER digest_things_{kind} AFTER {kind.upper()} ON things BEGIN"
+            f" UPDATE state_digest SET value = {call} WHERE id = 1; END"
+        )
+    conn.execute("UPDATE state_digest SET columns = json_remove(columns, '$.triggers')")
+    conn.execute("INSERT INTO things VALUES ('a', 1, 0.5, NULL), ('b', 2, NULL, 'x')")
+    conn.execute("UPDATE things SET n = 3 WHERE id = 'a'")
+    conn.execute("DELETE FROM things WHERE id = 'b'")
+    assert digest.stored_digest(conn) == digest.full_digest(conn, ["things"])
+    conn.execute("UPDATE state_digest SET value = ? WHERE id = 1", ("0" * 64,))
+    digest.install(conn, ["things"])
+    assert digest.stored_digest(conn) == "0" * 64  # kept, not recomputed
+    sql = "SELECT sql FROM sqlite_master WHERE name = 'digest_things_insert'"
+    assert "cortex_digest_row_add" in conn.execute(sql).fetchone()[0]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cortex.state import entries as e
-from cortex.state.digest import full_digest, stored_digest
+from cortex.state.digest import flush, full_digest, stored_digest
 from cortex.state.machine import StateMachine, copy_database, state_digest
 from cortex.state.queries import StateReader
 from cortex.state.schema import MIGRATIONS, REPLICATED_TABLES, connect, migrate
@@ -173,6 +173,7 @@ def test_the_migration_adds_the_columns_and_rebuilds_the_digest(tmp_path: Path) 
     assert stored_digest(conn) == full_digest(conn, tables)
     before = stored_digest(conn)
     conn.execute("UPDATE tasks SET traceparent = ?", (SUBMITTED,))
+    flush(conn)
     assert stored_digest(conn) == full_digest(conn, tables) != before
     conn.close()
 
