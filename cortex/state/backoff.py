@@ -19,6 +19,8 @@ def nearest_thousandths(multiplier: float | int) -> int:
     """The multiplier as a whole number of thousandths, the nearest one
     (ties to even) for a value with more decimals. Exact: a float is
     converted to the rational number it is, never multiplied as a float."""
+    if isinstance(multiplier, float) and multiplier.is_integer():
+        return int(multiplier) * _PER_UNIT  # exact, and far cheaper than a Fraction
     return round(Fraction(multiplier) * _PER_UNIT)
 
 

@@ -647,10 +647,19 @@ _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
 _STEP = [1 if byte in b"[{" else -1 for byte in range(256)]
 
 
+def _outside_strings(data: bytes) -> bytes:
+    """`data` without its JSON strings. Without a backslash a string is just
+    what lies between two quotes, and splitting on quotes removes exactly
+    what the string pattern would, several times faster."""
+    if b"\\" in data:
+        return _JSON_STRING.sub(b"", data)
+    return b"".join(data.split(b'"')[::2])
+
+
 def batch_nesting(data: bytes) -> int:
     """How deep arrays and objects nest in `data`, counted on the bytes
     (brackets inside strings aside), without decoding them."""
-    return _nesting(_JSON_STRING.sub(b"", data))
+    return _nesting(_outside_strings(data))
 
 
 def _nesting(outside_strings: bytes) -> int:
@@ -658,29 +667,51 @@ def _nesting(outside_strings: bytes) -> int:
     return max(accumulate(map(_STEP.__getitem__, brackets), initial=0))
 
 
-def _beyond_limits(data: bytes) -> str | None:
-    outside_strings = _JSON_STRING.sub(b"", data)
+# What outside strings could make a decoded number NaN or infinite: the
+# literals (their capitals), or an exponent of three digits or more.
+_NOT_FINITE_HINT = re.compile(rb"[NI]|[eE][+-]?[0-9]{3}")
+# An escaped UTF-16 surrogate, the only way an ASCII batch spells one.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _beyond_limits(data: bytes) -> tuple[str | None, bool]:
+    """What puts the batch beyond the decoder's limits, or None; and whether
+    every value in it is plain JSON for certain (no number that decodes to
+    NaN or infinity, no lone surrogate), so apply can skip looking for them
+    value by value. The second is conservative: False only means "look"."""
+    outside_strings = _outside_strings(data)
     if _nesting(outside_strings) > MAX_NESTING:
-        return f"the batch nests deeper than {MAX_NESTING} levels"
+        return f"the batch nests deeper than {MAX_NESTING} levels", False
     if _LONG_NUMBER.search(outside_strings):
-        return f"the batch has a number of more than {MAX_NUMBER_DIGITS} digits"
-    return None
+        return f"the batch has a number of more than {MAX_NUMBER_DIGITS} digits", False
+    plain = (
+        data.isascii()
+        and _NOT_FINITE_HINT.search(outside_strings) is None
+        and (b"\\" not in data or _SURROGATE_ESCAPE.search(data) is None)
+    )
+    return None, plain
 
 
 def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
     """Decodes a replicated batch; an undecodable element becomes an error in
     its slot so the rest of the batch still applies."""
-    problem = _beyond_limits(data)
+    return decode_batch_scanned(data)[0]
+
+
+def decode_batch_scanned(data: bytes) -> tuple[list[Entry | EntryDecodeError], bool]:
+    """`decode_batch`, and whether every value in the batch is plain JSON for
+    certain (see `_beyond_limits`)."""
+    problem, plain = _beyond_limits(data)
     if problem:
-        return [EntryDecodeError(INVALID_ENTRY, problem)]
+        return [EntryDecodeError(INVALID_ENTRY, problem)], False
     try:
         raw = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError):
         # Which of these a bad batch raises, and its message, vary between
         # Python versions: none of it goes into the reason.
-        return [EntryDecodeError(INVALID_ENTRY, "the batch is not valid JSON")]
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not valid JSON")], False
     if not isinstance(raw, list):
-        return [EntryDecodeError(INVALID_ENTRY, "the batch is not a list")]
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not a list")], False
     out: list[Entry | EntryDecodeError] = []
     for item in raw:
         try:
@@ -696,4 +727,4 @@ def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
                     raw_type if isinstance(raw_type, str) else "INVALID",
                 )
             )
-    return out
+    return out, plain

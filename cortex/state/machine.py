@@ -105,16 +105,20 @@ class StateMachine:
         batch applied again with each entry under its own savepoint, so the
         refused entry's partial writes are undone and the others kept. Both
         passes are the same deterministic function of the batch and the state."""
-        items = e.decode_batch(data)
+        items, plain_json = e.decode_batch_scanned(data)
         cur = self._conn.cursor()
         try:
             try:
-                results = self._apply_entries(cur, index, items, changes, guarded=False)
+                results = self._apply_entries(
+                    cur, index, items, changes, guarded=False, plain_json=plain_json
+                )
             except _Refused:
                 cur.execute("ROLLBACK")
                 digest.discard(self._conn)
                 changes.clear()
-                results = self._apply_entries(cur, index, items, changes, guarded=True)
+                results = self._apply_entries(
+                    cur, index, items, changes, guarded=True, plain_json=plain_json
+                )
             digest.flush(self._conn)
             cur.execute(
                 "INSERT INTO raft_meta (key, value) VALUES ('applied_index', ?)"
@@ -139,9 +143,10 @@ class StateMachine:
         items: list[e.Entry | e.EntryDecodeError],
         changes: list[TaskChange],
         guarded: bool,
+        plain_json: bool,
     ) -> list[dict[str, Any]]:
         cur.execute("BEGIN IMMEDIATE")
-        return [self._apply_entry(cur, index, item, changes, guarded) for item in items]
+        return [self._apply_entry(cur, index, item, changes, guarded, plain_json) for item in items]
 
     def _apply_entry(
         self,
@@ -150,6 +155,7 @@ class StateMachine:
         item: e.Entry | e.EntryDecodeError,
         changes: list[TaskChange],
         guarded: bool,
+        plain_json: bool,
     ) -> dict[str, Any]:
         """Applies one entry. Unguarded, a refusal raises `_Refused` (the
         caller starts over guarded); guarded, the entry runs under a savepoint
@@ -157,7 +163,7 @@ class StateMachine:
         if isinstance(item, e.EntryDecodeError):
             entry = e.Entry(type=item.entry_type, id=item.entry_id, ts=0, node="", payload={})
             return self._reject(ApplyContext(cur, index, entry, changes), item.code, item.text)
-        ctx = ApplyContext(cur, index, item, [])
+        ctx = ApplyContext(cur, index, item, [], plain_json)
         marked = digest.mark(self._conn)
         if guarded:
             cur.execute("SAVEPOINT entry")

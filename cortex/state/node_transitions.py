@@ -3,11 +3,11 @@ its status changing (drain, cordon, offline) and its removal."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
 from cortex.state import entries as e
+from cortex.state.canonical import dump as _dump
 from cortex.state.reasons import ILLEGAL_TRANSITION, INVALID_PAYLOAD, UNKNOWN_NODE, Rejected, quoted
 from cortex.state.transitions import ApplyContext, EntryHandler, requeue
 
@@ -15,10 +15,6 @@ NODE_STATUSES = frozenset({"active", "draining", "cordoned", "offline"})
 VOTER = "voter"
 OBSERVER = "observer"
 NODE_ROLES = frozenset({VOTER, OBSERVER})
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def node_join(ctx: ApplyContext, p: e.NodeJoin) -> dict[str, Any]:

@@ -15,12 +15,12 @@ validates it, and the leader computes the slots."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 from cortex.state import digest
 from cortex.state import entries as e
+from cortex.state.canonical import dump as _dump
 from cortex.state.entries import DEFAULT_CATCHUP_WINDOW_MS
 from cortex.state.reasons import (
     INVALID_SCHEDULE,
@@ -61,10 +61,6 @@ def schedule_idempotency_key(schedule_id: str, slot_ms: int) -> str:
 def trigger_idempotency_key(schedule_id: str, run_id: str) -> str:
     """The idempotency key of a run started by hand (`schedule trigger`)."""
     return f"schedule:{schedule_id}:trigger:{run_id}"
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def timing_shape_problem(timing: dict[str, Any]) -> str | None:

@@ -269,13 +269,26 @@ class Model:
     def known(self) -> frozenset[str]:
         return frozenset(key for f in self.fields for key in f.keys)
 
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.fields)
+
     def __call__(self, value: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise SpecError(f"{where or 'spec'} must be an object")
+        if value.keys() <= self.names:
+            # Field names only (what the edge proposes): no alias to look for.
+            out = {
+                f.name: f.check(value[f.name], _path(where, f.name))
+                if f.name in value
+                else f.default()
+                for f in self.fields
+            }
+            return self._ruled(out)
         unknown = sorted(str(key) for key in value if key not in self.known)
         if unknown:
             raise SpecError(f"{_path(where, unknown[0])} is not a known field")
-        out: dict[str, Any] = {}
+        out = {}
         for f in self.fields:
             given = [key for key in f.keys if key in value]
             if len(given) == 2:
@@ -284,6 +297,9 @@ class Model:
                 out[f.name] = f.check(value[given[0]], _path(where, given[0]))
             else:
                 out[f.name] = f.default()
+        return self._ruled(out)
+
+    def _ruled(self, out: dict[str, Any]) -> dict[str, Any]:
         for rule in self.rules:
             problem = rule(out)
             if problem:
@@ -349,10 +365,12 @@ TASK_SPEC = Model(
 )
 
 
-def check_task_spec(data: Any) -> dict[str, Any]:
+def check_task_spec(data: Any, plain_json: bool = False) -> dict[str, Any]:
     """The canonical form of a task spec (snake_case names, every default
-    filled), or `SpecError` naming the first problem."""
-    problem = plain_json_problem(data)
+    filled), or `SpecError` naming the first problem. `plain_json`: the
+    caller knows the data holds no NaN, infinity or lone surrogate (it scanned
+    the JSON text it came from), so it is not searched for them."""
+    problem = None if plain_json else plain_json_problem(data)
     if problem:
         raise SpecError(problem)
     return TASK_SPEC(data, "")

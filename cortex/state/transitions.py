@@ -16,6 +16,7 @@ from typing import Any
 
 from cortex.state import entries as e
 from cortex.state.backoff import backoff_delay_ms, nearest_thousandths
+from cortex.state.canonical import dump as _dump
 from cortex.state.dead_letters import workflow_retry_scope
 from cortex.state.key_limits import KeyCharges
 from cortex.state.reasons import (
@@ -52,6 +53,9 @@ class ApplyContext:
     index: int
     entry: e.Entry
     changes: list[TaskChange]
+    # The entry's batch holds plain JSON for certain (no NaN, no infinity,
+    # no lone surrogate), so specs need not be searched for them.
+    plain_json: bool = False
 
     def event(
         self,
@@ -127,10 +131,6 @@ class ApplyContext:
 EntryHandler = Callable[[ApplyContext, Any], dict[str, Any]]
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
 def _check_fence(task: sqlite3.Row, attempt: int, node: str, allowed: frozenset[str]) -> None:
     if task["state"] not in allowed:
         raise Rejected(
@@ -163,7 +163,7 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
     if ctx.cur.execute("SELECT 1 FROM tasks WHERE id = ?", (p.task_id,)).fetchone():
         return {"task_id": p.task_id, "created": False}
     try:
-        spec = check_task_spec(p.spec)
+        spec = check_task_spec(p.spec, plain_json=ctx.plain_json)
     except SpecError as err:
         raise Rejected(INVALID_SPEC, str(err)) from None
     ctx.cur.execute(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortex.state import entries as e
+from cortex.state.canonical import dump as _dump
 from cortex.state.reasons import (
     DUPLICATE_ID,
     IDEMPOTENCY_CONFLICT,
@@ -49,10 +50,6 @@ _NON_TERMINAL = "('pending', 'queued', 'assigned', 'running')"
 _TASK_FIELDS = frozenset({"key", "task_id", "spec", "depends_on", "condition", "pos"})
 # SQLite's default limit on bound parameters is 999 on old builds.
 _IN_CHUNK = 500
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

@@ -572,8 +572,8 @@ class GuardedMachine(StateMachine):
     the reference for the machine's optimistic pass, which applies a batch
     without savepoints and starts over guarded only when an entry is refused."""
 
-    def _apply_entries(self, cur, index, items, changes, guarded):  # type: ignore[no-untyped-def]
-        return super()._apply_entries(cur, index, items, changes, True)
+    def _apply_entries(self, cur, index, items, changes, guarded, plain_json):  # type: ignore[no-untyped-def]
+        return super()._apply_entries(cur, index, items, changes, True, plain_json)
 
 
 # A failing run shrinks for up to Hypothesis' own 300 s cap; let it report.

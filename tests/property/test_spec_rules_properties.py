@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from cortex.spec import TaskSpec
-from cortex.state.spec_rules import SpecError, check_task_spec
+from cortex.state import entries as e
+from cortex.state.spec_rules import SpecError, check_task_spec, plain_json_problem
 
 WRONG = st.one_of(
     st.none(),
@@ -220,3 +222,39 @@ def test_what_the_edge_proposes_passes_apply_unchanged(data: dict[str, Any]) -> 
     proposed = pydantic_dump(data, strict=False)
     if proposed is not None:
         assert apply_dump(json.loads(proposed)) == proposed, data
+
+
+def outcome(data: Any, plain_json: bool) -> str:
+    try:
+        return canonical(check_task_spec(data, plain_json=plain_json))
+    except SpecError as err:
+        return f"refused: {err}"
+
+
+@settings(deadline=None, max_examples=800)
+@given(specs)
+def test_a_batch_scanned_plain_needs_no_search_for_nan_or_surrogates(data: Any) -> None:
+    """What apply decides with the batch scan's `plain` is what it decides
+    searching every value: the scan never calls plain a batch that holds a
+    NaN, an infinity or a lone surrogate."""
+    batch = e.encode_batch([e.Entry.create(e.TaskSubmit("t1", data, None), "n1")])
+    items, plain = e.decode_batch_scanned(batch)
+    entry = items[0]
+    if not isinstance(entry, e.Entry):  # beyond the decoder's limits
+        assert not plain
+        return
+    decoded = entry.payload["spec"]
+    if plain:
+        assert outcome(decoded, plain_json=True) == outcome(decoded, plain_json=False), data
+        assert plain_json_problem(decoded) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("inf"), -float("inf"), "\ud800", {"\udfff": 1}, [1e308 * 10], "é"],
+)
+def test_the_batch_scan_is_not_plain_where_json_is_not(value: Any) -> None:
+    batch = e.encode_batch([e.Entry.create(e.TaskSubmit("t1", {"labels": value}, None), "n1")])
+    assert e.decode_batch_scanned(batch)[1] is (value == "é")
+    utf8 = json.dumps([{"x": value}], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    assert e.decode_batch_scanned(utf8)[1] is False
