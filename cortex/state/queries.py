@@ -214,6 +214,8 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             matching, matching_params = match.clauses()
             clauses += matching
             params += matching_params
+        # Only state, type and node filter: the total is a sum of counters.
+        countable = not clauses and not workflow_id
         for column, value in (
             ("type", task_type),
             ("workflow_id", workflow_id),
@@ -224,11 +226,21 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                 params.append(value)
         beyond, page_params, order = keyset(after, newest_first)
         wanted = sorted(set(states or []))
+        in_states = f"state IN ({','.join('?' * len(wanted))})"
         conn = self._conn()
         conn.execute("BEGIN")
         try:
-            if wanted:
-                in_states = f"state IN ({','.join('?' * len(wanted))})"
+            if countable:
+                counters = [
+                    *(["type = ?"] if task_type else []),
+                    *(["node = ?"] if node else []),
+                    *([in_states] if wanted else []),
+                ]
+                counted = conn.execute(
+                    f"SELECT COALESCE(SUM(n), 0) FROM task_counts {where(counters)}",
+                    (*params, *wanted),
+                )
+            elif wanted:
                 counted = conn.execute(
                     f"SELECT COUNT(*) FROM tasks {where([*clauses, in_states])}", (*params, *wanted)
                 )
@@ -390,7 +402,9 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         return found
 
     def counts_by_state(self) -> dict[str, int]:
-        rows = self._conn().execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall()
+        rows = self._conn().execute(
+            "SELECT state, SUM(n) FROM task_counts GROUP BY state HAVING SUM(n) > 0"
+        ).fetchall()
         return {row[0]: row[1] for row in rows}
 
     def purge_due(self, before_ms: int) -> bool:

@@ -240,6 +240,42 @@ MIGRATIONS: list[str] = [
     CREATE INDEX schedule_firings_by_schedule ON schedule_firings (schedule_id, seq);
     CREATE INDEX schedule_firings_by_run ON schedule_firings (run_id) WHERE run_id IS NOT NULL;
     """,
+    # 12: how many tasks there are of each state, type and node, kept by
+    # triggers in the transaction that changes them, so a listing's total and
+    # the counts by state are a sum over a few rows, not a count over every
+    # task. Derived from `tasks` alone, so outside the digest. A node of ''
+    # stands for none.
+    """
+    CREATE TABLE task_counts (
+        state TEXT NOT NULL,
+        type TEXT NOT NULL,
+        node TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (state, type, node)
+    ) WITHOUT ROWID;
+    INSERT INTO task_counts (state, type, node, n)
+        SELECT state, type, COALESCE(assigned_node, ''), COUNT(*) FROM tasks
+        GROUP BY state, type, COALESCE(assigned_node, '');
+    CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+        INSERT INTO task_counts (state, type, node, n)
+            VALUES (NEW.state, NEW.type, COALESCE(NEW.assigned_node, ''), 1)
+            ON CONFLICT (state, type, node) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+        UPDATE task_counts SET n = n - 1 WHERE state = OLD.state AND type = OLD.type
+            AND node = COALESCE(OLD.assigned_node, '');
+    END;
+    CREATE TRIGGER task_counts_update AFTER UPDATE OF state, type, assigned_node ON tasks
+        WHEN OLD.state IS NOT NEW.state OR OLD.type IS NOT NEW.type
+            OR OLD.assigned_node IS NOT NEW.assigned_node
+    BEGIN
+        UPDATE task_counts SET n = n - 1 WHERE state = OLD.state AND type = OLD.type
+            AND node = COALESCE(OLD.assigned_node, '');
+        INSERT INTO task_counts (state, type, node, n)
+            VALUES (NEW.state, NEW.type, COALESCE(NEW.assigned_node, ''), 1)
+            ON CONFLICT (state, type, node) DO UPDATE SET n = n + 1;
+    END;
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.
@@ -259,14 +295,24 @@ REPLICATED_TABLES: dict[str, str] = {
 
 def migrate(conn: sqlite3.Connection) -> int:
     """Brings the database up to the newest schema; returns its version."""
-    version = start = conn.execute("PRAGMA user_version").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
     for number, script in enumerate(MIGRATIONS, start=1):
         if number <= version:
             continue
-        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+        # One transaction per migration, the digest change of any rows it
+        # writes included.
+        try:
+            conn.executescript(f"BEGIN;\n{script}")
+            digest.flush(conn)
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            digest.discard(conn)
+            raise
         version = number
-    # A migration may have written rows outside apply: the sum is recomputed.
-    digest.install(conn, list(REPLICATED_TABLES), recompute=version != start)
+    digest.install(conn, list(REPLICATED_TABLES))
     return version
 
 

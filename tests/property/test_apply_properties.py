@@ -562,6 +562,13 @@ def _check_invariants(conn: sqlite3.Connection, last_attempts: dict[tuple[str, i
         "SELECT DISTINCT task_id FROM task_events WHERE task_id IS NOT NULL AND event != 'rejected'"
     ).fetchall()
     assert {o[0] for o in orphans} <= task_ids
+    # The counters by state, type and node are the tasks counted.
+    counted = conn.execute(
+        "SELECT state, type, COALESCE(assigned_node, ''), COUNT(*) FROM tasks"
+        " GROUP BY state, type, COALESCE(assigned_node, '')"
+    ).fetchall()
+    kept = conn.execute("SELECT state, type, node, n FROM task_counts WHERE n != 0").fetchall()
+    assert sorted(map(tuple, kept)) == sorted(map(tuple, counted))
 
 
 # ---------------------------------------------------------------- the property

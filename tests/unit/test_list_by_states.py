@@ -80,3 +80,27 @@ def test_several_states_with_a_node(log: WorkflowLog) -> None:
     ]
     assert expected and [t.id for t in got] == expected
     assert totals == {len(expected)}
+
+
+@pytest.mark.parametrize("task_type", [None, "noop", "shell"])
+@pytest.mark.parametrize("node", [None, *NODES])
+def test_totals_from_the_counters_match_the_rows(
+    log: WorkflowLog, task_type: str | None, node: str | None
+) -> None:
+    """The total of a listing filtered by state, type and node only comes from
+    the counters the triggers keep; it is the number of matching tasks."""
+    everything = log.reader.list_tasks(limit=1000).tasks
+    for count in (0, 1, 2):
+        for states in itertools.combinations(STATES, count):
+            page = log.reader.list_tasks(
+                states=list(states), task_type=task_type, node=node, limit=1
+            )
+            expected = [
+                t
+                for t in everything
+                if (not states or t.state in states)
+                and (task_type is None or t.type == task_type)
+                and (node is None or t.node == node)
+            ]
+            assert page.total == len(expected), (states, task_type, node)
+    assert log.reader.counts_by_state() == {state: 4 for state in STATES}
