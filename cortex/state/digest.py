@@ -135,9 +135,11 @@ def register_functions(conn: sqlite3.Connection) -> None:
     """The functions the triggers call; every connection that writes needs them
     (and must be a `DigestConnection`)."""
     pending = _pending(conn)
-    conn.create_function(_ADD, -1, pending.add, deterministic=True)
-    conn.create_function(_SUB, -1, pending.sub, deterministic=True)
-    conn.create_function(_SWAP, -1, pending.swap, deterministic=True)
+    # Not declared deterministic: each call has an effect, so SQLite must
+    # never fold two calls with the same arguments into one.
+    conn.create_function(_ADD, -1, pending.add)
+    conn.create_function(_SUB, -1, pending.sub)
+    conn.create_function(_SWAP, -1, pending.swap)
     conn.create_function(_LEGACY_ADD, -1, _legacy_add, deterministic=True)
     conn.create_function(_LEGACY_SUB, -1, _legacy_sub, deterministic=True)
     conn.create_function(_LEGACY_SWAP, -1, _legacy_swap, deterministic=True)
