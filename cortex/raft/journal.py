@@ -24,6 +24,10 @@ journal implements the same `Journal` interface over plain file writes:
   divergence and stops the node.
 - Compaction writes the kept tail to a new file, syncs it and renames it over
   the old one, so a crash leaves either journal whole.
+- Only the newest entries' commands stay in memory (`hot_bytes`, 16 MB by
+  default); older ones are read back from the file, CRC checked, when
+  pysyncobj asks for them (a lagging follower, entries not yet applied). So
+  a node's memory does not grow with the log between two compactions.
 
 With `sync=False` the same files are written but never synced: a power loss
 may lose acknowledged writes (documented as such, for throwaway clusters)."""
@@ -36,7 +40,7 @@ import logging
 import os
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -53,6 +57,10 @@ _RECORD = struct.Struct("<IIQQ")  # command length, crc32, index, term
 _COPY_CHUNK = 1 << 20
 
 LogEntry = tuple[bytes, int, int]  # command, index, term, as pysyncobj holds them
+# An entry as the journal keeps it: its command is None once evicted to the file.
+_Kept = tuple[bytes | None, int, int]
+# Bytes of commands kept in memory by default (the newest entries').
+HOT_BYTES = 16 * 1024 * 1024
 FaultHandler = Callable[[str, BaseException], NoReturn]
 
 
@@ -149,6 +157,8 @@ class JournalStats:
 
 class DurableJournal(Journal):  # type: ignore[misc]
     disk: Disk = SYSTEM_DISK
+    # Bytes of the newest commands kept in memory unless the caller says.
+    default_hot_bytes = HOT_BYTES
 
     def __init__(
         self,
@@ -156,6 +166,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         sync: bool = True,
         applied_index: Callable[[], int] = lambda: 0,
         on_fault: FaultHandler = _stop_on_storage_fault,
+        hot_bytes: int | None = None,
     ) -> None:
         self.directory = directory
         self.path = os.path.join(directory, LOG_FILE)
@@ -165,8 +176,13 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._on_fault = on_fault
         # What pysyncobj sees, and what the file holds. The first len(_entries)
         # records match _entries; the file may hold more (see the module doc).
-        self._entries: list[LogEntry] = []
+        self._entries: list[_Kept] = []
         self._records: list[_Record] = []
+        # Commands are kept for the entries from `_hot_from` on, `_hot_size`
+        # bytes in all; the ones before are read back from the file.
+        self.hot_bytes = self.default_hot_bytes if hot_bytes is None else hot_bytes
+        self._hot_from = 0
+        self._hot_size = 0
         self._dirty = False
         self._unsynced_entries = 0
         self._syncs = 0
@@ -192,30 +208,83 @@ class DurableJournal(Journal):  # type: ignore[misc]
     def add(self, command: bytes, idx: int, term: int) -> None:
         position = len(self._entries)
         self._entries.append((command, idx, term))
+        self._hot_size += len(command)
         if position < len(self._records):
             kept = self._records[position]
-            if (kept.index, kept.term) == (idx, term):
-                return  # the same entry, still in the file
-            self._cut_file(position)
-        self._append_record(command, idx, term)
+            if (kept.index, kept.term) != (idx, term):
+                self._cut_file(position)
+                self._append_record(command, idx, term)
+        else:
+            self._append_record(command, idx, term)
+        self._evict()
 
     def clear(self) -> None:
         # pysyncobj clears the log for a snapshot that supersedes all of it.
         self._entries = []
         self._cut_file(0, replaced_by_leader=False)
+        self._rehot(0)
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         del self._entries[entryFrom:]
+        self._rehot(min(self._hot_from, len(self._entries)))
 
     def deleteEntriesTo(self, entryTo: int) -> None:
         self._entries = self._entries[entryTo:]
         self._rewrite_from(entryTo)
+        self._rehot(max(self._hot_from - entryTo, 0))
 
     def __getitem__(self, item: Any) -> Any:
-        return self._entries[item]
+        if isinstance(item, slice):
+            return _Entries(self, *item.indices(len(self._entries)))
+        position = item + len(self._entries) if item < 0 else item
+        if not 0 <= position < len(self._entries):
+            raise IndexError("journal index out of range")
+        return self._loaded(position)
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    # -- commands kept in memory or read back ------------------------------
+
+    def _loaded(self, position: int) -> LogEntry:
+        command, idx, term = self._entries[position]
+        if command is not None:
+            return command, idx, term
+        return self._read_back(self._records[position], idx, term), idx, term
+
+    def _read_back(self, record: _Record, idx: int, term: int) -> bytes:
+        """An evicted entry's command, read from its record and checked."""
+        try:
+            data = os.pread(self._fd, record.end - record.offset, record.offset)
+        except OSError as err:
+            self._on_fault(f"reading raft index {idx} back from the journal failed", err)
+        if len(data) >= _RECORD.size:
+            length, crc, index, kept_term = _RECORD.unpack_from(data)
+            command = data[_RECORD.size :]
+            if (index, kept_term, length) == (idx, term, len(command)) and _crc(
+                index, kept_term, command
+            ) == crc:
+                return command
+        self._on_fault(
+            "the Raft journal file does not hold an entry it should",
+            RuntimeError(f"raft index {idx} (term {term}) is not where the journal wrote it"),
+        )
+
+    def _evict(self) -> None:
+        """Drops the oldest kept commands beyond `hot_bytes`, never the newest."""
+        entries = self._entries
+        while self._hot_size > self.hot_bytes and self._hot_from < len(entries) - 1:
+            command, idx, term = entries[self._hot_from]
+            if command is not None:
+                self._hot_size -= len(command)
+                entries[self._hot_from] = (None, idx, term)
+            self._hot_from += 1
+
+    def _rehot(self, hot_from: int) -> None:
+        """Recounts the kept commands after entries were dropped."""
+        self._hot_from = hot_from
+        self._hot_size = sum(len(c) for c, _, _ in self._entries[hot_from:] if c is not None)
+        self._evict()
 
     def _destroy(self) -> None:
         if self._fd < 0:
@@ -317,6 +386,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 break
             self._entries.append((command, index, term))
             self._records.append(_Record(index, term, offset, start + length))
+            self._hot_size += len(command)
+            self._evict()
             offset = start + length
         if offset < size:
             log.warning(
@@ -523,3 +594,30 @@ def migrate_legacy_journal(directory: str, sync: bool = True) -> bool:
     log.info("converted the Raft journal in %s (%d entries) to the synced format",
              directory, len(entries))  # fmt: skip
     return True
+
+
+class _Entries(Sequence[LogEntry]):
+    """A range of the journal as pysyncobj slices it: entries are read (back
+    from the file if evicted) only when looked at, so sending a lagging
+    follower the first few of a long tail does not load all of it. Valid
+    until the journal next changes (pysyncobj uses a slice at once, on the
+    Raft thread that alone changes the journal); slicing it gives a list."""
+
+    def __init__(self, journal: DurableJournal, start: int, stop: int, step: int) -> None:
+        self._journal = journal
+        self._positions = range(start, stop, step)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, item: Any) -> Any:
+        if isinstance(item, slice):
+            return [self._journal._loaded(p) for p in self._positions[item]]
+        return self._journal._loaded(self._positions[item])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, _Entries)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]

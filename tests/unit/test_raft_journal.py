@@ -1,14 +1,17 @@
 """The durable Raft journal on its own: what survives a reopen, torn tails,
-Raft's truncate-only-on-conflict rule, compaction and group commit."""
+Raft's truncate-only-on-conflict rule, compaction, group commit, and
+commands evicted from memory reading back as they were added."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pysyncobj.journal import FileJournal
 
 from cortex.raft.journal import (
@@ -220,3 +223,68 @@ def test_a_journal_of_pysyncobj_s_own_format_is_converted(tmp_path: Path) -> Non
     assert (journal.getCurrentTerm(), journal.getVotedForNodeId()) == (5, "127.0.0.1:7102")
     assert journal.getRaftCommitIndex() == 3
     assert (tmp_path / "raft.journal.migrated").exists()
+
+
+# -- commands kept in memory or read back from the file --------------------
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(0, 300), st.booleans()),
+        st.tuples(st.just("truncate"), st.integers(0, 40)),
+        st.tuples(st.just("compact"), st.integers(0, 40)),
+        st.tuples(st.just("reopen")),
+        st.tuples(st.just("clear")),
+    ),
+    max_size=60,
+)
+
+
+@settings(deadline=None, max_examples=150)
+@given(OPS)
+def test_evicted_commands_read_back_as_they_were_added(tmp_path_factory: Any, ops: Any) -> None:
+    """With room for only a few commands in memory, every entry, and every
+    slice pysyncobj takes, reads back exactly as added, through truncations,
+    re-appends of a different term, compactions, clears and reopens."""
+    path = tmp_path_factory.mktemp("hot")
+    journal = DurableJournal(str(path), on_fault=_raise, hot_bytes=64)
+    model: list[tuple[bytes, int, int]] = []
+    written: dict[tuple[int, int], bytes] = {}
+    serial = 0
+    for op in ops:
+        if op[0] == "add":
+            serial += 1
+            index = model[-1][1] + 1 if model else 1
+            term = (model[-1][2] if model else 1) + (1 if op[2] else 0)
+            # Raft: one index and term is one entry, whenever it is sent again.
+            command = written.setdefault(
+                (index, term), f"{serial}:".encode() + bytes([serial % 256]) * op[1]
+            )
+            journal.add(command, index, term)
+            model.append((command, index, term))
+        elif op[0] == "truncate" and model:
+            keep = min(op[1], len(model) - 1)
+            journal.deleteEntriesFrom(keep)
+            del model[keep:]
+        elif op[0] == "compact" and model:
+            drop = min(op[1], len(model) - 1)
+            journal.deleteEntriesTo(drop)
+            del model[:drop]
+        elif op[0] == "reopen":
+            journal._destroy()
+            journal = DurableJournal(str(path), on_fault=_raise, hot_bytes=64)
+            # What was truncated but not replaced is still in the file.
+            reopened = _entries(journal)
+            assert reopened[: len(model)] == model
+            model = reopened
+        elif op[0] == "clear":
+            journal.clear()
+            model = []
+        assert len(journal) == len(model)
+        assert _entries(journal) == model
+        assert list(journal[0:]) == model
+        assert journal[2:5][0:2] == model[2:5][0:2]
+        if model:
+            assert journal[-1] == model[-1]
+        kept = sum(len(c) for c, _, _ in journal._entries if c is not None)
+        assert kept <= max(64, len(model[-1][0]) if model else 0)
+    journal._destroy()
