@@ -279,16 +279,22 @@ def shared_cluster(
 ) -> Iterator[Cluster]:
     """A module fixture's cluster: started and ready, its nodes' logs printed
     if a test using it failed, killed at the end."""
+    yield from serve_cluster(Cluster(tmp_path_factory.mktemp(name), size), request)
+
+
+def serve_cluster(cluster: Cluster, request: Any) -> Iterator[Cluster]:
+    """Runs a cluster configured by a module fixture: starts it, waits until
+    it is ready, yields it, prints its nodes' logs if a test using it failed,
+    and kills it at the end."""
     failed_before = request.session.testsfailed
-    shared = Cluster(tmp_path_factory.mktemp(name), size)
-    shared.start()
+    cluster.start()
     try:
-        shared.wait_ready()
-        yield shared
+        cluster.wait_ready()
+        yield cluster
     finally:
         if request.session.testsfailed > failed_before:
-            print(shared.dump_logs())
-        shared.kill_all()
+            print(cluster.dump_logs())
+        cluster.kill_all()
 
 
 def write_secret(path: Path, value: str) -> Path:

@@ -1,16 +1,21 @@
 """Driving a node's steps (`cortex.steps`) by hand in unit tests: a clock the
 test moves, a stepper that resumes a generator with outcomes the test
 chooses, and a proposer whose proposals wait until the test applies them to
-a real StateMachine (a `WorkflowLog`) or fails them. Nothing here sleeps or
-reads the real time, so a step that still did would show."""
+a real StateMachine (a `WorkflowLog`) or fails them, and an agent built
+from them. Nothing here sleeps or reads the real time, so a step that still
+did would show."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
+from cortex.agent import Agent, ExecutionLauncher
+from cortex.executors import Executor
 from cortex.state import entries as e
-from cortex.steps import Step
+from cortex.steps import Step, WaitSignal
 from tests.workflow_sim import WorkflowLog
 
 
@@ -105,3 +110,44 @@ class HeldProposer:
     def fail_next(self, error: BaseException) -> None:
         _, future = self.held.pop(0)
         future.set_exception(error)
+
+
+class AgentByHand:
+    """Node n1's agent driven by hand: its reconcile loop and every attempt
+    are steps handed to `spawn` (kept here for the test to run), its
+    proposals go through a `HeldProposer`, its attempts start through the
+    test's `launcher`."""
+
+    def __init__(
+        self,
+        log: WorkflowLog,
+        data_dir: Path,
+        executors: Mapping[str, Executor],
+        launcher: ExecutionLauncher,
+    ) -> None:
+        self.log = log
+        self.clock = FakeClock()
+        self.proposer = HeldProposer(log)
+        self.launcher = launcher
+        self.spawned: list[Step[Any]] = []
+        self.agent = Agent(
+            "n1",
+            self.proposer,
+            log.reader,
+            dict(executors),
+            str(data_dir),
+            is_ready=lambda: True,
+            clock=self.clock,
+            spawn=self.spawned.append,
+            launcher=launcher,
+        )
+        log.machine.add_listener(self.agent.on_change)
+        self.agent.start()
+        self.main = Stepper(self.spawned.pop(0))
+        assert self.main.waiting == WaitSignal(self.agent._wake, 0.5)
+
+    def reconcile(self) -> list[Stepper]:
+        """One pass of the loop; the steps it spawned, started."""
+        self.main.resume(True)
+        spawned, self.spawned[:] = list(self.spawned), []
+        return [Stepper(step) for step in spawned]

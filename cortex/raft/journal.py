@@ -222,16 +222,18 @@ class DurableJournal(Journal):  # type: ignore[misc]
         # pysyncobj clears the log for a snapshot that supersedes all of it.
         self._entries = []
         self._cut_file(0, replaced_by_leader=False)
-        self._rehot(0)
+        self._hot_from = self._hot_size = 0
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
+        self._unkeep(max(entryFrom, self._hot_from), len(self._entries))
         del self._entries[entryFrom:]
-        self._rehot(min(self._hot_from, len(self._entries)))
+        self._hot_from = min(self._hot_from, len(self._entries))
 
     def deleteEntriesTo(self, entryTo: int) -> None:
+        self._unkeep(self._hot_from, entryTo)
         self._entries = self._entries[entryTo:]
         self._rewrite_from(entryTo)
-        self._rehot(max(self._hot_from - entryTo, 0))
+        self._hot_from = max(self._hot_from - entryTo, 0)
 
     def __getitem__(self, item: Any) -> Any:
         if isinstance(item, slice):
@@ -280,11 +282,11 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 entries[self._hot_from] = (None, idx, term)
             self._hot_from += 1
 
-    def _rehot(self, hot_from: int) -> None:
-        """Recounts the kept commands after entries were dropped."""
-        self._hot_from = hot_from
-        self._hot_size = sum(len(c) for c, _, _ in self._entries[hot_from:] if c is not None)
-        self._evict()
+    def _unkeep(self, start: int, stop: int) -> None:
+        """Takes the kept commands of entries about to be dropped off the count."""
+        for command, _, _ in self._entries[start:stop]:
+            if command is not None:
+                self._hot_size -= len(command)
 
     def _destroy(self) -> None:
         if self._fd < 0:
@@ -614,10 +616,3 @@ class _Entries(Sequence[LogEntry]):
         if isinstance(item, slice):
             return [self._journal._loaded(p) for p in self._positions[item]]
         return self._journal._loaded(self._positions[item])
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, tuple, _Entries)):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]

@@ -23,8 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from json import encoder as json_encoder
 from typing import Any
+
+from cortex.state.canonical import compact_encoder
 
 _MOD = 1 << 256
 # The functions the triggers call: each adds to the connection's pending delta.
@@ -56,23 +57,11 @@ def _blob(value: object) -> dict[str, str]:
 # ASCII-only output and Python's shortest float repr keep it the same on every
 # platform and Python version; an int, a float and a string that print alike
 # stay apart (1, 1.0, "1"), and a BLOB becomes an object no other value can.
-_ROW_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=_blob)
-# The same encoder's C core, made once: `JSONEncoder.encode` builds it anew
-# for every row, which was half of what encoding a row cost.
-_C_MAKE_ENCODER = getattr(json_encoder, "c_make_encoder", None)
-_C_ROW_ENCODER = (
-    _C_MAKE_ENCODER(
-        None, _blob, json_encoder.encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-    if _C_MAKE_ENCODER is not None
-    else None
-)
+_ROW_JSON = compact_encoder(sort_keys=False, default=_blob)
 
 
 def _encode(table: str, values: tuple[object, ...]) -> bytes:
-    if _C_ROW_ENCODER is None:
-        return _ROW_ENCODER.encode([table, *values]).encode("ascii")
-    return "".join(_C_ROW_ENCODER([table, *values], 0)).encode("ascii")
+    return _ROW_JSON([table, *values]).encode("ascii")
 
 
 def row_hash(table: str, values: tuple[object, ...]) -> int:

@@ -161,13 +161,18 @@ def task_type_problem(value: str) -> str | None:
     return None
 
 
-def task_type(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise SpecError(f"{where} must be a string")
-    problem = task_type_problem(value)
-    if problem:
-        raise SpecError(f"{where} {problem}")
-    return value
+def named(problem_of: Callable[[str], str | None]) -> Check:
+    """A string that `problem_of` finds nothing wrong with (a name or key)."""
+
+    def check(value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise SpecError(f"{where} must be a string")
+        problem = problem_of(value)
+        if problem:
+            raise SpecError(f"{where} {problem}")
+        return value
+
+    return check
 
 
 def text_list(value: Any, where: str) -> list[str]:
@@ -225,15 +230,6 @@ def key_problem(key: str) -> str | None:
     if not isinstance(key, str) or KEY_PATTERN.fullmatch(key) is None:
         return "must be 1 to 128 ASCII letters, digits or ._:@/- starting with a letter or digit"
     return None
-
-
-def key_name(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise SpecError(f"{where} must be a string")
-    problem = key_problem(value)
-    if problem:
-        raise SpecError(f"{where} {problem}")
-    return value
 
 
 def env_name_problem(name: str) -> str | None:
@@ -348,7 +344,7 @@ RETRY_POLICY = Model(
 
 TASK_SPEC = Model(
     (
-        Field("type", task_type, lambda: "shell"),
+        Field("type", named(task_type_problem), lambda: "shell"),
         Field("command", command, lambda: None),
         Field("env", text_map(env_name_problem), dict),
         Field("cwd", optional(text), lambda: None),
@@ -358,8 +354,8 @@ TASK_SPEC = Model(
         Field("retry_policy", RETRY_POLICY, lambda: RETRY_POLICY({}, "retryPolicy"), "retryPolicy"),
         Field("labels", text_map(), dict),
         Field("options", json_object, dict),
-        Field("concurrency_key", optional(key_name), lambda: None, "concurrencyKey"),
-        Field("fairness_key", optional(key_name), lambda: None, "fairnessKey"),
+        Field("concurrency_key", optional(named(key_problem)), lambda: None, "concurrencyKey"),
+        Field("fairness_key", optional(named(key_problem)), lambda: None, "fairnessKey"),
     ),
     rules=(_shell_needs_command,),
 )

@@ -23,7 +23,7 @@ from google.protobuf import struct_pb2
 
 from cortex.errors import InvalidArgument
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, ClusterNode, completion_counts, wait_until
+from tests.cluster import Cluster, ClusterNode, completion_counts, serve_cluster, wait_until
 from tests.container_support import (
     TEST_IMAGE,
     containers_named,
@@ -85,18 +85,12 @@ def cluster(
 ) -> Iterator[Cluster]:
     """n1 and n2 can run containers, n3 cannot."""
     require_containers()
-    failed_before = request.session.testsfailed
     root = tmp_path_factory.mktemp("containers")
     shared = Cluster(root, 3, extra_args=FAST)
     configure(shared, shared.nodes[2], root)
-    shared.start()
     try:
-        shared.wait_ready()
-        yield shared
+        yield from serve_cluster(shared, request)
     finally:
-        if request.session.testsfailed > failed_before:
-            print(shared.dump_logs())
-        shared.kill_all()
         remove_containers(_SUBMITTED)
 
 

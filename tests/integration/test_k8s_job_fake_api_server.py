@@ -17,7 +17,7 @@ from google.protobuf import struct_pb2
 
 from cortex.errors import InvalidArgument
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, ClusterNode, completion_counts, wait_until
+from tests.cluster import Cluster, ClusterNode, completion_counts, serve_cluster, wait_until
 
 pytest.importorskip(
     "kubernetes",
@@ -74,7 +74,6 @@ def cluster(
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
 ) -> Iterator[Cluster]:
-    failed_before = request.session.testsfailed
     root = tmp_path_factory.mktemp("k8s")
     kubeconfig = fake_api_server.write_kubeconfig(root / "kubeconfig")
     shared = Cluster(root / "cluster", 3, extra_args=ARGS)
@@ -84,14 +83,7 @@ def cluster(
             "CORTEX_KILL_GRACE_S": "1",
         }
     )
-    shared.start()
-    try:
-        shared.wait_ready()
-        yield shared
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(shared.dump_logs())
-        shared.kill_all()
+    yield from serve_cluster(shared, request)
 
 
 def test_only_the_configured_node_advertises_the_fake_api_server(

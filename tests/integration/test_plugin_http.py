@@ -23,7 +23,7 @@ from google.protobuf.struct_pb2 import Struct
 from cortex.errors import InvalidArgument
 from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, ClusterNode, wait_until
+from tests.cluster import Cluster, ClusterNode, serve_cluster, wait_until
 from tests.executor_plugins import install_http_plugin
 
 pytestmark = pytest.mark.cluster
@@ -60,19 +60,11 @@ def cluster(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Cluster]:
     site = install_http_plugin(tmp_path_factory.mktemp("http-plugin"))
-    failed_before = request.session.testsfailed
     cluster = Cluster(tmp_path_factory.mktemp("plugin-cluster"), 3)
     path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
     for node in cluster.nodes[:2]:
         node.env["PYTHONPATH"] = path
-    cluster.start()
-    try:
-        cluster.wait_ready()
-        yield cluster
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(cluster.dump_logs())
-        cluster.kill_all()
+    yield from serve_cluster(cluster, request)
 
 
 def cli(node: ClusterNode, *args: str) -> subprocess.CompletedProcess[str]:

@@ -21,7 +21,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from cortex.state.traceparent import TraceParent
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, shell_spec, wait_until
+from tests.cluster import Cluster, serve_cluster, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -34,19 +34,11 @@ def traced(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Cluster]:
     """A cluster whose nodes each write their spans to `spans/<node>.jsonl`."""
-    failed_before = request.session.testsfailed
     root = tmp_path_factory.mktemp("tracing")
     cluster = Cluster(root, 3)
     for node in cluster.nodes:
         node.extra_args += ["--otel-exporter", f"file:{root / 'spans' / node.node_id}.jsonl"]
-    cluster.start()
-    try:
-        cluster.wait_ready()
-        yield cluster
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(cluster.dump_logs())
-        cluster.kill_all()
+    yield from serve_cluster(cluster, request)
 
 
 def spans_of(cluster: Cluster, trace_id: str) -> list[dict[str, Any]]:

@@ -10,16 +10,14 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cortex.agent import Agent
 from cortex.errors import Unavailable
 from cortex.executors import BUILTIN_EXECUTORS, Execution, ExecutionResult, Executor
 from cortex.state import entries as e
-from cortex.steps import Sleep, Step, WaitSignal, wall_ms
-from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
+from cortex.steps import Sleep, wall_ms
+from tests.steps_by_hand import AgentByHand
 from tests.workflow_sim import WorkflowLog
 
 
@@ -35,34 +33,10 @@ class HeldLauncher:
         return future
 
 
-class ByHand:
+class ByHand(AgentByHand):
     def __init__(self, log: WorkflowLog, data_dir: Path) -> None:
-        self.log = log
-        self.clock = FakeClock()
-        self.proposer = HeldProposer(log)
-        self.launcher = HeldLauncher()
-        self.spawned: list[Step[Any]] = []
-        self.agent = Agent(
-            "n1",
-            self.proposer,
-            log.reader,
-            dict(BUILTIN_EXECUTORS),
-            str(data_dir),
-            is_ready=lambda: True,
-            clock=self.clock,
-            spawn=self.spawned.append,
-            launcher=self.launcher,
-        )
-        log.machine.add_listener(self.agent.on_change)
-        self.agent.start()
-        self.main = Stepper(self.spawned.pop(0))
-        assert self.main.waiting == WaitSignal(self.agent._wake, 0.5)
-
-    def reconcile(self) -> list[Stepper]:
-        """One pass of the loop; the steps it spawned, started."""
-        self.main.resume(True)
-        spawned, self.spawned[:] = list(self.spawned), []
-        return [Stepper(step) for step in spawned]
+        super().__init__(log, data_dir, BUILTIN_EXECUTORS, HeldLauncher())
+        self.launcher: HeldLauncher
 
 
 @pytest.fixture

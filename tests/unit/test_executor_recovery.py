@@ -16,15 +16,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from cortex.agent import Agent
 from cortex.agent.launcher import ThreadLauncher
 from cortex.executors import Execution, ExecutionResult, Executor, load_handle
 from cortex.output import OutputHub
 from cortex.output.log import LogEnd, LogWriter, read_all
 from cortex.spec import TaskSpec
 from cortex.state import entries as e
-from cortex.steps import Step, WaitSignal
-from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
+from tests.steps_by_hand import AgentByHand
 from tests.workflow_sim import WorkflowLog
 
 
@@ -79,27 +77,12 @@ class HeldLauncher:
         return future
 
 
-class RestartedNode:
+class RestartedNode(AgentByHand):
     """The agent of a node process that just restarted, driven by hand."""
 
     def __init__(self, log: WorkflowLog, data_dir: Path, executor: Executor) -> None:
-        self.proposer = HeldProposer(log)
-        self.launcher = HeldLauncher()
-        self.spawned: list[Step[Any]] = []
-        self.agent = Agent(
-            "n1", self.proposer, log.reader, {executor.name: executor}, str(data_dir),
-            is_ready=lambda: True, clock=FakeClock(), spawn=self.spawned.append,
-            launcher=self.launcher,
-        )  # fmt: skip
-        log.machine.add_listener(self.agent.on_change)
-        self.agent.start()
-        self.main = Stepper(self.spawned.pop(0))
-        assert isinstance(self.main.waiting, WaitSignal)
-
-    def reconcile(self) -> list[Stepper]:
-        self.main.resume(True)
-        spawned, self.spawned[:] = list(self.spawned), []
-        return [Stepper(step) for step in spawned]
+        super().__init__(log, data_dir, {executor.name: executor}, HeldLauncher())
+        self.launcher: HeldLauncher
 
 
 @pytest.fixture
