@@ -17,6 +17,11 @@ give each node its own."""
 
 from __future__ import annotations
 
+import functools
+import heapq
+import itertools
+import logging
+import queue
 import threading
 import time
 from collections.abc import Generator
@@ -24,6 +29,8 @@ from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -187,3 +194,154 @@ def start_thread(name: str, step: Step[Any], stop: threading.Event) -> threading
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread
+
+
+def _outcome(future: Future[Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return future.result(), None
+    except BaseException as err:
+        return None, err
+
+
+class _Parked:
+    """A step waiting in a `StepRunner`; resumed once, by whichever comes
+    first: what it waits for, or the runner stopping."""
+
+    __slots__ = ("step", "resumed")
+
+    def __init__(self, step: Step[Any]) -> None:
+        self.step = step
+        self.resumed = False
+
+
+class StepRunner:
+    """Drives many steps on a few shared threads instead of a thread each: a
+    step runs on one of them until it yields, and is queued to run again once
+    what it waited for is done. For steps that wait only on futures and
+    sleeps, and never block between their yields (an agent's attempts, which
+    wait on their launcher and their proposals): a thousand of them cost no
+    thread each, and starting one costs no thread start.
+
+    After `stop`, a waiting step has `Stopped` thrown into it at once, and
+    one that yields again gets `Stopped` again, as `drive` does."""
+
+    def __init__(self, name: str, threads: int = 2) -> None:
+        self._name = name
+        self._threads = threads
+        self._ready: queue.SimpleQueue[tuple[Step[Any], Any, BaseException | None] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._timers_changed = threading.Condition(self._lock)
+        self._waiting: set[_Parked] = set()
+        self._timers: list[tuple[float, int, _Parked]] = []
+        self._order = itertools.count()
+        self._started = False
+        self._stopped = False
+
+    def spawn(self, step: Step[Any]) -> None:
+        """Runs `step` from its start on one of the runner's threads."""
+        with self._lock:
+            if not self._started:
+                self._started = True
+                for number in range(self._threads):
+                    name = f"{self._name}-{number}"
+                    threading.Thread(target=self._work, name=name, daemon=True).start()
+                timers = f"{self._name}-timers"
+                threading.Thread(target=self._run_timers, name=timers, daemon=True).start()
+        self._ready.put((step, None, None))
+
+    def stop(self) -> None:
+        """Throws `Stopped` into every waiting step; the threads end once
+        the steps already queued have run."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            for parked in list(self._waiting):
+                self._resume_locked(parked, None, Stopped())
+            self._timers.clear()
+            self._timers_changed.notify_all()
+            started = self._started
+        if started:
+            for _ in range(self._threads):
+                self._ready.put(None)
+
+    def _work(self) -> None:
+        while True:
+            item = self._ready.get()
+            if item is None:
+                return
+            self._advance(*item)
+
+    def _advance(self, step: Step[Any], value: Any, error: BaseException | None) -> None:
+        """Runs `step` until it waits for something not yet done."""
+        while True:
+            try:
+                wait = step.send(value) if error is None else step.throw(error)
+            except (StopIteration, Stopped):
+                return
+            except BaseException:
+                log.exception("step %s failed", getattr(step, "__name__", "?"))
+                return
+            value, error = None, None
+            if self._stopped:
+                error = Stopped()
+            elif isinstance(wait, Future):
+                if wait.done():
+                    value, error = _outcome(wait)
+                    continue
+                parked = self._park(step)
+                if parked is not None:
+                    wait.add_done_callback(functools.partial(self._resume_with, parked))
+                return
+            elif isinstance(wait, Sleep):
+                self._park(step, max(wait.seconds, 0.0))
+                return
+            else:
+                error = TypeError(
+                    f"a step run by a StepRunner yielded {type(wait).__name__},"
+                    " not a future or a sleep"
+                )
+
+    def _park(self, step: Step[Any], sleep_s: float | None = None) -> _Parked | None:
+        """Keeps `step` until it is resumed; None when the runner stopped
+        meanwhile (the step is then queued with `Stopped`)."""
+        with self._lock:
+            if self._stopped:
+                self._ready.put((step, None, Stopped()))
+                return None
+            parked = _Parked(step)
+            self._waiting.add(parked)
+            if sleep_s is not None:
+                item = (time.monotonic() + sleep_s, next(self._order), parked)
+                heapq.heappush(self._timers, item)
+                if self._timers[0] is item:
+                    self._timers_changed.notify()
+            return parked
+
+    def _resume_with(self, parked: _Parked, done: Future[Any]) -> None:
+        value, error = _outcome(done)
+        with self._lock:
+            self._resume_locked(parked, value, error)
+
+    def _resume_locked(self, parked: _Parked, value: Any, error: BaseException | None) -> None:
+        if parked.resumed:
+            return
+        parked.resumed = True
+        self._waiting.discard(parked)
+        self._ready.put((parked.step, value, error))
+
+    def _run_timers(self) -> None:
+        with self._lock:
+            while not self._stopped:
+                if not self._timers:
+                    self._timers_changed.wait()
+                    continue
+                due, _, parked = self._timers[0]
+                left = due - time.monotonic()
+                if left > 0:
+                    self._timers_changed.wait(left)
+                    continue
+                heapq.heappop(self._timers)
+                self._resume_locked(parked, None, None)

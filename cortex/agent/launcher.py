@@ -7,7 +7,9 @@ launches attempts with simulated durations and outcomes."""
 from __future__ import annotations
 
 import logging
+import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any, Protocol
@@ -104,12 +106,56 @@ def run_with_output(
             sink.close(result.exit_code, result.error)
 
 
+class Workers:
+    """Daemon threads that each run one job at a time, as many as there are
+    jobs at once: a job goes to an idle thread, or to a new one when none is
+    idle, and a thread idle for `idle_s` ends. Attempts can run for hours,
+    so none ever waits for a thread; short ones reuse threads rather than
+    starting one each."""
+
+    def __init__(self, name: str, idle_s: float = 30.0) -> None:
+        self._name = name
+        self._idle_s = idle_s
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        # Threads waiting for a job, less the jobs queued for them.
+        self._idle = 0
+
+    def run(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+                self._jobs.put(job)
+                return
+        threading.Thread(target=self._work, args=(job,), name=self._name, daemon=True).start()
+
+    def _work(self, job: Callable[[], None]) -> None:
+        while True:
+            job()
+            with self._lock:
+                self._idle += 1
+            try:
+                job = self._jobs.get(timeout=self._idle_s)
+            except queue.Empty:
+                # A job is queued under the lock together with the count
+                # going down, so either one is here now or this thread is
+                # still counted idle and may go.
+                with self._lock:
+                    try:
+                        job = self._jobs.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        return
+
+
 class ThreadLauncher:
-    """Each attempt on a daemon thread of its own, its output (when the
-    executor writes any) to `output`."""
+    """Each attempt on a daemon thread of its own while it runs (threads are
+    reused from one attempt to the next), its output (when the executor
+    writes any) to `output`."""
 
     def __init__(self, output: OutputHub | None = None) -> None:
         self._output = output
+        self._workers = Workers("attempt")
 
     def launch(
         self,
@@ -128,6 +174,5 @@ class ThreadLauncher:
                 return
             result.set_result(outcome)
 
-        name = f"task-{execution.task_id[:8]}"
-        threading.Thread(target=run, name=name, daemon=True).start()
+        self._workers.run(run)
         return result

@@ -2,9 +2,10 @@
 reports their outcome through Raft, and kills attempts the log took away.
 
 Its reconcile loop and each attempt are steps (`cortex.steps`), started by
-`spawn` (a daemon thread each in a real node) and waiting for the attempt's
-launcher (`cortex.agent.launcher`) and for their proposals; in a simulated
-node the simulator runs both."""
+`spawn` and waiting for the attempt's launcher (`cortex.agent.launcher`)
+and for their proposals. In a real node the loop has a thread of its own
+and the attempts share a `StepRunner`'s few threads; in a simulated node the
+simulator runs both."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from cortex.steps import (
     Signal,
     Sleep,
     Step,
+    StepRunner,
     Stopped,
     WaitSignal,
     start_thread,
@@ -75,7 +77,8 @@ def attempt_idempotency_key(task: TaskView) -> str:
 class Agent:
     """`output` is where the default launcher sends attempts' output; a
     given `launcher` handles output itself. `spawn` starts a step on its own
-    (by default: a daemon thread driving it until the agent stops)."""
+    (by default: the loop on a daemon thread, attempts on the agent's
+    `StepRunner`, until the agent stops)."""
 
     def __init__(
         self,
@@ -101,7 +104,11 @@ class Agent:
         self._is_ready = is_ready
         self._kill_grace_s = kill_grace_s
         self._clock = clock
-        self._spawn = spawn or self._spawn_thread
+        self._steps: StepRunner | None = None
+        if spawn is None:
+            self._steps = StepRunner("agent-steps")
+            spawn = self._steps.spawn
+        self._spawn = spawn
         self._launcher = launcher or ThreadLauncher(output)
         self._running: dict[str, RunningAttempt] = {}
         self._lock = threading.Lock()
@@ -113,12 +120,11 @@ class Agent:
         self._started: set[tuple[str, int]] = set()
         self._reported_lost: set[tuple[str, int]] = set()
 
-    def _spawn_thread(self, step: Step[Any]) -> None:
-        name = getattr(step, "__name__", "step").strip("_")
-        start_thread(f"agent-{name}", step, self._stop)
-
     def start(self) -> None:
-        self._spawn(self.main())
+        if self._steps is None:
+            self._spawn(self.main())
+        else:
+            start_thread("agent-main", self.main(), self._stop)
 
     def stop(self) -> None:
         self._stop.set()
@@ -127,6 +133,8 @@ class Agent:
             for running in self._running.values():
                 running.superseded = True
                 running.cancel.set()
+        if self._steps is not None:
+            self._steps.stop()
 
     @property
     def running_count(self) -> int:
@@ -167,21 +175,30 @@ class Agent:
                 log.exception("agent reconcile failed")
 
     def _reconcile(self) -> None:
-        mine = self._reader.tasks_on_node(self._node_id, ("assigned", "running"))
-        held = {(t.id, t.attempt) for t in mine}
+        mine = self._reader.attempts_on_node(self._node_id, ("assigned", "running"))
+        held = {(a.task_id, a.attempt) for a in mine}
         self._stop_lost_attempts(held)
         self._started &= held
         self._reported_lost &= held
-        for task in mine:
+        with self._lock:
+            running = {r.task_id: r.attempt for r in self._running.values()}
+        # Started here already (running, or ended and reporting while this
+        # read was taken): an attempt must never run twice. Only the others
+        # are read whole.
+        new = [
+            a.task_id
+            for a in mine
+            if running.get(a.task_id) != a.attempt and (a.task_id, a.attempt) not in self._started
+        ]
+        for task in self._reader.get_tasks(new) if new else []:
             attempt = (task.id, task.attempt)
-            with self._lock:
-                running = self._running.get(task.id)
-            if running is not None and running.attempt == task.attempt:
-                continue
-            if attempt in self._started:
-                # Started here already: it may have ended and reported while
-                # this read was taken, and must never run twice.
-                continue
+            if (
+                attempt not in held
+                or task.node != self._node_id
+                or task.state not in ("assigned", "running")
+                or attempt in self._started
+            ):
+                continue  # moved on since the first read: the next pass sees it
             # Not started by this process: one an earlier process started may
             # have left a handle to recover it by (and so never runs twice).
             handle = self._saved_handle(task) if attempt not in self._reported_lost else None

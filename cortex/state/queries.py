@@ -34,6 +34,16 @@ class QueueView:
 
 
 @dataclass(frozen=True)
+class AttemptView:
+    """Which attempt of a task a node holds, and its state: what the agent
+    needs to tell whether it has anything to do, without the whole row."""
+
+    task_id: str
+    attempt: int
+    state: str
+
+
+@dataclass(frozen=True)
 class TaskTimes:
     """A task's timestamps as its row holds them now (the task histograms)."""
 
@@ -333,6 +343,27 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             .fetchall()
         )
         return [TaskView.from_row(r) for r in rows]
+
+    def attempts_on_node(self, node: str, states: tuple[str, ...]) -> list[AttemptView]:
+        rows = self._conn().execute(
+            "SELECT id, attempt, state FROM tasks"
+            f" WHERE assigned_node = ? AND state IN ({','.join('?' * len(states))})",
+            (node, *states),
+        )
+        return [AttemptView(*row) for row in rows]
+
+    def get_tasks(self, task_ids: Iterable[str]) -> list[TaskView]:
+        """The tasks that exist among `task_ids`, in no particular order."""
+        wanted = list(dict.fromkeys(task_ids))
+        conn = self._conn()
+        found: list[TaskView] = []
+        for start in range(0, len(wanted), _IDS_PER_QUERY):
+            chunk = wanted[start : start + _IDS_PER_QUERY]
+            rows = conn.execute(
+                f"SELECT * FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            found.extend(TaskView.from_row(row) for row in rows)
+        return found
 
     def active_counts_by_node(self) -> dict[str, int]:
         rows = (

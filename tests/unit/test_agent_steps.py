@@ -185,7 +185,7 @@ def test_a_pass_reading_before_the_attempt_ended_does_not_start_it_again(
     hand = ByHand(log, tmp_path / "data")
     assert log.one(e.TaskSubmit("t-8", {"type": "noop"}))["ok"]
     assign(log, "t-8")
-    stale = log.reader.tasks_on_node("n1", ("assigned", "running"))
+    stale = log.reader.attempts_on_node("n1", ("assigned", "running"))
     (attempt,) = hand.reconcile()
     hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
     attempt.settle()
@@ -193,7 +193,7 @@ def test_a_pass_reading_before_the_attempt_ended_does_not_start_it_again(
     attempt.settle()
     assert attempt.done and state(log, "t-8") == ("completed", 1)
     assert hand.agent.running_count == 0
-    monkeypatch.setattr(log.reader, "tasks_on_node", lambda *_: stale)
+    monkeypatch.setattr(log.reader, "attempts_on_node", lambda *_: stale)
     assert hand.reconcile() == []
     assert len(hand.launcher.launched) == 1
     assert [entry.type for entry in hand.proposer.submitted] == ["TASK_STARTED"]

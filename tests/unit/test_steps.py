@@ -17,6 +17,7 @@ from cortex.steps import (
     Signal,
     Sleep,
     Step,
+    StepRunner,
     Stopped,
     WaitSignal,
     completed,
@@ -25,6 +26,7 @@ from cortex.steps import (
     start_thread,
     wall_ms,
 )
+from tests.cluster import wait_until
 from tests.steps_by_hand import FakeClock
 
 
@@ -159,6 +161,125 @@ def test_start_thread_ends_quietly_when_stopped(monkeypatch: pytest.MonkeyPatch)
     thread.join(10)
     assert not thread.is_alive()
     assert uncaught == []
+
+
+# ------------------------------------------------------------------ StepRunner
+
+
+@pytest.fixture
+def runner() -> Any:
+    runner = StepRunner("test-steps")
+    yield runner
+    runner.stop()
+
+
+def test_a_runner_sends_results_and_throws_exceptions_in_as_drive_does(runner: StepRunner) -> None:
+    first: Future[str] = Future()
+    second: Future[str] = Future()
+    seen: list[Any] = []
+    done = threading.Event()
+
+    def step() -> Step[None]:
+        seen.append((yield first))
+        try:
+            yield second
+        except KeyError as err:
+            seen.append(err.args)
+        seen.append((yield completed("at once")))
+        yield Sleep(0.01)
+        seen.append("slept")
+        done.set()
+
+    runner.spawn(step())
+    later(0.02, lambda: first.set_result("one"))
+    later(0.04, lambda: second.set_exception(KeyError("two")))
+    assert done.wait(10)
+    assert seen == ["one", ("two",), "at once", "slept"]
+
+
+def test_a_thousand_waiting_steps_share_the_runners_few_threads(runner: StepRunner) -> None:
+    before = threading.active_count()
+    gate: Future[int] = Future()
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def step(number: int) -> Step[None]:
+        value = yield gate
+        with lock:
+            results.append(value + number)
+
+    for number in range(1000):
+        runner.spawn(step(number))
+    # Two workers and the timer thread, however many steps wait.
+    assert threading.active_count() <= before + 3
+    gate.set_result(1)
+    wait_until(lambda: len(results) == 1000, 10, 0.01, "every step resumed")
+    assert sorted(results) == list(range(1, 1001))
+
+
+@pytest.mark.parametrize("wait", [Sleep(60), Future()], ids=["sleep", "future"])
+def test_stopping_a_runner_throws_stopped_into_every_waiting_step(wait: Any) -> None:
+    runner = StepRunner("test-steps")
+    cleaned_up: list[int] = []
+    again: list[str] = []
+
+    def step(number: int) -> Step[None]:
+        try:
+            yield wait
+        except Stopped:
+            try:
+                yield Sleep(60)  # a step that waits again is stopped again
+            except Stopped:
+                again.append("stopped again")
+            raise
+        finally:
+            cleaned_up.append(number)
+
+    for number in range(5):
+        runner.spawn(step(number))
+    started = time.monotonic()
+    wait_until(lambda: len(runner._waiting) == 5, 10, 0.01, "every step waiting")
+    runner.stop()
+    wait_until(lambda: len(cleaned_up) == 5, 10, 0.01, "every step stopped")
+    assert sorted(cleaned_up) == list(range(5)) and again == ["stopped again"] * 5
+    assert time.monotonic() - started < 30
+    if isinstance(wait, Future):
+        wait.set_result("too late")  # resumes nothing: each step ended once
+
+
+def test_a_runner_throws_a_type_error_for_what_it_cannot_wait_for(runner: StepRunner) -> None:
+    errors: list[str] = []
+    done = threading.Event()
+
+    def step() -> Step[None]:
+        try:
+            yield WaitSignal(Signal(), 60)
+        except TypeError as err:
+            errors.append(str(err))
+        done.set()
+
+    runner.spawn(step())
+    assert done.wait(10)
+    assert errors == ["a step run by a StepRunner yielded WaitSignal, not a future or a sleep"]
+
+
+def test_a_step_that_raises_is_logged_and_the_runner_goes_on(
+    runner: StepRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    done = threading.Event()
+
+    def failing() -> Step[None]:
+        yield completed(None)
+        raise RuntimeError("step broke")
+
+    def fine() -> Step[None]:
+        yield Sleep(0)
+        done.set()
+
+    runner.spawn(failing())
+    runner.spawn(fine())
+    assert done.wait(10)
+    wait_until(lambda: "step broke" in caplog.text, 10, 0.01, "the failure logged")
 
 
 # ------------------------------------------------------------------ gather
