@@ -242,6 +242,9 @@ class StepRunner:
     def spawn(self, step: Step[Any]) -> None:
         """Runs `step` from its start on one of the runner's threads."""
         with self._lock:
+            if self._stopped:
+                step.close()  # never started, so it has nothing to clean up
+                return
             if not self._started:
                 self._started = True
                 for number in range(self._threads):
@@ -249,11 +252,12 @@ class StepRunner:
                     threading.Thread(target=self._work, name=name, daemon=True).start()
                 timers = f"{self._name}-timers"
                 threading.Thread(target=self._run_timers, name=timers, daemon=True).start()
-        self._ready.put((step, None, None))
+            self._ready.put((step, None, None))
 
     def stop(self) -> None:
         """Throws `Stopped` into every waiting step; the threads end once
-        the steps already queued have run."""
+        the steps already queued have run. Queued under the lock, as every
+        step is, so none is queued behind the threads' ends."""
         with self._lock:
             if self._stopped:
                 return
@@ -262,10 +266,9 @@ class StepRunner:
                 self._resume_locked(parked, None, Stopped())
             self._timers.clear()
             self._timers_changed.notify_all()
-            started = self._started
-        if started:
-            for _ in range(self._threads):
-                self._ready.put(None)
+            if self._started:
+                for _ in range(self._threads):
+                    self._ready.put(None)
 
     def _work(self) -> None:
         while True:
@@ -292,11 +295,15 @@ class StepRunner:
                     value, error = _outcome(wait)
                     continue
                 parked = self._park(step)
-                if parked is not None:
-                    wait.add_done_callback(functools.partial(self._resume_with, parked))
+                if parked is None:
+                    error = Stopped()
+                    continue
+                wait.add_done_callback(functools.partial(self._resume_with, parked))
                 return
             elif isinstance(wait, Sleep):
-                self._park(step, max(wait.seconds, 0.0))
+                if self._park(step, max(wait.seconds, 0.0)) is None:
+                    error = Stopped()
+                    continue
                 return
             else:
                 error = TypeError(
@@ -306,10 +313,9 @@ class StepRunner:
 
     def _park(self, step: Step[Any], sleep_s: float | None = None) -> _Parked | None:
         """Keeps `step` until it is resumed; None when the runner stopped
-        meanwhile (the step is then queued with `Stopped`)."""
+        meanwhile (the caller throws `Stopped` into the step at once)."""
         with self._lock:
             if self._stopped:
-                self._ready.put((step, None, Stopped()))
                 return None
             parked = _Parked(step)
             self._waiting.add(parked)

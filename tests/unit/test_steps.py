@@ -247,6 +247,20 @@ def test_stopping_a_runner_throws_stopped_into_every_waiting_step(wait: Any) -> 
         wait.set_result("too late")  # resumes nothing: each step ended once
 
 
+def test_a_step_spawned_on_a_stopped_runner_never_runs() -> None:
+    runner = StepRunner("test-stopped-steps")
+    ran: list[str] = []
+
+    def step() -> Step[None]:
+        ran.append("ran")
+        yield Sleep(0)
+
+    runner.stop()
+    runner.spawn(step())
+    assert ran == []
+    assert not any(t.name.startswith("test-stopped-steps") for t in threading.enumerate())
+
+
 def test_a_runner_throws_a_type_error_for_what_it_cannot_wait_for(runner: StepRunner) -> None:
     errors: list[str] = []
     done = threading.Event()
