@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from cortex.errors import Unavailable
 from cortex.raft.group import FAIL_REASON_NAMES, RaftGroup
-from cortex.state.entries import Entry, encode_batch
+from cortex.state.entries import Entry, encode_batch, fold_starts
 from cortex.steps import gather
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,24 @@ def check_writable(group: RaftGroup) -> None:
         raise Unavailable("this node cannot reach a quorum of the cluster")
 
 
-def settle_batch(futures: list[Future[dict[str, Any]]], results: Any, error: int) -> None:
+def fold_batch(batch: list[_Pending]) -> tuple[list[Entry], list[int]]:
+    """The entries to propose for a batch (starts folded into their
+    outcomes: `entries.fold_starts`), and for each caller the position of
+    the entry whose result is its own. Shared with the simulator's proposer."""
+    return fold_starts([entry for entry, _ in batch])
+
+
+def settle_batch(
+    futures: list[Future[dict[str, Any]]],
+    results: Any,
+    error: int,
+    carriers: list[int] | None = None,
+    proposed: int | None = None,
+) -> None:
     """Hands each entry of a batch its result once the batch is applied on this
-    node, or every one the reason there is none. Shared with the simulator's
-    proposer."""
+    node, or every one the reason there is none. With `carriers` (from
+    `fold_batch`), future i gets the result of entry `carriers[i]` of the
+    `proposed` entries. Shared with the simulator's proposer."""
     if error != 0:
         failure = Unavailable(
             f"entry not committed ({FAIL_REASON_NAMES.get(error, error)}); "
@@ -129,7 +143,11 @@ def settle_batch(futures: list[Future[dict[str, Any]]], results: Any, error: int
         for future in futures:
             future.set_exception(failure)
         return
-    if not isinstance(results, list) or len(results) != len(futures):
+    if carriers is None:
+        carriers = list(range(len(futures)))
+    if not isinstance(results, list) or len(results) != (
+        len(futures) if proposed is None else proposed
+    ):
         # This node's state came from a snapshot that already held the
         # batch, or the batch could not be decoded: the outcome of each
         # entry is unknown here, not a rejection.
@@ -139,8 +157,8 @@ def settle_batch(futures: list[Future[dict[str, Any]]], results: Any, error: int
         for future in futures:
             future.set_exception(unknown)
         return
-    for future, result in zip(futures, results, strict=True):
-        future.set_result(result)
+    for future, carrier in zip(futures, carriers, strict=True):
+        future.set_result(results[carrier])
 
 
 def fail_overdue(in_flight: dict[int, tuple[Any, list[Future[dict[str, Any]]]]], now: Any) -> None:
@@ -239,6 +257,9 @@ class Proposer:
             item = self._queue.get()
             if item is None:
                 return
+            # Room first, then the batch: what queues while the batches in
+            # flight commit leaves with this one, instead of after it.
+            self._wait_for_room()
             batch = [item]
             size = len(str(item[0].payload))
             while len(batch) < self._max_entries and size < self._max_bytes:
@@ -251,7 +272,6 @@ class Proposer:
                     break
                 batch.append(more)
                 size += len(str(more[0].payload))
-            self._wait_for_room()
             self._send(batch)
 
     def _wait_for_room(self) -> None:
@@ -273,14 +293,14 @@ class Proposer:
             number = self._batch_number
             self._in_flight[number] = (time.monotonic() + self.in_flight_timeout, futures)
 
+        entries, carriers = fold_batch(batch)
+
         def on_applied(results: Any, error: int) -> None:
             if self._finish(number):
-                settle_batch(futures, results, error)
+                settle_batch(futures, results, error, carriers, len(entries))
 
         try:
-            self._group.apply_batch(
-                encode_batch([entry for entry, _ in batch]), callback=on_applied
-            )
+            self._group.apply_batch(encode_batch(entries), callback=on_applied)
         except Exception as err:
             self._finish(number)
             for future in futures:

@@ -12,7 +12,7 @@ from typing import Any
 
 from cortex.errors import Unavailable
 from cortex.raft.group import RaftGroup
-from cortex.raft.proposer import check_writable, fail_overdue, settle_batch
+from cortex.raft.proposer import check_writable, fail_overdue, fold_batch, settle_batch
 from cortex.sim.clock import SimClock
 from cortex.state.entries import Entry, encode_batch
 from cortex.steps import gather
@@ -62,11 +62,13 @@ class SimProposer:
         number = self._number
         self._in_flight[number] = (self._clock.now_us + TIMEOUT_US, futures)
 
+        entries, carriers = fold_batch(batch)
+
         def on_applied(results: Any, error: int) -> None:
             if self._in_flight.pop(number, None) is not None:
-                settle_batch(futures, results, error)
+                settle_batch(futures, results, error, carriers, len(entries))
 
-        self._group.apply_batch(encode_batch([entry for entry, _ in batch]), callback=on_applied)
+        self._group.apply_batch(encode_batch(entries), callback=on_applied)
 
     def expire(self) -> None:
         """Fails the batches whose outcome is overdue."""

@@ -4,12 +4,13 @@ travel together as one `Batch`, the unit pysyncobj replicates."""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
 import time
 import uuid
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from itertools import accumulate
 from typing import Any, ClassVar
 
@@ -254,11 +255,25 @@ class TaskStarted(Payload):
 
 @dataclass(frozen=True)
 class TaskComplete(Payload):
+    """An attempt's success. `started_at` is set when the node reports the
+    attempt's start with its outcome instead of in a TASK_STARTED of its own
+    (`fold_starts`): apply then records the start first, as that entry would
+    have."""
+
     TYPE: ClassVar[str] = "TASK_COMPLETE"
     task_id: str
     attempt: int
     node: str
     result: dict[str, Any]
+    started_at: int | None = None
+
+    def check(self) -> None:
+        _check_started_at(self.TYPE, self.started_at)
+
+
+def _check_started_at(entry_type: str, started_at: int | None) -> None:
+    if started_at is not None and not 0 <= started_at <= MAX_TS_MS:
+        raise EntryDecodeError(INVALID_PAYLOAD, f"{entry_type}: started_at is out of range")
 
 
 @dataclass(frozen=True)
@@ -274,6 +289,11 @@ class TaskFailed(Payload):
     reason: str
     result: dict[str, Any] | None = None
     permanent: bool = False
+    # As TASK_COMPLETE's.
+    started_at: int | None = None
+
+    def check(self) -> None:
+        _check_started_at(self.TYPE, self.started_at)
 
 
 @dataclass(frozen=True)
@@ -680,6 +700,94 @@ def _check_envelope(raw: Any) -> None:
                 )
         elif not isinstance(value, kind):
             raise EntryDecodeError(INVALID_ENTRY, f"envelope field {name} has the wrong type")
+
+
+_OUTCOME_TYPES = frozenset({TaskComplete.TYPE, TaskFailed.TYPE})
+# Entries that change no task but the ones they name: a start may move past
+# them to its outcome when they name other tasks. Any other entry (a failure
+# that may end a workflow, a cancel, a node's removal ...) stops the fold.
+_NAMING_TYPES = frozenset({TaskStarted.TYPE, TaskComplete.TYPE, TaskSubmit.TYPE})
+
+
+def _named_tasks(entry: Entry) -> list[str] | None:
+    """The tasks an entry changes when it changes no other, or None."""
+    payload = entry.payload
+    if entry.type in _NAMING_TYPES:
+        named = [payload.get("task_id")]
+    elif entry.type == TaskAssign.TYPE and isinstance(payload.get("assignments"), list):
+        named = [
+            item.get("task_id") if isinstance(item, dict) else None
+            for item in payload["assignments"]
+        ]
+    else:
+        return None
+    ids = [task_id for task_id in named if isinstance(task_id, str)]
+    return ids if len(ids) == len(named) else None
+
+
+def _attempt_of(entry: Entry) -> tuple[str, int, str] | None:
+    """The attempt a report is about, when its fields are of their types and
+    it comes from the node it names."""
+    payload = entry.payload
+    task_id, attempt = payload.get("task_id"), payload.get("attempt")
+    if isinstance(task_id, str) and type(attempt) is int and payload.get("node") == entry.node:
+        return task_id, attempt, entry.node
+    return None
+
+
+def fold_starts(entries: list[Entry]) -> tuple[list[Entry], list[int]]:
+    """Folds each TASK_STARTED into its attempt's outcome (TASK_COMPLETE or
+    TASK_FAILED from the same node) later in the same batch: the outcome
+    carries the start's time as `started_at`, and apply records the start
+    from it as the TASK_STARTED would have, in one task update instead of
+    two. A quick attempt's start and end often leave together, and this
+    saves every node one entry. A start moves only past entries that change
+    other tasks alone, so it applies in the order it was proposed in.
+    Returns the entries to propose and, for each entry given, the position
+    of the one that now carries it."""
+    unchanged = entries, list(range(len(entries)))
+    if not any(entry.type == TaskStarted.TYPE for entry in entries):
+        return unchanged
+    starts: dict[tuple[str, int, str], int] = {}
+    naming: dict[str, list[int]] = {}
+    walls = []
+    for position, entry in enumerate(entries):
+        payload = entry.payload
+        named = _named_tasks(entry)
+        walls.append(named is None)
+        for task_id in named or ():
+            naming.setdefault(task_id, []).append(position)
+        attempt = _attempt_of(entry) if entry.type == TaskStarted.TYPE else None
+        if attempt is not None and payload.get("pid") is None:
+            starts[attempt] = position
+    walls_before = [0, *accumulate(walls)]
+    folded: dict[int, int] = {}
+    replaced: dict[int, Entry] = {}
+    for position, entry in enumerate(entries):
+        payload = entry.payload
+        if entry.type not in _OUTCOME_TYPES or payload.get("started_at") is not None:
+            continue
+        key = _attempt_of(entry)
+        start = starts.get(key) if key is not None else None
+        if key is None or start is None or start > position:
+            continue
+        mentions = naming.get(key[0], [])
+        between = bisect.bisect_right(mentions, start) < bisect.bisect_left(mentions, position)
+        if between or walls_before[position] > walls_before[start + 1]:
+            continue
+        del starts[key]
+        folded[start] = position
+        replaced[position] = replace(entry, payload={**payload, "started_at": entries[start].ts})
+    if not folded:
+        return unchanged
+    kept: list[Entry] = []
+    where: dict[int, int] = {}
+    for position, entry in enumerate(entries):
+        if position in folded:
+            continue
+        where[position] = len(kept)
+        kept.append(replaced.get(position, entry))
+    return kept, [where[folded.get(position, position)] for position in range(len(entries))]
 
 
 def encode_batch(entries: list[Entry]) -> bytes:

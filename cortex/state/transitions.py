@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,10 @@ TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dea
 ACTIVE_STATES = frozenset({"assigned", "running"})
 
 
+# A task's row as read, or as a handler has already moved it on this entry.
+TaskRow = sqlite3.Row | Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class TaskChange:
     """What an applied entry did to one task, for in-process listeners."""
@@ -57,6 +61,9 @@ class ApplyContext:
     # The entry's batch holds plain JSON for certain (no NaN, no infinity,
     # no lone surrogate), so specs need not be searched for them.
     plain_json: bool = False
+    # Columns the next `move` sets besides its own: a start recorded from an
+    # outcome's `started_at` (`start_with_outcome`).
+    carried: dict[str, Any] | None = None
 
     def event(
         self,
@@ -67,6 +74,7 @@ class ApplyContext:
         node: str | None = None,
         attempt: int | None = None,
         detail: dict[str, Any] | None = None,
+        ts: int | None = None,
     ) -> None:
         self.cur.execute(
             "INSERT INTO task_events (raft_index, entry_id, entry_type, task_id, event,"
@@ -82,7 +90,7 @@ class ApplyContext:
                 node,
                 attempt,
                 _dump(detail) if detail is not None else None,
-                self.entry.ts,
+                self.entry.ts if ts is None else ts,
             ),
         )
 
@@ -107,7 +115,7 @@ class ApplyContext:
 
     def move(
         self,
-        task: sqlite3.Row,
+        task: TaskRow,
         to_state: str,
         event: str,
         node: str | None,
@@ -117,11 +125,30 @@ class ApplyContext:
     ) -> None:
         """Changes a task's state (plus the `set_` columns) and writes its event."""
         columns = {name.removeprefix("set_"): value for name, value in updates.items()}
+        if self.carried:
+            columns.update(self.carried)
+            self.carried = None
         columns["state"] = to_state
         columns["updated_at"] = self.entry.ts
         self.cur.execute(_task_update_sql(tuple(columns)), (*columns.values(), task["id"]))
         self.event(event, task["id"], task["state"], to_state, node, attempt, detail)
         self.changes.append(TaskChange(task["id"], to_state, node, attempt))
+
+
+    def start_with_outcome(
+        self, task: sqlite3.Row, p: e.TaskComplete | e.TaskFailed
+    ) -> TaskRow:
+        """An outcome carrying its attempt's start (`started_at`, see
+        `entries.fold_starts`) for a task still `assigned`: records the start
+        as TASK_STARTED would have (its event, at its time, and `started_at`,
+        which the outcome's `move` writes in the same update) and returns the
+        task as running. Otherwise the task as it is."""
+        if p.started_at is None or task["state"] != "assigned":
+            return task
+        self.event("started", task["id"], "assigned", "running", p.node, p.attempt, ts=p.started_at)
+        self.changes.append(TaskChange(task["id"], "running", p.node, p.attempt))
+        self.carried = {"started_at": p.started_at}
+        return {**dict(task), "state": "running", "started_at": p.started_at}
 
 
 @functools.cache
@@ -293,8 +320,9 @@ def task_started(ctx: ApplyContext, p: e.TaskStarted) -> dict[str, Any]:
 def task_complete(ctx: ApplyContext, p: e.TaskComplete) -> dict[str, Any]:
     task = ctx.task(p.task_id)
     _check_fence(task, p.attempt, p.node, ACTIVE_STATES)
+    moving = ctx.start_with_outcome(task, p)
     ctx.move(
-        task,
+        moving,
         "completed",
         "completed",
         p.node,
@@ -309,7 +337,7 @@ def task_complete(ctx: ApplyContext, p: e.TaskComplete) -> dict[str, Any]:
 
 def _fail_or_retry(
     ctx: ApplyContext,
-    task: sqlite3.Row,
+    task: TaskRow,
     reason: str,
     node: str | None,
     result: dict[str, Any] | None,
@@ -352,9 +380,10 @@ def _fail_or_retry(
 def task_failed(ctx: ApplyContext, p: e.TaskFailed) -> dict[str, Any]:
     task = ctx.task(p.task_id)
     _check_fence(task, p.attempt, p.node, ACTIVE_STATES)
-    ctx.event("attempt_failed", p.task_id, task["state"], None, p.node, p.attempt,
+    moving = ctx.start_with_outcome(task, p)
+    ctx.event("attempt_failed", p.task_id, moving["state"], None, p.node, p.attempt,
               {"reason": p.reason})  # fmt: skip
-    return {"state": _fail_or_retry(ctx, task, p.reason, p.node, p.result, p.permanent)}
+    return {"state": _fail_or_retry(ctx, moving, p.reason, p.node, p.result, p.permanent)}
 
 
 def task_retry(ctx: ApplyContext, p: e.TaskRetry) -> dict[str, Any]:

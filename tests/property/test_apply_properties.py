@@ -56,13 +56,20 @@ PAYLOAD_FIELDS: dict[str, dict[str, str]] = {
     },
     "TASK_ASSIGN": {"assignments": "list"},
     "TASK_STARTED": {"task_id": "str", "attempt": "int", "node": "str", "pid": "int?"},
-    "TASK_COMPLETE": {"task_id": "str", "attempt": "int", "node": "str", "result": "dict"},
+    "TASK_COMPLETE": {
+        "task_id": "str",
+        "attempt": "int",
+        "node": "str",
+        "result": "dict",
+        "started_at": "int?",
+    },
     "TASK_FAILED": {
         "task_id": "str",
         "attempt": "int",
         "node": "str",
         "reason": "str",
         "result": "dict?",
+        "started_at": "int?",
     },
     "TASK_RETRY": {
         "task_id": "str",
@@ -283,8 +290,16 @@ def _draw_payload(
             "node": node,
             "pid": data.draw(st.one_of(st.none(), st.integers(1, 99999))),
         }
+    # A start reported with the outcome (folded by the proposer), or not.
+    started = data.draw(st.sampled_from([{}, {"started_at": None}, {"started_at": 900}]))
     if entry_type == "TASK_COMPLETE":
-        return {"task_id": task_id, "attempt": attempt, "node": node, "result": data.draw(results)}
+        return {
+            "task_id": task_id,
+            "attempt": attempt,
+            "node": node,
+            "result": data.draw(results),
+            **started,
+        }
     if entry_type == "TASK_FAILED":
         return {
             "task_id": task_id,
@@ -292,6 +307,7 @@ def _draw_payload(
             "node": node,
             "reason": "exit 1",
             "result": data.draw(st.one_of(st.none(), results)),
+            **started,
         }
     if entry_type == "TASK_RETRY":
         return {
