@@ -34,6 +34,42 @@ _handed_out: set[int] = set()
 # local end of a connection.
 _PORTS = range(10_000, 17_000)
 _port_choice = random.Random()
+# Where `cortex dev` and `cortex demo` clusters of the tests take their blocks
+# of ports (raft from the base, gRPC at +100, HTTP at +200).
+_BASE_PORTS = range(20_000, 32_000)
+
+
+def worker_share(ports: range) -> range:
+    """This test process's own slice of `ports`: under pytest-xdist each
+    worker (gw0, gw1, ...) hands out ports from a slice no other worker uses,
+    since the check that a port is free cannot see another process's plans."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return ports
+    size = len(ports) // count
+    start = ports.start + int(worker[2:]) * size
+    return range(start, start + size)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_base_port(count: int) -> int:
+    """A base port for a `count`-node local cluster whose raft (base+i), gRPC
+    (base+100+i) and HTTP (base+200+i) ports are all free."""
+    share = worker_share(_BASE_PORTS)
+    for _ in range(200):
+        base = _port_choice.randrange(share.start, share.stop - 200 - count)
+        if all(port_free(base + offset + i) for i in range(count) for offset in (0, 100, 200)):
+            return base
+    raise AssertionError("no free block of ports for a local cluster")
 
 
 def free_ports(count: int) -> list[int]:
@@ -41,7 +77,7 @@ def free_ports(count: int) -> list[int]:
     nodes given the same port would both bind it (gRPC sets SO_REUSEPORT)."""
     sockets, ports = [], []
     while len(ports) < count:
-        port = _port_choice.choice(_PORTS)
+        port = _port_choice.choice(worker_share(_PORTS))
         if port in _handed_out:
             continue
         s = socket.socket()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -20,7 +19,7 @@ import pytest
 
 from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import Cluster, free_ports, shell_spec, wait_until
+from tests.cluster import Cluster, free_base_port, free_ports, shell_spec, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -472,13 +471,6 @@ def test_node_start_with_peers_and_no_secret_asks_for_the_secret(tmp_path: Path)
 # --- cortex dev / cortex demo -------------------------------------------------
 
 
-def _free_base_port(count: int) -> int:
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000)
-        if all(_port_free(base + offset + i) for i in range(count) for offset in (0, 100, 200)):
-            return base
-    pytest.fail("no free block of ports for `cortex dev`")
 
 
 def _kill_leftovers(pids: list[int], marker: str) -> None:
@@ -491,7 +483,7 @@ def _kill_leftovers(pids: list[int], marker: str) -> None:
 
 def test_dev_starts_a_three_node_cluster_and_dev_stop_stops_it(tmp_path: Path) -> None:
     data_dir = tmp_path / "dev"
-    base = _free_base_port(3)
+    base = free_base_port(3)
     state_file = data_dir / "dev-cluster.json"
     pids: list[int] = []
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shlex
 import signal
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import pid_alive, wait_until
+from tests.cluster import free_base_port, pid_alive, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -45,22 +44,6 @@ def _describe(result: subprocess.CompletedProcess[str]) -> str:
     return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_base_port(count: int) -> int:
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000)
-        if all(_free(base + offset + i) for i in range(count) for offset in (0, 100, 200)):
-            return base
-    pytest.fail("no free block of ports")
 
 
 def _pids(data_dir: Path) -> list[int]:
@@ -95,7 +78,7 @@ def test_dev_first_line_has_ports_data_dir_and_a_stop_command_for_any_directory(
     elsewhere.mkdir()
     data_dir = started_in / "dev"
     leftovers.append(data_dir)
-    base = _free_base_port(2)
+    base = free_base_port(2)
     # A relative --data-dir: the output must still name it absolutely.
     started = _cli(
         "dev", "--nodes", "2", "--data-dir", "dev", "--base-port", str(base), cwd=started_in
@@ -124,7 +107,7 @@ def test_dev_first_line_has_ports_data_dir_and_a_stop_command_for_any_directory(
 
 
 def test_dev_and_demo_refuse_ports_in_use_naming_base_port(tmp_path: Path) -> None:
-    base = _free_base_port(2)
+    base = free_base_port(2)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     with socket.socket() as taken:
@@ -145,7 +128,7 @@ def test_dev_and_demo_refuse_ports_in_use_naming_base_port(tmp_path: Path) -> No
 
 
 def test_demo_says_its_ports_and_data_dir_first(tmp_path: Path, leftovers: list[Path]) -> None:
-    base = _free_base_port(2)
+    base = free_base_port(2)
     data_dir = tmp_path / "demo"
     leftovers.append(data_dir)
     result = _cli(
