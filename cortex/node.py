@@ -160,6 +160,7 @@ class Node:
                 secret=secret,
                 compaction_min_entries=config.compaction_min_entries,
                 compaction_min_time_s=config.compaction_min_time_s,
+                compaction_log_ratio=config.compaction_log_ratio,
                 sync=config.raft_sync,
                 observer=config.observer,
             ),

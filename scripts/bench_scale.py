@@ -488,6 +488,9 @@ class ScaleRun:
     restarts: list[Restart]
     snapshot: SnapshotTiming
     node_snapshot_bytes: dict[str, int]
+    # Compaction snapshots each node wrote during the run (from its log).
+    snapshots_written: dict[str, int]
+    journal_bytes: dict[str, int]
     peak_rss: dict[str, int]
     db_bytes: dict[str, int]
     dir_bytes: dict[str, int]
@@ -523,6 +526,8 @@ class ScaleRun:
             snapshot_build_s=round(self.snapshot.build_s, 3),
             snapshot_restore_s=round(self.snapshot.restore_s, 3),
             node_snapshot_bytes=self.node_snapshot_bytes,
+            snapshots_written=self.snapshots_written,
+            journal_bytes=self.journal_bytes,
             peak_rss_mb={k: round(v / MB, 1) for k, v in self.peak_rss.items()},
             db_bytes=self.db_bytes,
             data_dir_bytes=self.dir_bytes,
@@ -583,7 +588,9 @@ def print_report(run: ScaleRun) -> None:
             f"{node_id}",
             f"peak RSS {rss / MB:.0f} MB {_aim(rss / MB, AIM_RSS_MB, 'MB')}, "
             f"DB {run.db_bytes[node_id] / MB:.1f} MB, data dir {run.dir_bytes[node_id] / MB:.1f} MB"
-            f" (raft.snapshot {on_disk / MB:.1f} MB)",
+            f" (raft.snapshot {on_disk / MB:.1f} MB, raft.log"
+            f" {run.journal_bytes[node_id] / MB:.1f} MB; {run.snapshots_written[node_id]}"
+            " snapshots written)",
         )
     print()
     print("convergence")
@@ -722,11 +729,22 @@ def measure(
         node_snapshot_bytes={
             n.node_id: _file_bytes(Path(n.data_dir) / "raft.snapshot") for n in nodes
         },
+        snapshots_written={n.node_id: _snapshots_written(n) for n in nodes},
+        journal_bytes={n.node_id: _file_bytes(Path(n.data_dir) / "raft.log") for n in nodes},
         peak_rss=dict(rss.peak),
         db_bytes={n.node_id: _db_bytes(n) for n in nodes},
         dir_bytes={n.node_id: _dir_bytes(n.data_dir) for n in nodes},
         statuses={n.node_id: s for n, s in zip(nodes, statuses, strict=True)},
     )
+
+
+def _snapshots_written(node: DevNode) -> int:
+    """Compaction snapshots the node logged writing (every start of it)."""
+    log_path = Path(node.data_dir) / "node.log"
+    if not log_path.exists():
+        return 0
+    with log_path.open(errors="replace") as lines:
+        return sum("snapshot written at raft index" in line for line in lines)
 
 
 def _file_bytes(path: Path) -> int:

@@ -77,6 +77,7 @@ def run_node(args: argparse.Namespace) -> int:
         "shutdown_drain_s": args.shutdown_drain,
         "max_tasks": args.max_tasks,
         "compaction_min_entries": args.compaction_min_entries,
+        "compaction_log_ratio": args.compaction_log_ratio,
         "raft_sync": args.raft_sync,
         "task_retention_s": args.task_retention,
         "otel_exporter": args.otel_exporter,

@@ -303,6 +303,12 @@ def _add_node(commands: Commands) -> None:
         help="log entries before compaction",
     )
     start.add_argument(
+        "--compaction-log-ratio",
+        type=Number.of_field(NodeConfig, "compaction_log_ratio"),
+        metavar="RATIO",
+        help="past 64 MiB of state, compaction also waits for a journal this fraction of it",
+    )
+    start.add_argument(
         "--no-raft-sync",
         dest="raft_sync",
         action="store_false",

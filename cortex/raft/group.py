@@ -18,6 +18,7 @@ from pysyncobj.journal import Journal
 
 from cortex.errors import Unavailable
 from cortex.failstop import stop_node
+from cortex.raft.compaction import DEFAULT_FLOOR_BYTES, CompactionGate, CompactionPolicy
 from cortex.raft.journal import DurableJournal, JournalStats, discard_temporary_files
 from cortex.raft.snapshot import SnapshotStore
 from cortex.raft.transport import DurableTransport, install_bounded_connections
@@ -77,6 +78,11 @@ class RaftSettings:
     secret: str
     compaction_min_entries: int = 5000
     compaction_min_time_s: float = 300.0
+    # Compaction waits for the journal to reach this fraction of the
+    # database's size, once the database is past `compaction_floor_bytes`
+    # (`cortex.raft.compaction`).
+    compaction_log_ratio: float = 0.5
+    compaction_floor_bytes: int = DEFAULT_FLOOR_BYTES
     election_timeout_s: tuple[float, float] = (0.4, 1.4)
     leader_fallback_timeout_s: float = 5.0
     # Where to listen when it differs from `self_address` (e.g. 0.0.0.0:7100).
@@ -145,6 +151,19 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             onReady=on_ready,
             autoTick=settings.auto_tick,
         )
+        self.compaction = CompactionGate(
+            conf,
+            CompactionPolicy(
+                settings.compaction_min_entries,
+                settings.compaction_min_time_s,
+                settings.compaction_log_ratio,
+                settings.compaction_floor_bytes,
+            ),
+            self.journal,
+            machine.path,
+            # pysyncobj's clock: the simulator routes it.
+            lambda: pysyncobj.syncobj.monotonicTime(),
+        )
         super().__init__(
             None if settings.observer else settings.self_address,
             settings.peers,
@@ -153,6 +172,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
                 transport_class or DurableTransport, journal=self.journal
             ),
         )
+        self.addOnTickCallback(self.compaction.tick)
         if settings.observer:
             self._note_leader_contact()
 

@@ -407,6 +407,11 @@ class DurableJournal(Journal):  # type: ignore[misc]
         return fd
 
     @property
+    def size_bytes(self) -> int:
+        """The journal file's size: the entries since the last compaction."""
+        return self._end
+
+    @property
     def _end(self) -> int:
         return self._records[-1].end if self._records else len(_MAGIC)
 

@@ -1,0 +1,93 @@
+"""When the Raft log is compacted.
+
+Every compaction writes a snapshot holding the whole state database. pysyncobj
+compacts after `compaction_min_entries` entries or `compaction_min_time_s`
+seconds, however large the database and however little those entries add:
+with a million finished tasks (gigabytes of database) a node would copy the
+whole state every few minutes, and a busy cluster spends its disk on
+snapshots instead of work. So once the database is past a floor, compaction
+also waits until the journal since the last snapshot is at least `ratio`
+times the database's size: snapshot writes then stay within a fixed multiple
+of what the journal writes, whatever the state's size. The journal this keeps
+is read on restart (CRC checked, not applied again) and serves a lagging
+follower entries instead of a whole snapshot."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# Below this size a database is small enough to copy at every compaction.
+DEFAULT_FLOOR_BYTES = 64 * 1024**2
+# pysyncobj's thresholds while compaction is held back: never reached.
+_HELD_ENTRIES = 2**62
+_HELD_SECONDS = 1e15
+CHECK_INTERVAL_S = 1.0
+
+
+class Sized(Protocol):
+    @property
+    def size_bytes(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    min_entries: int
+    min_time_s: float
+    # The journal a compaction waits for, as a fraction of the database (0:
+    # no wait).
+    log_ratio: float = 0.5
+    floor_bytes: int = DEFAULT_FLOOR_BYTES
+
+    def held(self, journal_bytes: int, database_bytes: int) -> bool:
+        """Whether compaction waits for the journal to grow."""
+        return (
+            self.log_ratio > 0
+            and database_bytes >= self.floor_bytes
+            and journal_bytes < self.log_ratio * database_bytes
+        )
+
+
+class CompactionGate:
+    """Sets pysyncobj's compaction thresholds (`conf`, read on every tick) to
+    the policy's, or out of reach while the policy holds compaction back.
+    `tick` runs on the Raft thread (pysyncobj's on-tick callback) and looks
+    at the files at most once per `CHECK_INTERVAL_S` of `clock`."""
+
+    def __init__(
+        self,
+        conf: Any,
+        policy: CompactionPolicy,
+        journal: Sized,
+        database_path: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self._conf = conf
+        self.policy = policy
+        self._journal = journal
+        self._database_path = database_path
+        self._clock = clock
+        self._next_check = 0.0
+        self.held = False
+        # Looks at the files so far (tests wait on it).
+        self.checks = 0
+        self._set(held=False)
+
+    def tick(self) -> None:
+        now = self._clock()
+        if now < self._next_check:
+            return
+        self._next_check = now + CHECK_INTERVAL_S
+        try:
+            database_bytes = os.path.getsize(self._database_path)
+        except OSError:
+            return
+        self._set(self.policy.held(self._journal.size_bytes, database_bytes))
+        self.checks += 1
+
+    def _set(self, held: bool) -> None:
+        self.held = held
+        self._conf.logCompactionMinEntries = _HELD_ENTRIES if held else self.policy.min_entries
+        self._conf.logCompactionMinTime = _HELD_SECONDS if held else self.policy.min_time_s

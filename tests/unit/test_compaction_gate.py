@@ -1,0 +1,103 @@
+"""When the Raft log is compacted (`cortex.raft.compaction`): past the floor,
+a compaction waits for the journal to reach its share of the database, and
+until then pysyncobj's thresholds are out of reach. A real one-node group
+shows it: no snapshot however many entries while held, one once released."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from cortex.raft import Proposer, RaftGroup, RaftSettings
+from cortex.raft.compaction import CompactionGate, CompactionPolicy
+from cortex.raft.group import SNAPSHOT_FILE
+from cortex.state import StateMachine
+from cortex.state import entries as e
+from tests.cluster import free_ports, wait_until
+
+MiB = 1024**2
+
+
+def test_the_policy_holds_compaction_only_past_the_floor_and_below_the_share() -> None:
+    policy = CompactionPolicy(min_entries=5000, min_time_s=300, log_ratio=0.5, floor_bytes=64 * MiB)
+    assert not policy.held(journal_bytes=1, database_bytes=63 * MiB)  # small: as pysyncobj would
+    assert policy.held(journal_bytes=10 * MiB, database_bytes=100 * MiB)
+    assert not policy.held(journal_bytes=50 * MiB, database_bytes=100 * MiB)
+    assert not dataclasses.replace(policy, log_ratio=0).held(1, 10**12)
+
+
+class _Conf:
+    logCompactionMinEntries = 0  # noqa: N815 (pysyncobj's names)
+    logCompactionMinTime = 0.0  # noqa: N815
+
+
+class _Journal:
+    size_bytes = 0
+
+
+def test_the_gate_sets_pysyncobjs_thresholds_and_looks_once_a_second(tmp_path: Path) -> None:
+    database = tmp_path / "state.db"
+    database.write_bytes(b"x" * 1000)
+    conf, journal, now = _Conf(), _Journal(), [100.0]
+    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=2, floor_bytes=0)
+    gate = CompactionGate(conf, policy, journal, str(database), lambda: now[0])
+    assert (conf.logCompactionMinEntries, conf.logCompactionMinTime) == (50, 7)
+    gate.tick()
+    assert gate.held and conf.logCompactionMinEntries > 10**15
+    assert conf.logCompactionMinTime > 10**12
+    journal.size_bytes = 2000
+    gate.tick()  # within the second: not looked at again
+    assert gate.held and gate.checks == 1
+    now[0] += 1.0
+    gate.tick()
+    assert not gate.held and (conf.logCompactionMinEntries, conf.logCompactionMinTime) == (50, 7)
+    database.unlink()  # a database it cannot see changes nothing
+    now[0] += 1.0
+    gate.tick()
+    assert not gate.held and gate.checks == 2
+
+
+@pytest.fixture
+def one_node(tmp_path: Path):  # type: ignore[no-untyped-def]
+    machine = StateMachine(str(tmp_path / "state.db"))
+    settings = RaftSettings(
+        self_address=f"127.0.0.1:{free_ports(1)[0]}",
+        peers=[],
+        data_dir=str(tmp_path),
+        secret="compaction-gate-test-secret",
+        compaction_min_entries=20,
+        compaction_min_time_s=300.0,
+        # Far beyond what the test writes, from the first byte of database.
+        compaction_log_ratio=1000.0,
+        compaction_floor_bytes=0,
+    )
+    group = RaftGroup(settings, machine)
+    proposer = Proposer(group, commit_timeout_s=5.0)
+    yield group, proposer
+    proposer.stop()
+    group.destroy()
+    deadline = time.monotonic() + 10
+    while group.tick_thread_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    machine.close()
+
+
+def test_a_real_group_compacts_only_once_the_gate_lets_it(tmp_path: Path, one_node) -> None:  # type: ignore[no-untyped-def]
+    group, proposer = one_node
+    wait_until(lambda: group.is_leader, 30, what="the one node to lead")
+    for i in range(60):
+        entry = e.Entry.create(e.TaskSubmit(f"t-{i}", {"command": ["true"]}), "n1")
+        assert proposer.propose_one(entry, timeout=10)["ok"]
+    # Three times pysyncobj's threshold of entries, and two looks at the
+    # files since: held, so no snapshot.
+    seen = group.compaction.checks
+    wait_until(lambda: group.compaction.checks >= seen + 2, 10, what="two more checks")
+    assert group.compaction.held
+    assert len(group.journal) > 60
+    assert not (tmp_path / SNAPSHOT_FILE).exists()
+    group.compaction.policy = dataclasses.replace(group.compaction.policy, log_ratio=0)
+    wait_until(lambda: (tmp_path / SNAPSHOT_FILE).exists(), 15, what="the snapshot once released")
+    wait_until(lambda: len(group.journal) < 20, 15, what="the journal compacted")
