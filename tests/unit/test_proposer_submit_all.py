@@ -111,3 +111,44 @@ def test_stopping_fails_what_is_still_waiting(group: StandInGroup) -> None:
     proposer.stop()
     with pytest.raises(Unavailable, match="shutting down"):
         future.result(10)
+
+
+
+class HeldGroup(StandInGroup):
+    """Answers nothing until `release`: what is proposed meanwhile queues."""
+
+    def __init__(self) -> None:
+        super().__init__(answers=False)
+        self.held: list[tuple[list[str], Callback]] = []
+
+    def apply_batch(self, data: bytes, callback: Callback) -> None:
+        super().apply_batch(data, callback)
+        self.held.append((self.batches[-1], callback))
+
+    def release(self) -> None:
+        ids, callback = self.held.pop(0)
+        callback([{"ok": True, "id": entry_id} for entry_id in ids], 0)
+
+
+def test_a_start_and_its_outcome_proposed_together_leave_as_one_entry() -> None:
+    """Queued behind a batch in flight, a start, its outcome and another entry
+    leave as one batch of two entries; both reporters get the outcome's
+    result, the other entry its own."""
+    group = HeldGroup()
+    proposer = Proposer(group, max_in_flight=1, commit_timeout_s=10)  # type: ignore[arg-type]
+    try:
+        blocker = proposer.submit_all(entries(1))
+        wait_until(lambda: len(group.batches) == 1, 5, what="the first batch in flight")
+        started = e.Entry.create(e.TaskStarted("t-1", 1, "n1"), "n1", ts=1_000)
+        other = e.Entry.create(e.TaskCancel("t-2", "test"), "n2")
+        done = e.Entry.create(e.TaskComplete("t-1", 1, "n1", {"exit_code": 0}), "n1", ts=1_005)
+        together = proposer.submit_all([started, done, other])
+        group.release()
+        blocker.result(5)
+        wait_until(lambda: len(group.batches) == 2, 5, what="the second batch")
+        group.release()
+        results = together.result(5)
+    finally:
+        proposer.stop()
+    assert group.batches[1] == [done.id, other.id]
+    assert [result["id"] for result in results] == [done.id, done.id, other.id]
