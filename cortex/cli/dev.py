@@ -279,6 +279,54 @@ DEMO_TASKS: list[tuple[str, list[str] | str]] = [
 ]
 
 
+# A small DAG: fetch, then count (which adds to the workflow context), then
+# one of two branches chosen by JavaScript conditions on that context.
+DEMO_WORKFLOW = """\
+name: demo
+context:
+  source: example.org
+tasks:
+  fetch:
+    type: shell
+    spec:
+      command: 'echo "fetched 3 records from example.org"'
+  count:
+    type: shell
+    dependsOn: [fetch]
+    spec:
+      command: 'echo "3 records"; printf "{\\"records\\": 3}" > "$CORTEX_CONTEXT_FILE"'
+  report:
+    type: shell
+    dependsOn: [count]
+    condition: "workflow.context.records > 0"
+    spec:
+      command: 'echo "report: 3 records from example.org"'
+  alert:
+    type: shell
+    dependsOn: [count]
+    condition: "workflow.context.records === 0"
+    spec:
+      command: 'echo "alert: no records" >&2'
+"""
+DEMO_WORKFLOW_TIMEOUT_S = 60.0
+
+
+def _run_demo_workflow(client: CortexClient) -> None:
+    """Submits the example workflow, waits for it and prints its DAG."""
+    from cortex.cli.workflows import POLL_INTERVAL_S, TERMINAL_WORKFLOW_STATES, print_workflow
+
+    render.console.print(
+        "submitting an example workflow: fetch -> count -> report if records > 0, else alert"
+    )
+    reply = client.submit_workflow(DEMO_WORKFLOW, idempotency_key="demo-workflow")
+    deadline = time.monotonic() + DEMO_WORKFLOW_TIMEOUT_S
+    workflow = client.get_workflow(reply.workflow_id).workflow
+    while workflow.state not in TERMINAL_WORKFLOW_STATES and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_S)
+        workflow = client.get_workflow(reply.workflow_id).workflow
+    print_workflow(workflow)
+
+
 def _first_free_base(count: int) -> int:
     """The first base port from DEMO_BASE_PORT, in steps of 10, whose Raft,
     gRPC and HTTP ports are all free."""
@@ -345,6 +393,7 @@ def run_demo(args: argparse.Namespace) -> int:
                           str(task.result.exit_code) if task.HasField("result") else "",
                           output)  # fmt: skip
         render.console.print(table)
+        _run_demo_workflow(clients[0])
         status = clients[0].get_cluster_status()
         render.console.print(
             f"leader {status.leader_id}, term {status.term}; every node's state digest:"

@@ -728,7 +728,7 @@ def _add_local(commands: Commands) -> None:
         help="Raft ports from here, gRPC from +100, HTTP (metrics) from +200 (default 7100)",
     )
     demo = commands.add_parser(
-        "demo", help="start a local 3-node cluster, run example tasks, show results"
+        "demo", help="start a local 3-node cluster, run example tasks and a workflow, show results"
     )
     demo.add_argument("--nodes", type=DEV_NODES, default=3, help="how many nodes (1-9)")
     demo.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")

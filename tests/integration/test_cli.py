@@ -546,6 +546,13 @@ def test_demo_runs_tasks_and_shows_matching_digests(tmp_path: Path) -> None:
             assert task_rows[name][4] == "0", out
         assert "hello from Cortex" in out
         assert "sum of 1..1000 = 500500" in out
+        # The example workflow: its condition took report and skipped alert.
+        assert re.search(r"^demo completed [0-9a-f-]{36}$", out, re.MULTILINE), out
+        states = dict(re.findall(r"(fetch|count|report|alert) [0-9a-f]{8} (\w+)", out))
+        assert states == {
+            "fetch": "completed", "count": "completed", "report": "completed", "alert": "skipped"
+        }, out  # fmt: skip
+        assert '"records": 3' in out, out
         digests = re.findall(
             r"^\s*(node-\d+): applied (\d+)\s+digest ([0-9a-f]+)\s*$", out, re.MULTILINE
         )
