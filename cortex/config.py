@@ -150,7 +150,7 @@ class NodeConfig(BaseModel):
     # acknowledged writes on power loss: for throwaway clusters only.
     raft_sync: bool = True
     compaction_min_time_s: float = Field(300.0, gt=0)
-    # Once the state database is past 64 MiB, compaction also waits for the
+    # Once the last snapshot is past 64 MiB, compaction also waits for the
     # journal to reach this fraction of its size (cortex.raft.compaction).
     compaction_log_ratio: float = Field(0.5, ge=0, le=100)
     kill_grace_s: float = Field(5.0, ge=0)

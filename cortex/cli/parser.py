@@ -306,7 +306,7 @@ def _add_node(commands: Commands) -> None:
         "--compaction-log-ratio",
         type=Number.of_field(NodeConfig, "compaction_log_ratio"),
         metavar="RATIO",
-        help="past 64 MiB of state, compaction also waits for a journal this fraction of it",
+        help="past a 64 MiB snapshot, compaction also waits for a journal this fraction of it",
     )
     start.add_argument(
         "--no-raft-sync",

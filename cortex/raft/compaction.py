@@ -5,12 +5,15 @@ compacts after `compaction_min_entries` entries or `compaction_min_time_s`
 seconds, however large the database and however little those entries add:
 with a million finished tasks (gigabytes of database) a node would copy the
 whole state every few minutes, and a busy cluster spends its disk on
-snapshots instead of work. So once the database is past a floor, compaction
-also waits until the journal since the last snapshot is at least `ratio`
-times the database's size: snapshot writes then stay within a fixed multiple
-of what the journal writes, whatever the state's size. The journal this keeps
-is read on restart (CRC checked, not applied again) and serves a lagging
-follower entries instead of a whole snapshot."""
+snapshots instead of work. So once the last snapshot is past a floor,
+compaction also waits until the journal since it is at least `ratio` times
+the snapshot's size (as Redis rewrites its append-only file once it has
+grown by a share of its size at the last rewrite): snapshot writes then stay
+within a fixed multiple of what the journal writes, whatever the state's
+size. Measured against the snapshot, not the live database, the journal
+always gets there, even while the state grows as fast as the journal does.
+The journal this keeps is read on restart (CRC checked, not applied again)
+and serves a lagging follower entries instead of a whole snapshot."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-# Below this size a database is small enough to copy at every compaction.
+# Below this size a snapshot is small enough to write at every compaction.
 DEFAULT_FLOOR_BYTES = 64 * 1024**2
 # pysyncobj's thresholds while compaction is held back: never reached.
 _HELD_ENTRIES = 2**62
@@ -36,17 +39,18 @@ class Sized(Protocol):
 class CompactionPolicy:
     min_entries: int
     min_time_s: float
-    # The journal a compaction waits for, as a fraction of the database (0:
-    # no wait).
+    # The journal a compaction waits for, as a fraction of the last
+    # snapshot's size (0: no wait).
     log_ratio: float = 0.5
     floor_bytes: int = DEFAULT_FLOOR_BYTES
 
-    def held(self, journal_bytes: int, database_bytes: int) -> bool:
-        """Whether compaction waits for the journal to grow."""
+    def held(self, journal_bytes: int, snapshot_bytes: int) -> bool:
+        """Whether compaction waits for the journal to grow (never before
+        the first snapshot: `snapshot_bytes` 0)."""
         return (
             self.log_ratio > 0
-            and database_bytes >= self.floor_bytes
-            and journal_bytes < self.log_ratio * database_bytes
+            and snapshot_bytes >= self.floor_bytes
+            and journal_bytes < self.log_ratio * snapshot_bytes
         )
 
 
@@ -61,13 +65,13 @@ class CompactionGate:
         conf: Any,
         policy: CompactionPolicy,
         journal: Sized,
-        database_path: str,
+        snapshot_path: str,
         clock: Callable[[], float],
     ) -> None:
         self._conf = conf
         self.policy = policy
         self._journal = journal
-        self._database_path = database_path
+        self._snapshot_path = snapshot_path
         self._clock = clock
         self._next_check = 0.0
         self.held = False
@@ -81,10 +85,12 @@ class CompactionGate:
             return
         self._next_check = now + CHECK_INTERVAL_S
         try:
-            database_bytes = os.path.getsize(self._database_path)
+            snapshot_bytes = os.path.getsize(self._snapshot_path)
+        except FileNotFoundError:
+            snapshot_bytes = 0
         except OSError:
             return
-        self._set(self.policy.held(self._journal.size_bytes, database_bytes))
+        self._set(self.policy.held(self._journal.size_bytes, snapshot_bytes))
         self.checks += 1
 
     def _set(self, held: bool) -> None:

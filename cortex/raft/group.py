@@ -78,8 +78,8 @@ class RaftSettings:
     secret: str
     compaction_min_entries: int = 5000
     compaction_min_time_s: float = 300.0
-    # Compaction waits for the journal to reach this fraction of the
-    # database's size, once the database is past `compaction_floor_bytes`
+    # Compaction waits for the journal to reach this fraction of the last
+    # snapshot's size, once that is past `compaction_floor_bytes`
     # (`cortex.raft.compaction`).
     compaction_log_ratio: float = 0.5
     compaction_floor_bytes: int = DEFAULT_FLOOR_BYTES
@@ -160,7 +160,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
                 settings.compaction_floor_bytes,
             ),
             self.journal,
-            machine.path,
+            os.path.join(settings.data_dir, SNAPSHOT_FILE),
             # pysyncobj's clock: the simulator routes it.
             lambda: pysyncobj.syncobj.monotonicTime(),
         )

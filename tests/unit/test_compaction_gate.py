@@ -1,7 +1,8 @@
-"""When the Raft log is compacted (`cortex.raft.compaction`): past the floor,
-a compaction waits for the journal to reach its share of the database, and
-until then pysyncobj's thresholds are out of reach. A real one-node group
-shows it: no snapshot however many entries while held, one once released."""
+"""When the Raft log is compacted (`cortex.raft.compaction`): once the last
+snapshot is past the floor, a compaction waits for the journal to reach its
+share of that snapshot's size, and until then pysyncobj's thresholds are out
+of reach. A real one-node group shows it: a first snapshot as pysyncobj
+would take it, then none however many entries while held, one once released."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ MiB = 1024**2
 
 def test_the_policy_holds_compaction_only_past_the_floor_and_below_the_share() -> None:
     policy = CompactionPolicy(min_entries=5000, min_time_s=300, log_ratio=0.5, floor_bytes=64 * MiB)
-    assert not policy.held(journal_bytes=1, database_bytes=63 * MiB)  # small: as pysyncobj would
-    assert policy.held(journal_bytes=10 * MiB, database_bytes=100 * MiB)
-    assert not policy.held(journal_bytes=50 * MiB, database_bytes=100 * MiB)
+    assert not policy.held(journal_bytes=1, snapshot_bytes=63 * MiB)  # small: as pysyncobj would
+    assert not policy.held(journal_bytes=1, snapshot_bytes=0)  # no snapshot yet
+    assert policy.held(journal_bytes=10 * MiB, snapshot_bytes=100 * MiB)
+    assert not policy.held(journal_bytes=50 * MiB, snapshot_bytes=100 * MiB)
     assert not dataclasses.replace(policy, log_ratio=0).held(1, 10**12)
 
 
@@ -39,25 +41,25 @@ class _Journal:
 
 
 def test_the_gate_sets_pysyncobjs_thresholds_and_looks_once_a_second(tmp_path: Path) -> None:
-    database = tmp_path / "state.db"
-    database.write_bytes(b"x" * 1000)
+    snapshot = tmp_path / "raft.snapshot"
     conf, journal, now = _Conf(), _Journal(), [100.0]
-    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=2, floor_bytes=0)
-    gate = CompactionGate(conf, policy, journal, str(database), lambda: now[0])
+    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=2, floor_bytes=100)
+    gate = CompactionGate(conf, policy, journal, str(snapshot), lambda: now[0])
     assert (conf.logCompactionMinEntries, conf.logCompactionMinTime) == (50, 7)
+    gate.tick()  # no snapshot yet: pysyncobj's own thresholds
+    assert not gate.held and conf.logCompactionMinEntries == 50
+    snapshot.write_bytes(b"x" * 1000)
+    now[0] += 1.0
     gate.tick()
     assert gate.held and conf.logCompactionMinEntries > 10**15
     assert conf.logCompactionMinTime > 10**12
     journal.size_bytes = 2000
     gate.tick()  # within the second: not looked at again
-    assert gate.held and gate.checks == 1
+    assert gate.held and gate.checks == 2
     now[0] += 1.0
     gate.tick()
     assert not gate.held and (conf.logCompactionMinEntries, conf.logCompactionMinTime) == (50, 7)
-    database.unlink()  # a database it cannot see changes nothing
-    now[0] += 1.0
-    gate.tick()
-    assert not gate.held and gate.checks == 2
+    assert gate.checks == 3
 
 
 @pytest.fixture
@@ -70,7 +72,7 @@ def one_node(tmp_path: Path):  # type: ignore[no-untyped-def]
         secret="compaction-gate-test-secret",
         compaction_min_entries=20,
         compaction_min_time_s=300.0,
-        # Far beyond what the test writes, from the first byte of database.
+        # Once there is a snapshot: far beyond what the test writes.
         compaction_log_ratio=1000.0,
         compaction_floor_bytes=0,
     )
@@ -85,19 +87,32 @@ def one_node(tmp_path: Path):  # type: ignore[no-untyped-def]
     machine.close()
 
 
+def _submit(proposer: Proposer, prefix: str, count: int) -> None:
+    for i in range(count):
+        entry = e.Entry.create(e.TaskSubmit(f"{prefix}-{i}", {"command": ["true"]}), "n1")
+        assert proposer.propose_one(entry, timeout=10)["ok"]
+
+
 def test_a_real_group_compacts_only_once_the_gate_lets_it(tmp_path: Path, one_node) -> None:  # type: ignore[no-untyped-def]
     group, proposer = one_node
+    snapshot = tmp_path / SNAPSHOT_FILE
     wait_until(lambda: group.is_leader, 30, what="the one node to lead")
-    for i in range(60):
-        entry = e.Entry.create(e.TaskSubmit(f"t-{i}", {"command": ["true"]}), "n1")
-        assert proposer.propose_one(entry, timeout=10)["ok"]
+    # No snapshot yet: the first compaction comes as pysyncobj would take it.
+    _submit(proposer, "first", 30)
+    wait_until(snapshot.exists, 15, what="the first snapshot")
+    wait_until(lambda: len(group.journal) < 20, 15, what="the journal compacted")
+    first = snapshot.stat()
+    _submit(proposer, "held", 60)
     # Three times pysyncobj's threshold of entries, and two looks at the
-    # files since: held, so no snapshot.
+    # files since: held, so no second snapshot.
     seen = group.compaction.checks
     wait_until(lambda: group.compaction.checks >= seen + 2, 10, what="two more checks")
     assert group.compaction.held
     assert len(group.journal) > 60
-    assert not (tmp_path / SNAPSHOT_FILE).exists()
+    assert (snapshot.stat().st_mtime_ns, snapshot.stat().st_size) == (
+        first.st_mtime_ns,
+        first.st_size,
+    )
     group.compaction.policy = dataclasses.replace(group.compaction.policy, log_ratio=0)
-    wait_until(lambda: (tmp_path / SNAPSHOT_FILE).exists(), 15, what="the snapshot once released")
-    wait_until(lambda: len(group.journal) < 20, 15, what="the journal compacted")
+    wait_until(lambda: len(group.journal) < 20, 15, what="the journal compacted once released")
+    assert snapshot.stat().st_mtime_ns != first.st_mtime_ns
