@@ -55,6 +55,8 @@ META_FILE = "raft.meta"
 _MAGIC = b"cortex raft log\x01"
 _RECORD = struct.Struct("<IIQQ")  # command length, crc32, index, term
 _COPY_CHUNK = 1 << 20
+# How much of the journal is read at once when a node starts.
+_READ_WINDOW = 4 << 20
 
 LogEntry = tuple[bytes, int, int]  # command, index, term, as pysyncobj holds them
 # An entry as the journal keeps it: its command is None once evicted to the file.
@@ -375,15 +377,24 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 self.disk.fsync_directory(self.directory)
                 self._synced_end = len(_MAGIC)
             return fd
-        data = os.pread(fd, size, 0)
-        if not data.startswith(_MAGIC):
+        if os.pread(fd, len(_MAGIC), 0) != _MAGIC:
             os.close(fd)
             raise OSError(f"{self.path} is not a Cortex Raft journal (unknown header)")
         offset = len(_MAGIC)
+        # Read a window at a time: the journal may be far larger than what
+        # the node keeps of it in memory.
+        window, window_start = b"", offset
         while offset + _RECORD.size <= size:
-            length, crc, index, term = _RECORD.unpack_from(data, offset)
+            if offset + _RECORD.size > window_start + len(window):
+                window, window_start = os.pread(fd, _READ_WINDOW, offset), offset
+            length, crc, index, term = _RECORD.unpack_from(window, offset - window_start)
             start = offset + _RECORD.size
-            command = data[start : start + length]
+            if start + length > size:
+                break  # torn: the file ends inside this record
+            if start + length > window_start + len(window):
+                window = os.pread(fd, max(_READ_WINDOW, start + length - offset), offset)
+                window_start = offset
+            command = window[start - window_start : start - window_start + length]
             if len(command) < length or _crc(index, term, command) != crc:
                 break
             self._entries.append((command, index, term))

@@ -101,6 +101,26 @@ def test_a_torn_record_at_the_end_is_cut_off(tmp_path: Path) -> None:
     assert [e[1:] for e in _entries(_journal(tmp_path))] == [(1, 1), (2, 1), (3, 2)]
 
 
+@pytest.mark.parametrize("window", [24, 64, 1000, 1 << 20])
+def test_a_journal_read_a_window_at_a_time_reopens_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int
+) -> None:
+    """A node starting reads its journal a window at a time: records smaller
+    and larger than the window, and across its edges, come back whole, and a
+    torn tail is still cut off."""
+    monkeypatch.setattr("cortex.raft.journal._READ_WINDOW", window)
+    journal = _journal(tmp_path)
+    written = [(bytes([index % 251]) * (index * 37 % 301), index, 1) for index in range(1, 40)]
+    for command, index, term in written:
+        journal.add(command, index, term)
+    journal.sync()
+    journal._destroy()
+    assert _entries(_journal(tmp_path)) == written
+    path = tmp_path / LOG_FILE
+    path.write_bytes(path.read_bytes()[:-5])
+    assert _entries(_journal(tmp_path)) == written[:-1]
+
+
 def test_a_corrupt_record_and_what_follows_are_cut_off(tmp_path: Path) -> None:
     journal = _journal(tmp_path)
     for index in range(1, 4):
