@@ -117,24 +117,17 @@ def check_writable(group: RaftGroup) -> None:
         raise Unavailable("this node cannot reach a quorum of the cluster")
 
 
-def fold_batch(batch: list[_Pending]) -> tuple[list[Entry], list[int]]:
-    """The entries to propose for a batch (starts folded into their
-    outcomes: `entries.fold_starts`), and for each caller the position of
-    the entry whose result is its own. Shared with the simulator's proposer."""
-    return fold_starts([entry for entry, _ in batch])
-
-
 def settle_batch(
     futures: list[Future[dict[str, Any]]],
     results: Any,
     error: int,
     carriers: list[int] | None = None,
-    proposed: int | None = None,
 ) -> None:
     """Hands each entry of a batch its result once the batch is applied on this
     node, or every one the reason there is none. With `carriers` (from
-    `fold_batch`), future i gets the result of entry `carriers[i]` of the
-    `proposed` entries. Shared with the simulator's proposer."""
+    `entries.fold_starts`), future i gets the result of entry `carriers[i]`,
+    every entry proposed carrying at least its own. Shared with the
+    simulator's proposer."""
     if error != 0:
         failure = Unavailable(
             f"entry not committed ({FAIL_REASON_NAMES.get(error, error)}); "
@@ -145,9 +138,7 @@ def settle_batch(
         return
     if carriers is None:
         carriers = list(range(len(futures)))
-    if not isinstance(results, list) or len(results) != (
-        len(futures) if proposed is None else proposed
-    ):
+    if not isinstance(results, list) or len(results) != max(carriers, default=-1) + 1:
         # This node's state came from a snapshot that already held the
         # batch, or the batch could not be decoded: the outcome of each
         # entry is unknown here, not a rejection.
@@ -293,11 +284,11 @@ class Proposer:
             number = self._batch_number
             self._in_flight[number] = (time.monotonic() + self.in_flight_timeout, futures)
 
-        entries, carriers = fold_batch(batch)
+        entries, carriers = fold_starts([entry for entry, _ in batch])
 
         def on_applied(results: Any, error: int) -> None:
             if self._finish(number):
-                settle_batch(futures, results, error, carriers, len(entries))
+                settle_batch(futures, results, error, carriers)
 
         try:
             self._group.apply_batch(encode_batch(entries), callback=on_applied)

@@ -12,9 +12,9 @@ from typing import Any
 
 from cortex.errors import Unavailable
 from cortex.raft.group import RaftGroup
-from cortex.raft.proposer import check_writable, fail_overdue, fold_batch, settle_batch
+from cortex.raft.proposer import check_writable, fail_overdue, settle_batch
 from cortex.sim.clock import SimClock
-from cortex.state.entries import Entry, encode_batch
+from cortex.state.entries import Entry, encode_batch, fold_starts
 from cortex.steps import gather
 
 TIMEOUT_US = 10_000_000
@@ -62,11 +62,11 @@ class SimProposer:
         number = self._number
         self._in_flight[number] = (self._clock.now_us + TIMEOUT_US, futures)
 
-        entries, carriers = fold_batch(batch)
+        entries, carriers = fold_starts([entry for entry, _ in batch])
 
         def on_applied(results: Any, error: int) -> None:
             if self._in_flight.pop(number, None) is not None:
-                settle_batch(futures, results, error, carriers, len(entries))
+                settle_batch(futures, results, error, carriers)
 
         self._group.apply_batch(encode_batch(entries), callback=on_applied)
 
