@@ -27,6 +27,12 @@ class NotFound(CortexError):
     """The named task, workflow or node does not exist."""
 
 
+class UnknownId(NotFound):
+    """A lookup found nothing under this id in this node's state, before
+    anything was proposed: a node that has not applied the latest entries
+    yet may only not know it (`cortex.api.consistency`)."""
+
+
 class FailedPrecondition(CortexError):
     """The request is valid but the target is in the wrong state for it."""
 

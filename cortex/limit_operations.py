@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from cortex.errors import InvalidArgument, NotFound
+from cortex.errors import InvalidArgument, UnknownId
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
 from cortex.state import entries as e
@@ -56,7 +56,7 @@ class LimitOperations:
         check_key(key)
         found = self._reader.limits(_now_ms(), key)
         if not found:
-            raise NotFound(f"no limit on key {key!r}")
+            raise UnknownId(f"no limit on key {key!r}")
         return found[0]
 
     def list_limits(self) -> list[LimitView]:

@@ -15,8 +15,8 @@ from cortex.errors import (
     CortexError,
     FailedPrecondition,
     InvalidArgument,
-    NotFound,
     Unavailable,
+    UnknownId,
 )
 from cortex.id_prefixes import resolve_prefix
 from cortex.membership.board import ResourceBoard
@@ -257,7 +257,7 @@ class TaskOperations:
             full_id = resolve_prefix("task", task_id, self._reader.task_ids_with_prefix)
             task = self._reader.get_task(full_id)
         if task is None:
-            raise NotFound(f"no task with id {task_id}")
+            raise UnknownId(f"no task with id {task_id}")
         return task
 
     def resolve_id(self, task_id: str) -> str:

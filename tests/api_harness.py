@@ -14,7 +14,6 @@ import grpc
 
 from cortex.api.consistency import ReadGate
 from cortex.api.peer_client import PeerClient
-from cortex.api.peer_server import read_index_unavailable
 from cortex.api.servicer import CortexServicer
 from cortex.limit_operations import LimitOperations
 from cortex.membership.board import ResourceBoard
@@ -117,7 +116,9 @@ class ApiState:
             "n1", proposer, reader, 5.0, 1 << 20, self.workflows.sandbox
         )
         limits = LimitOperations("n1", proposer, reader, 5.0)
-        reads = ReadGate("n1", machine, NoLeader(), read_index_unavailable, 1.0)
+        # One node that applies each entry as it is proposed: everything
+        # committed is applied, so its read index is its applied index.
+        reads = ReadGate("n1", machine, NoLeader(), lambda _: machine.applied_index, 1.0)
         self.peers = PeerClient("n1", "a-cluster-secret-of-some-length")
         self.streaming = StreamingService(
             "n1", machine.path, reader, OutputHub(root / "attempts"), self.peers

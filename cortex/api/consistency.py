@@ -6,13 +6,14 @@ behind the leader that state may be."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from cortex.errors import InvalidArgument, Unavailable
+from cortex.errors import InvalidArgument, Unavailable, UnknownId
 from cortex.membership.board import ResourceBoard
 from cortex.state.queries import StateReader
 from cortex.v1 import cortex_pb2 as pb
@@ -100,6 +101,12 @@ class ReadGate:
             )
         return consistency
 
+    def catch_up(self, context: grpc.ServicerContext | None) -> None:
+        """Waits until this node has applied everything committed before the
+        call (a LINEARIZABLE read's wait): for a write about to refuse an id
+        this node does not know, which may only not have reached it yet."""
+        self.before_read(pb.ReadOptions(consistency=pb.READ_CONSISTENCY_LINEARIZABLE), context)
+
     def read_index(self, timeout_s: float) -> int:
         """The leader's read index, for a node asking on behalf of its reader."""
         return self._read_index(timeout_s)
@@ -131,6 +138,30 @@ class ReadGate:
 
 def _consistency_name(value: int) -> str:
     return pb.ReadConsistency.Name(value).removeprefix("READ_CONSISTENCY_").lower()  # type: ignore[arg-type]
+
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def caught_up_before_not_found(method: Handler) -> Handler:
+    """For a write naming something that must exist (a task to cancel, a node
+    to drain): when this node does not know it, it catches up with the leader
+    (`ReadGate.catch_up`) and tries once more before answering NOT_FOUND. A
+    write sent to a follower right after another node acknowledged what it
+    names then finds it, whether or not the caller carries a session index.
+    Only a lookup's UnknownId, raised before anything is proposed, is tried
+    again (a refusal by apply is a plain NotFound), so the handler proposes
+    at most once. Its class has `_reads`."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return method(self, request, context)
+        except UnknownId:
+            self._reads.catch_up(context)
+            return method(self, request, context)
+
+    return wrapper  # type: ignore[return-value]
 
 
 class LeaderReadIndex:

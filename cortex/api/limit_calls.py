@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import grpc
 
-from cortex.api.consistency import ReadGate
+from cortex.api.consistency import ReadGate, caught_up_before_not_found
 from cortex.api.limit_convert import limit_to_proto, weight_to_proto
 from cortex.api.status_codes import maps_errors
 from cortex.errors import FailedPrecondition
@@ -51,6 +51,7 @@ class LimitCalls:
         )
 
     @maps_errors
+    @caught_up_before_not_found
     def DeleteLimit(
         self, request: pb.DeleteLimitRequest, context: grpc.ServicerContext
     ) -> pb.DeleteLimitResponse:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import grpc
 
-from cortex.api.consistency import ReadGate
+from cortex.api.consistency import ReadGate, caught_up_before_not_found
 from cortex.api.schedule_convert import new_schedule, schedule_to_proto
 from cortex.api.status_codes import maps_errors
 from cortex.errors import FailedPrecondition
@@ -77,6 +77,7 @@ class ScheduleCalls:
         )
 
     @maps_errors
+    @caught_up_before_not_found
     def PauseSchedule(
         self, request: pb.PauseScheduleRequest, context: grpc.ServicerContext
     ) -> pb.PauseScheduleResponse:
@@ -84,6 +85,7 @@ class ScheduleCalls:
         return pb.PauseScheduleResponse(schedule=schedule, commit_index=index, header=header)
 
     @maps_errors
+    @caught_up_before_not_found
     def ResumeSchedule(
         self, request: pb.ResumeScheduleRequest, context: grpc.ServicerContext
     ) -> pb.ResumeScheduleResponse:
@@ -93,6 +95,7 @@ class ScheduleCalls:
         return pb.ResumeScheduleResponse(schedule=schedule, commit_index=index, header=header)
 
     @maps_errors
+    @caught_up_before_not_found
     def DeleteSchedule(
         self, request: pb.DeleteScheduleRequest, context: grpc.ServicerContext
     ) -> pb.DeleteScheduleResponse:
@@ -102,6 +105,7 @@ class ScheduleCalls:
         return pb.DeleteScheduleResponse(schedule=schedule, commit_index=index, header=header)
 
     @maps_errors
+    @caught_up_before_not_found
     def TriggerSchedule(
         self, request: pb.TriggerScheduleRequest, context: grpc.ServicerContext
     ) -> pb.TriggerScheduleResponse:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import grpc
 
 from cortex.api.channels import TRACEPARENT_HEADER
-from cortex.api.consistency import ReadGate
+from cortex.api.consistency import ReadGate, caught_up_before_not_found
 from cortex.api.convert import (
     created_window,
     duration_ms,
@@ -208,6 +208,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
         )
 
     @maps_errors
+    @caught_up_before_not_found
     def CancelTask(
         self, request: pb.CancelTaskRequest, context: grpc.ServicerContext
     ) -> pb.CancelTaskResponse:
@@ -237,6 +238,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
         )
 
     @maps_errors
+    @caught_up_before_not_found
     def RetryDeadLetterTask(
         self, request: pb.RetryDeadLetterTaskRequest, context: grpc.ServicerContext
     ) -> pb.RetryDeadLetterTaskResponse:
@@ -301,6 +303,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
         )
 
     @maps_errors
+    @caught_up_before_not_found
     def CancelWorkflow(
         self, request: pb.CancelWorkflowRequest, context: grpc.ServicerContext
     ) -> pb.CancelWorkflowResponse:
@@ -368,6 +371,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
         return node_to_proto(view), header.applied_index, header
 
     @maps_errors
+    @caught_up_before_not_found
     def DrainNode(
         self, request: pb.DrainNodeRequest, context: grpc.ServicerContext
     ) -> pb.DrainNodeResponse:
@@ -378,6 +382,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
         return pb.DrainNodeResponse(node=node, commit_index=index, header=header)
 
     @maps_errors
+    @caught_up_before_not_found
     def CordonNode(
         self, request: pb.CordonNodeRequest, context: grpc.ServicerContext
     ) -> pb.CordonNodeResponse:
@@ -385,6 +390,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
         return pb.CordonNodeResponse(node=node, commit_index=index, header=header)
 
     @maps_errors
+    @caught_up_before_not_found
     def UncordonNode(
         self, request: pb.UncordonNodeRequest, context: grpc.ServicerContext
     ) -> pb.UncordonNodeResponse:
@@ -392,6 +398,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
         return pb.UncordonNodeResponse(node=node, commit_index=index, header=header)
 
     @maps_errors
+    @caught_up_before_not_found
     def RemoveNode(
         self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
     ) -> pb.RemoveNodeResponse:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
+from cortex.errors import FailedPrecondition, InvalidArgument, UnknownId
 from cortex.membership.cluster_status import ClusterStatus, NodeStatusView
 from cortex.membership.peer_calls import Removal
 from cortex.membership.removal import NodeRemover
@@ -44,7 +44,7 @@ class NodeAdministration:
                 raise FailedPrecondition(f"node {node_id} was removed from the cluster")
             if node.id == node_id:
                 return node
-        raise NotFound(f"no node with id {node_id}")
+        raise UnknownId(f"no node with id {node_id}")
 
     def set_status(
         self, node_id: str, status: str, reason: str, deadline_ms: int | None = None

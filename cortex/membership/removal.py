@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 
-from cortex.errors import CortexError, FailedPrecondition, NotFound, Unavailable
+from cortex.errors import CortexError, FailedPrecondition, Unavailable, UnknownId
 from cortex.membership.peer_calls import PeerCalls, Removal
 from cortex.raft.group import RaftGroup
 from cortex.raft.proposer import Proposer
@@ -51,7 +51,7 @@ class NodeRemover:
         check_id(node_id, "node_id")
         node = self._find(node_id)
         if node is None:
-            raise NotFound(f"no node with id {node_id}")
+            raise UnknownId(f"no node with id {node_id}")
         self._proposer.check_writable()
         if node.raft_address == self._group.leader_address:
             raise FailedPrecondition(

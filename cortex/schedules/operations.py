@@ -9,7 +9,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from cortex.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from cortex.errors import AlreadyExists, FailedPrecondition, InvalidArgument, UnknownId
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
 from cortex.schedules.firing import DEFAULT_CATCHUP_WINDOW_MS, OVERLAP_POLICIES
@@ -167,7 +167,7 @@ class ScheduleOperations:
             raise InvalidArgument("a schedule name or id is required")
         view = self._reader.find_schedule(name_or_id)
         if view is None:
-            raise NotFound(f"no schedule named {name_or_id!r}")
+            raise UnknownId(f"no schedule named {name_or_id!r}")
         return self._with_next(view)
 
     def list_schedules(self) -> list[ScheduleView]:

@@ -17,6 +17,7 @@ from cortex.errors import (
     InvalidArgument,
     NotFound,
     Unavailable,
+    UnknownId,
 )
 from cortex.id_prefixes import resolve_prefix
 from cortex.raft.proposer import Proposer
@@ -276,7 +277,7 @@ class WorkflowOperations:
             full_id = resolve_prefix("workflow", workflow_id, self._reader.workflow_ids_with_prefix)
             workflow = self._reader.get_workflow(full_id)
         if workflow is None:
-            raise NotFound(f"no workflow with id {workflow_id}")
+            raise UnknownId(f"no workflow with id {workflow_id}")
         return workflow
 
     def resolve_id(self, workflow_id: str) -> str:

@@ -1,6 +1,7 @@
 """Read-your-writes across nodes on a real 3-node cluster: the public client's
 session (one Client over every node, round-robin), LINEARIZABLE reads on a
-follower after a write acknowledged elsewhere, separate CLI invocations on
+follower after a write acknowledged elsewhere, a cancel on a follower right
+after the leader acknowledged the submit, separate CLI invocations on
 different nodes, and an old leader cut off from its quorum after a newer
 leader committed refusing LINEARIZABLE reads."""
 
@@ -79,6 +80,32 @@ def test_linearizable_reads_on_followers_see_writes_acknowledged_anywhere(
         for client in (*writers, *readers, *stale):
             client.close()
     print(f"stale reads that missed the write just acknowledged: {stale_misses}/{ROUNDS}")
+
+
+def test_a_write_on_a_follower_finds_what_the_leader_just_acknowledged(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """A cancel sent to a follower right after the leader acknowledged the
+    submit: the follower may not have applied the submit yet, but a write
+    refuses an unknown id only after catching up with the leader, with or
+    without the writer's session index."""
+    cluster = make_cluster(3)
+    leader = cluster.nodes.index(cluster.leader())
+    followers = [i for i in range(3) if i != leader]
+    with _client(cluster, leader) as writer:
+        cancellers = [_client(cluster, i) for i in followers]
+        try:
+            for round_ in range(ROUNDS // 2):
+                task = writer.submit_task(["sleep", "300"])
+                canceller = cancellers[round_ % 2]
+                if round_ % 4 < 2:
+                    canceller.session.observe_index(writer.session.index)
+                assert canceller.cancel_task(task.id, "not needed").state == "cancelled"
+            with pytest.raises(NotFound):
+                cancellers[0].cancel_task("no-such-task")
+        finally:
+            for client in cancellers:
+                client.close()
 
 
 def test_separate_cli_invocations_on_different_nodes_see_their_writes(

@@ -1,5 +1,6 @@
 """Read consistency on one node, driven by hand: the gate's waits and
-refusals, and the leader's read barriers shared by the readers that arrive
+refusals, writes naming an id this node does not know yet, and the leader's
+read barriers shared by the readers that arrive
 while one is in flight."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from cortex.api.consistency import ReadGate
-from cortex.errors import InvalidArgument, Unavailable
+from cortex.api.consistency import ReadGate, caught_up_before_not_found
+from cortex.errors import InvalidArgument, NotFound, Unavailable, UnknownId
 from cortex.raft.read_barrier import ReadBarriers
 from cortex.state.entries import Entry
 from cortex.v1 import cortex_pb2 as pb
@@ -74,6 +75,53 @@ def test_a_session_read_the_node_cannot_catch_up_with_is_refused() -> None:
         gate(AppliedIndex(3), max_wait_s=0.05).before_read(
             options(pb.READ_CONSISTENCY_SESSION, 40), None
         )
+
+
+class Canceller:
+    """A write handler that looks a task up in the state it has applied: the
+    task exists from index 7 on."""
+
+    def __init__(self, state: AppliedIndex, read_index: int) -> None:
+        self._reads = gate(state, lambda timeout_s: read_index)
+        self.state = state
+        self.proposed = 0
+
+    @caught_up_before_not_found
+    def CancelTask(self, request: str, context: Any) -> str:  # noqa: N802 (gRPC's name)
+        if self.state.applied_index < 7:
+            raise UnknownId(f"no task with id {request}")
+        self.proposed += 1
+        if request == "refused":
+            raise NotFound("task refused could not be cancelled: unknown_task")
+        return "cancelled"
+
+
+def test_a_write_naming_an_id_not_applied_here_yet_catches_up_and_finds_it() -> None:
+    state = AppliedIndex(5)
+    threading.Timer(0.05, state.advance, (9,)).start()
+    assert Canceller(state, read_index=9).CancelTask("t1", None) == "cancelled"
+    assert state.applied_index == 9
+
+
+def test_an_id_unknown_after_catching_up_is_not_found() -> None:
+    canceller = Canceller(AppliedIndex(5), read_index=5)
+    with pytest.raises(UnknownId, match="no task with id t1"):
+        canceller.CancelTask("t1", None)
+    assert canceller.proposed == 0
+
+
+def test_a_node_that_cannot_catch_up_says_so_rather_than_not_found() -> None:
+    canceller = Canceller(AppliedIndex(5), read_index=9)
+    canceller._reads = gate(canceller.state, lambda timeout_s: 9, max_wait_s=0.05)
+    with pytest.raises(Unavailable, match="behind the index 9"):
+        canceller.CancelTask("t1", None)
+
+
+def test_a_refusal_by_apply_is_not_proposed_again() -> None:
+    canceller = Canceller(AppliedIndex(8), read_index=8)
+    with pytest.raises(NotFound, match="could not be cancelled"):
+        canceller.CancelTask("refused", None)
+    assert canceller.proposed == 1
 
 
 def test_a_negative_min_index_is_refused() -> None:
