@@ -1,4 +1,5 @@
-"""Bad input gets a clear gRPC status and writes nothing; a node without the
+"""Bad input gets a clear gRPC status and writes nothing (a write naming an
+unknown id at most commits a read barrier to catch up first); a node without the
 cluster secret can neither join nor inject entries."""
 
 from __future__ import annotations
@@ -68,8 +69,12 @@ def test_bad_requests_get_clear_status_and_write_nothing(make_cluster):
         code, message = _code_and_message(call, request)
         assert code == expected_code, (request, code, message)
         assert fragment in message, (fragment, message)
-    after = cluster.wait_converged()
-    assert after == before, "a rejected request reached the log"
+    digest, index = cluster.wait_converged()
+    assert digest == before[0], "a rejected request changed the state"
+    # The cancel naming no task catches up with the leader before answering
+    # NOT_FOUND: one read barrier, which changes no state. Nothing else
+    # reached the log.
+    assert index - before[1] <= 1, "a rejected request reached the log"
     channel.close()
 
 

@@ -88,8 +88,11 @@ def _struct(data: dict[str, Any]) -> Struct:
     return struct
 
 
-def finished(node: ClusterNode, task_id: str) -> pb.Task:
+def finished(node: ClusterNode, task_id: str, session_index: int = 0) -> pb.Task:
+    """The task once finished, read on `node` at least at `session_index`
+    (the submitting client's, when another node took the submit)."""
     with node.client() as client:
+        client.advance_session(session_index)
         task = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
     assert enum_name(pb.TaskState, task.state) in ("completed", "failed", "dead_letter"), task
     return task
@@ -124,7 +127,8 @@ def test_an_http_task_runs_end_to_end_on_a_node_with_the_plugin(cluster: Cluster
     n1, _, n3 = cluster.nodes
     with n3.client() as client:  # n3 has no plugin: taken because n1 and n2 run http
         task_id = client.submit_task(http_spec({"url": f"{web}/hello"})).task.id
-    task = finished(n1, task_id)
+        submitted_at = client.session_index
+    task = finished(n1, task_id, submitted_at)
     assert enum_name(pb.TaskState, task.state) == "completed", task
     assert task.node_id in ("n1", "n2")
     assert task.result.exit_code == 0 and task.result.stdout == BODY
