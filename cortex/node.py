@@ -394,7 +394,6 @@ class Node:
 
         self.output.start()
         self.streaming.start()
-        self.metrics.start()
         # A linearizable read waits for a barrier committed by the leader:
         # this node's own when it leads (or when another node asks it), else
         # the leader's, asked over the peer listener.
@@ -532,7 +531,6 @@ class Node:
         if self._grpc_server is not None:
             self._grpc_server.stop(grace=1.0)
         self.http.stop()
-        self.metrics.stop()
         self.peer_listener.stop(1.0)
         self.peer_client.close()
         try:

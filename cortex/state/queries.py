@@ -44,19 +44,6 @@ class AttemptView:
 
 
 @dataclass(frozen=True)
-class TaskTimes:
-    """A task's timestamps as its row holds them now (the task histograms)."""
-
-    id: str
-    type: str
-    state: str
-    attempt: int
-    created_at: int
-    started_at: int | None
-    completed_at: int | None
-
-
-@dataclass(frozen=True)
 class TaskView:
     id: str
     state: str
@@ -415,22 +402,6 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
     def dead_letter_count(self) -> int:
         row = self._conn().execute("SELECT COUNT(*) FROM tasks WHERE state = 'dead_letter'")
         return int(row.fetchone()[0])
-
-    def task_times(self, task_ids: Iterable[str]) -> list[TaskTimes]:
-        """The timestamps of the tasks that still exist among `task_ids`
-        (purged ones are gone)."""
-        wanted = list(dict.fromkeys(task_ids))
-        conn = self._conn()
-        found: list[TaskTimes] = []
-        for start in range(0, len(wanted), _IDS_PER_QUERY):
-            chunk = wanted[start : start + _IDS_PER_QUERY]
-            rows = conn.execute(
-                "SELECT id, type, state, attempt, created_at, started_at, completed_at"
-                f" FROM tasks WHERE id IN ({','.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
-            found.extend(TaskTimes(*row) for row in rows)
-        return found
 
     def counts_by_state(self) -> dict[str, int]:
         rows = self._conn().execute(

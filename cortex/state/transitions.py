@@ -44,12 +44,27 @@ TaskRow = sqlite3.Row | Mapping[str, Any]
 
 @dataclass(frozen=True)
 class TaskChange:
-    """What an applied entry did to one task, for in-process listeners."""
+    """What an applied entry did to one task, for in-process listeners; a
+    state change made by `ApplyContext.move` also carries the task's type and
+    times as its row holds them right after (for the metrics, which then
+    need not read the row back)."""
 
     task_id: str
     state: str
     node: str | None
     attempt: int
+    type: str | None = None
+    created_at: int | None = None
+    started_at: int | None = None
+    completed_at: int | None = None
+
+
+def _column(task: TaskRow, name: str) -> Any:
+    """A column of a task row, None when the row was read without it."""
+    try:
+        return task[name]
+    except (IndexError, KeyError):
+        return None
 
 
 @dataclass
@@ -132,12 +147,18 @@ class ApplyContext:
         columns["updated_at"] = self.entry.ts
         self.cur.execute(_task_update_sql(tuple(columns)), (*columns.values(), task["id"]))
         self.event(event, task["id"], task["state"], to_state, node, attempt, detail)
-        self.changes.append(TaskChange(task["id"], to_state, node, attempt))
+        started = columns["started_at"] if "started_at" in columns else _column(task, "started_at")
+        completed = (
+            columns["completed_at"] if "completed_at" in columns else _column(task, "completed_at")
+        )
+        self.changes.append(
+            TaskChange(
+                task["id"], to_state, node, attempt,
+                _column(task, "type"), _column(task, "created_at"), started, completed,
+            )
+        )  # fmt: skip
 
-
-    def start_with_outcome(
-        self, task: sqlite3.Row, p: e.TaskComplete | e.TaskFailed
-    ) -> TaskRow:
+    def start_with_outcome(self, task: sqlite3.Row, p: e.TaskComplete | e.TaskFailed) -> TaskRow:
         """An outcome carrying its attempt's start (`started_at`, see
         `entries.fold_starts`) for a task still `assigned`: records the start
         as TASK_STARTED would have (its event, at its time, and `started_at`,
@@ -146,7 +167,10 @@ class ApplyContext:
         if p.started_at is None or task["state"] != "assigned":
             return task
         self.event("started", task["id"], "assigned", "running", p.node, p.attempt, ts=p.started_at)
-        self.changes.append(TaskChange(task["id"], "running", p.node, p.attempt))
+        self.changes.append(
+            TaskChange(task["id"], "running", p.node, p.attempt,
+                       task["type"], task["created_at"], p.started_at)
+        )  # fmt: skip
         self.carried = {"started_at": p.started_at}
         return {**dict(task), "state": "running", "started_at": p.started_at}
 

@@ -1,6 +1,6 @@
 """The metrics a node derives from its state, against a real StateMachine on
 a SQLite file: transitions counted from the change listener, the task
-histograms observed from the tasks' timestamps, the queue, workflow and
+histograms observed from the timestamps the changes carry, the queue, workflow and
 dead-letter gauges read at scrape time, and apply times."""
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from cortex.state.entries import (
     TaskAssign,
     TaskComplete,
     TaskDeadLetter,
+    TaskFailed,
     TaskStarted,
     TaskSubmit,
     WorkflowSubmit,
     encode_batch,
 )
 from cortex.state.queries import StateReader
-from cortex.state.transitions import TaskChange
 from tests.metrics_scrape import Scrape
 
 NOW_MS = 60_000
@@ -61,7 +61,6 @@ class Node:
 def node(tmp_path: Path) -> Iterator[Node]:
     made = Node(tmp_path / "state.db")
     yield made
-    made.metrics.stop()
     made.machine.close()
 
 
@@ -75,9 +74,6 @@ def _noop(priority: int) -> dict[str, Any]:
 
 
 def _observed(node: Node) -> Scrape:
-    """The scrape once the worker has looked up every change so far."""
-    node.metrics.start()
-    node.metrics.stop()
     return node.scrape()
 
 
@@ -152,20 +148,34 @@ def test_an_empty_queue_is_zero_and_a_replayed_entry_is_not_timed(node: Node) ->
     assert len(node.applied) == 1
 
 
-def test_changes_of_tasks_gone_or_moved_on_are_left_out(node: Node) -> None:
+def test_a_folded_start_and_a_retried_attempt_are_timed_from_their_own_entries(
+    node: Node,
+) -> None:
+    """A start carried by its outcome (`started_at`) times the schedule
+    latency and the duration like a start of its own; a second attempt's
+    start is not a schedule latency, and its duration starts at its own start."""
     node.apply(NodeJoin("n1", "127.0.0.1:7100", "127.0.0.1:7200"), ts=500)
     node.apply(TaskSubmit("t", _noop(5)), ts=1_000)
-    _run(node, "t", assigned_at=1_500, started_at=2_000)
-    node.metrics.observe_task_times(
-        [
-            TaskChange("purged-long-ago", "running", "n1", 1),
-            TaskChange("t", "running", "n1", 2),  # another attempt than the row's
-            TaskChange("t", "completed", "n1", 1),  # the row is still running
-        ]
-    )
+    node.apply(TaskAssign([{"task_id": "t", "node": "n1", "attempt": 1}]), ts=1_100)
+    outcome = TaskComplete("t", 1, "n1", {"exit_code": 0}, started_at=1_400)
+    node.apply(outcome, ts=2_400)
+    node.apply(TaskSubmit("r", _noop(5)), ts=3_000)
+    _run(node, "r", assigned_at=3_100, started_at=3_500)
+    node.apply(TaskFailed("r", 1, "n1", "exit 1", {"exit_code": 1}), ts=4_000)
+    node.apply(TaskAssign([{"task_id": "r", "node": "n1", "attempt": 2}]), ts=4_100)
+    node.apply(TaskStarted("r", 2, "n1"), ts=4_200)
+    node.apply(TaskComplete("r", 2, "n1", {"exit_code": 0}), ts=4_450)
     scraped = node.scrape()
-    assert scraped.total("cortex_schedule_latency_seconds") == 0
-    assert scraped.total("cortex_task_duration_seconds") == 0
+    latency = {s.name: s.value for s in scraped.families["cortex_schedule_latency_seconds"].samples
+               if not s.labels}  # fmt: skip
+    assert latency["cortex_schedule_latency_seconds_count"] == 2
+    assert latency["cortex_schedule_latency_seconds_sum"] == pytest.approx(0.4 + 0.5)
+    durations = {
+        s.labels["outcome"]: s.value
+        for s in scraped.families["cortex_task_duration_seconds"].samples
+        if s.name.endswith("_sum")
+    }
+    assert durations == {"completed": pytest.approx(1.0 + 0.25)}
 
 
 def test_output_stream_clients_are_read_when_scraped(node: Node) -> None:
