@@ -7,6 +7,13 @@ per row over a canonical encoding (an ASCII JSON array) of the table name and
 the row's values in column order. Two databases holding the same rows have the
 same digest, whatever the order they were written in.
 
+A table may hash its rows in two parts, each under its own label: the task
+table's columns that are written once, at submission (its spec, policies,
+labels, workflow position...), apart from those its transitions change
+(state, attempt, times, result). Both parts carry the row's primary key. An
+update then swaps only the parts whose columns it sets (`UPDATE OF`), so a
+task moving through its states does not hash its spec twice per move.
+
 SQLite triggers on each replicated table call SQL functions registered on the
 connection: they add a row's hash on insert, subtract it on delete and swap
 the old row's for the new one's on update. The change is gathered in the
@@ -39,12 +46,23 @@ _LEGACY_ADD = "cortex_digest_add"
 _LEGACY_SUB = "cortex_digest_sub"
 _LEGACY_SWAP = "cortex_digest_swap"
 # The row encoding: part of the triggers' signature, so a new encoding
-# rebuilds the triggers and recomputes the sum.
-_ENCODING = 2
+# rebuilds the triggers and recomputes the sum (3: tasks in two parts).
+_ENCODING = 3
 # How the triggers carry a row's hash (3: to the pending delta). A new style
 # rebuilds the triggers but keeps the sum, which does not depend on it.
 _TRIGGERS = 3
 _TABLE = "state_digest"
+# Columns written when a row is inserted and seldom after, hashed apart from
+# the rest (see above); any column may still be updated.
+_SET_ONCE: dict[str, frozenset[str]] = {
+    "tasks": frozenset({
+        "workflow_id", "workflow_key", "type", "priority", "spec", "constraints",
+        "retry_policy", "timeout_ms", "labels", "idempotency_key", "created_at",
+        "submit_index", "workflow_pos", "condition", "traceparent", "concurrency_key",
+        "fairness_key",
+    }),
+}  # fmt: skip
+_SET_ONCE_LABEL = ":set-once"
 
 
 def _blob(value: object) -> dict[str, str]:
@@ -164,18 +182,65 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
 
 
+def _parts(conn: sqlite3.Connection, table: str) -> list[tuple[str, list[str]]]:
+    """The labels a table's rows are hashed under, each with its columns in
+    table order: the table's name with every column, or, for a table with
+    set-once columns, its name with the rest and `table:set-once` with those,
+    both parts led by the primary key."""
+    info = list(conn.execute(f"PRAGMA table_info({table})"))
+    columns = [row[1] for row in info]
+    set_once = _SET_ONCE.get(table, frozenset()) & set(columns)
+    if not set_once:
+        return [(table, columns)]
+    key = [row[1] for row in sorted(info, key=lambda row: row[5]) if row[5] > 0]
+    changing = [c for c in columns if c not in set_once]
+    once = key + [c for c in columns if c in set_once]
+    return [(table, changing), (table + _SET_ONCE_LABEL, once)]
+
+
 def full_digest(conn: sqlite3.Connection, tables: list[str]) -> str:
     """The digest recomputed from every row."""
     total = 0
     for table in tables:
-        for row in conn.execute(f"SELECT * FROM {table}"):
-            total += row_hash(table, tuple(row))
+        for label, columns in _parts(conn, table):
+            for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table}"):
+                total += row_hash(label, tuple(row))
     return format(total % _MOD, "064x")
 
 
 def stored_digest(conn: sqlite3.Connection) -> str:
     row = conn.execute(f"SELECT value FROM {_TABLE} WHERE id = 1").fetchone()
     return str(row[0])
+
+
+def _create_triggers(
+    conn: sqlite3.Connection, table: str, parts: list[tuple[str, list[str]]]
+) -> None:
+    """The table's digest triggers, replacing any earlier ones: an insert
+    adds every part, a delete subtracts them, and an update swaps each part
+    whose columns it sets (every update, for a table hashed whole)."""
+    for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?"
+        " AND name LIKE 'digest\\_%' ESCAPE '\\'",
+        (table,),
+    ).fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+
+    def values(prefix: str, columns: list[str]) -> str:
+        return ", ".join(f"{prefix}.{c}" for c in columns)
+
+    for kind, function, prefix in (("INSERT", _ADD, "NEW"), ("DELETE", _SUB, "OLD")):
+        body = " ".join(
+            f"SELECT {function}('{label}', {values(prefix, columns)});" for label, columns in parts
+        )
+        conn.execute(
+            f"CREATE TRIGGER digest_{table}_{kind.lower()} AFTER {kind} ON {table} BEGIN {body} END"
+        )
+    for number, (label, columns) in enumerate(parts):
+        name = f"digest_{table}_update" + (f"_{number}" if number else "")
+        of = f" OF {', '.join(columns)}" if len(parts) > 1 else ""
+        swap = f"{_SWAP}('{label}', {values('OLD', columns)}, {values('NEW', columns)})"
+        conn.execute(f"CREATE TRIGGER {name} AFTER UPDATE{of} ON {table} BEGIN SELECT {swap}; END")
 
 
 def install(conn: sqlite3.Connection, tables: list[str], recompute: bool = False) -> None:
@@ -185,7 +250,10 @@ def install(conn: sqlite3.Connection, tables: list[str], recompute: bool = False
     rows). Whatever the connection's writes left pending is dropped: the sum
     is either still right (the older triggers kept it) or recomputed."""
     discard(conn)
-    layout = {"encoding": _ENCODING, **{table: _columns(conn, table) for table in tables}}
+    # As JSON holds it, to compare with the stored one (lists, not tuples).
+    layout = json.loads(
+        json.dumps({"encoding": _ENCODING, **{table: _parts(conn, table) for table in tables}})
+    )
     signature = json.dumps({**layout, "triggers": _TRIGGERS}, sort_keys=True)
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1),"
@@ -200,18 +268,7 @@ def install(conn: sqlite3.Connection, tables: list[str], recompute: bool = False
     conn.execute("BEGIN IMMEDIATE")
     try:
         for table in tables:
-            new = ", ".join(f"NEW.{c}" for c in _columns(conn, table))
-            old = ", ".join(f"OLD.{c}" for c in _columns(conn, table))
-            for kind, expression in (
-                ("INSERT", f"{_ADD}('{table}', {new})"),
-                ("DELETE", f"{_SUB}('{table}', {old})"),
-                ("UPDATE", f"{_SWAP}('{table}', {old}, {new})"),
-            ):
-                name = f"digest_{table}_{kind.lower()}"
-                conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-                conn.execute(
-                    f"CREATE TRIGGER {name} AFTER {kind} ON {table} BEGIN SELECT {expression}; END"
-                )
+            _create_triggers(conn, table, _parts(conn, table))
         value = str(row[0]) if keep_sum else full_digest(conn, tables)
         conn.execute(
             f"INSERT INTO {_TABLE} (id, value, columns) VALUES (1, ?, ?) ON CONFLICT(id)"

@@ -1,7 +1,8 @@
 """The running state digest: equal to a recomputation from every row after
 inserts, updates and deletes once flushed, independent of write order,
 rewound with a rolled-back savepoint, rebuilt when a migration changes a
-table's columns, and carried over when only the triggers' style changes."""
+table's columns, carried over when only the triggers' style changes, and
+kept right for the task table hashed in two parts whatever an update sets."""
 
 from __future__ import annotations
 
@@ -137,3 +138,43 @@ def test_triggers_of_the_older_style_are_replaced_and_the_sum_kept(tmp_path: Pat
     assert digest.stored_digest(conn) == "0" * 64  # kept, not recomputed
     sql = "SELECT sql FROM sqlite_master WHERE name = 'digest_things_insert'"
     assert "cortex_digest_row_add" in conn.execute(sql).fetchone()[0]
+
+
+def test_a_table_hashed_in_two_parts_follows_updates_of_either_part(tmp_path: Path) -> None:
+    """The task table hashes its set-once columns (here `spec`, `priority`)
+    apart from the rest; an update setting either part, both, or the key
+    keeps the running sum equal to a recomputation, and only the changed
+    part's trigger runs."""
+    conn = connect(str(tmp_path / "a.db"))
+    conn.execute(
+        "CREATE TABLE tasks (id TEXT PRIMARY KEY, state TEXT, spec TEXT, priority INTEGER,"
+        " updated_at INTEGER)"
+    )
+    digest.install(conn, ["tasks"])
+    empty = digest.stored_digest(conn)
+    _write(conn, "INSERT INTO tasks VALUES ('a', 'queued', '{\"x\": 1}', 5, 1),"
+                 " ('b', 'queued', '{}', 1, 1)")  # fmt: skip
+    seen = {empty, digest.stored_digest(conn)}
+    for update in (
+        "UPDATE tasks SET state = 'running', updated_at = 2 WHERE id = 'a'",
+        "UPDATE tasks SET spec = '{\"x\": 2}' WHERE id = 'a'",
+        "UPDATE tasks SET priority = 9, state = 'done' WHERE id = 'b'",
+        "UPDATE tasks SET id = 'c' WHERE id = 'a'",
+    ):
+        _write(conn, update)
+        assert digest.stored_digest(conn) == digest.full_digest(conn, ["tasks"]), update
+        seen.add(digest.stored_digest(conn))
+    assert len(seen) == 6  # every write changed the digest
+    # The same row with a part's values moved to the other part is another row.
+    _write(conn, "UPDATE tasks SET state = '{}', spec = 'done' WHERE id = 'b'")
+    assert digest.stored_digest(conn) not in seen
+    _write(conn, "DELETE FROM tasks")
+    assert digest.stored_digest(conn) == empty
+    triggers = {
+        row[0]
+        for row in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'tasks'"
+        )
+    }
+    assert any("UPDATE OF id, spec, priority" in sql for sql in triggers), triggers
+    assert any("UPDATE OF id, state, updated_at" in sql for sql in triggers), triggers
