@@ -157,19 +157,16 @@ class SnapshotStore:
             # it; it must be durable before the journal is cleared for it.
             self._journal.disk.fsync_file(path)
             self._journal.disk.fsync_directory(directory)
-        with (
-            zipfile.ZipFile(path) as archive,
-            tempfile.TemporaryDirectory(dir=directory) as scratch,
-        ):
+        with zipfile.ZipFile(path) as archive:
             meta = json.loads(archive.read(_META))
-            archive.extract(_DB, scratch)
-            db_copy = os.path.join(scratch, _DB)
-            snapshot_index = snapshot_applied_index(db_copy)
             # A local database at or past the snapshot is a later state of the
-            # same committed log: keep it, the journal replay skips what it has.
-            if snapshot_index > self._machine.applied_index:
-                self._machine.restore_from(db_copy)
-                log.info("state restored from snapshot at applied index %d", snapshot_index)
+            # same committed log: keep it, the journal replay skips what it
+            # has. The index the snapshot's state is at is in its meta (older
+            # snapshots: in the database), so a node restarting on its own
+            # snapshot does not copy the whole database out to find it.
+            recorded = meta.get("applied_index")
+            if not isinstance(recorded, int) or recorded > self._machine.applied_index:
+                self._restore(archive, directory)
         last, prev = _decode_log_entry(meta["last"]), _decode_log_entry(meta["prev"])
         # A crash between writing a snapshot and compacting the journal leaves a
         # journal that starts earlier; pysyncobj would then clear all of it,
@@ -177,6 +174,15 @@ class SnapshotStore:
         self._journal.drop_before(prev[1], prev[2])
         cluster = {TCPNode(address) for address in meta["cluster"]}
         return last, prev, cluster
+
+    def _restore(self, archive: zipfile.ZipFile, directory: str) -> None:
+        with tempfile.TemporaryDirectory(dir=directory) as scratch:
+            archive.extract(_DB, scratch)
+            db_copy = os.path.join(scratch, _DB)
+            snapshot_index = snapshot_applied_index(db_copy)
+            if snapshot_index > self._machine.applied_index:
+                self._machine.restore_from(db_copy)
+                log.info("state restored from snapshot at applied index %d", snapshot_index)
 
 
 def snapshot_state_index(path: str) -> int:

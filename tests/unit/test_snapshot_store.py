@@ -121,3 +121,36 @@ def test_a_failed_build_is_reported_once_and_keeps_the_old_dump(tmp_path: Path, 
     assert _until_done(store)[-1] == SERIALIZER_STATE.FAILED
     assert store.check() == SERIALIZER_STATE.NOT_SERIALIZING
     assert not os.path.exists(missing)
+
+
+def test_a_node_at_or_past_its_snapshot_restarts_without_copying_the_database_out(
+    tmp_path: Path, machine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot's meta says the index its state is at: a node whose own
+    database is there already (a restart on its own snapshot) keeps it and
+    never extracts the snapshot's copy; a node behind it restores it."""
+    for number in range(1, 31):
+        machine.apply_batch(number, _batch(number))
+    store = SnapshotStore(machine, DurableJournal(str(tmp_path / "node")))
+    dump = tmp_path / "node" / "raft.snapshot"
+    store.serialize(f"{dump}.tmp", ((b"", 30, 1), (b"", 29, 1), set()))
+    assert _until_done(store)[-1] == SERIALIZER_STATE.SUCCESS
+    machine.apply_batch(31, _batch(31))
+    extracted: list[str] = []
+    real_extract = zipfile.ZipFile.extract
+
+    def extract(archive: zipfile.ZipFile, member: str, *args: object) -> str:
+        extracted.append(member)
+        return real_extract(archive, member, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zipfile.ZipFile, "extract", extract)
+    digest = machine.digest()
+    store.deserialize(str(dump))
+    assert extracted == [] and machine.applied_index == 31 and machine.digest() == digest
+    behind = StateMachine(str(tmp_path / "behind" / "state.db"))
+    try:
+        behind.apply_batch(1, _batch(1))
+        SnapshotStore(behind, DurableJournal(str(tmp_path / "behind"))).deserialize(str(dump))
+        assert extracted == ["state.db"] and behind.applied_index == 30
+    finally:
+        behind.close()
