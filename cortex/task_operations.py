@@ -15,6 +15,7 @@ from cortex.errors import (
     CortexError,
     FailedPrecondition,
     InvalidArgument,
+    NotFound,
     Unavailable,
     UnknownId,
 )
@@ -204,14 +205,28 @@ class TaskOperations:
                 for span in spans:
                     span.end(error=str(late))
                 raise
+            # The accepted tasks as applied here, read together.
+            tasks = {
+                task.id: task
+                for task in self._reader.get_tasks(r["task_id"] for r in results if r.get("ok"))
+            }
             for (number, _), result, span in zip(proposed, results, spans, strict=True):
                 _end_submit_span(span, result)
                 outcomes[number] = (
-                    self._submitted(result["task_id"], bool(result["created"]))
+                    self._accepted(tasks, result)
                     if result.get("ok")
                     else refusal_error(result, f"tasks[{number}] rejected")
                 )
         return [outcome for outcome in outcomes if outcome is not None]
+
+    @staticmethod
+    def _accepted(
+        tasks: dict[str, TaskView], result: dict[str, Any]
+    ) -> SubmitOutcome | CortexError:
+        task = tasks.get(result["task_id"])
+        if task is None:  # an earlier submission's task, purged since
+            return NotFound(f"no task with id {result['task_id']} (purged)")
+        return SubmitOutcome(task.id, bool(result["created"]), task.submit_index, task)
 
     def _commit_together(self, entries: list[e.Entry], if_late: str) -> list[dict[str, Any]]:
         """Proposes `entries` together and waits until each is applied on this
@@ -352,9 +367,11 @@ class TaskOperations:
         tasks no longer dead letters are left as they are."""
         return self._act_on_many(
             task_ids,
-            lambda task: e.TaskRetry(task.id, task.attempt, "retried from the dead-letter queue")
-            if task.state == "dead_letter"
-            else None,
+            lambda task: (
+                e.TaskRetry(task.id, task.attempt, "retried from the dead-letter queue")
+                if task.state == "dead_letter"
+                else None
+            ),
         )
 
     def _act_on_many(
