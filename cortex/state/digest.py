@@ -29,10 +29,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
+import time
 from typing import Any
 
 from cortex.state.canonical import compact_encoder
+
+log = logging.getLogger(__name__)
 
 _MOD = 1 << 256
 # The functions the triggers call: each adds to the connection's pending delta.
@@ -269,7 +273,17 @@ def install(conn: sqlite3.Connection, tables: list[str], recompute: bool = False
     try:
         for table in tables:
             _create_triggers(conn, table, _parts(conn, table))
-        value = str(row[0]) if keep_sum else full_digest(conn, tables)
+        if keep_sum:
+            value = str(row[0])
+        else:
+            # Once per change of the tables' columns or the encoding: a large
+            # state takes a while (every row is read), so say so.
+            if row is not None:
+                log.info("recomputing the state digest for a new row layout (reads every row)")
+            began = time.monotonic()
+            value = full_digest(conn, tables)
+            if row is not None:
+                log.info("state digest recomputed in %.1f s", time.monotonic() - began)
         conn.execute(
             f"INSERT INTO {_TABLE} (id, value, columns) VALUES (1, ?, ?) ON CONFLICT(id)"
             " DO UPDATE SET value = excluded.value, columns = excluded.columns",
