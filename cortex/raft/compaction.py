@@ -77,13 +77,21 @@ class CompactionGate:
         self.held = False
         # Looks at the files so far (tests wait on it).
         self.checks = 0
+        # Judged from the files before pysyncobj first looks: a node
+        # restarting next to a large snapshot must not compact at once (its
+        # first tick finds the time since the last compaction unknown).
         self._set(held=False)
+        self._check()
+        self._next_check = clock() + CHECK_INTERVAL_S
 
     def tick(self) -> None:
         now = self._clock()
         if now < self._next_check:
             return
         self._next_check = now + CHECK_INTERVAL_S
+        self._check()
+
+    def _check(self) -> None:
         try:
             snapshot_bytes = os.path.getsize(self._snapshot_path)
         except FileNotFoundError:

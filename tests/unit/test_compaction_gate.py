@@ -45,9 +45,9 @@ def test_the_gate_sets_pysyncobjs_thresholds_and_looks_once_a_second(tmp_path: P
     conf, journal, now = _Conf(), _Journal(), [100.0]
     policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=2, floor_bytes=100)
     gate = CompactionGate(conf, policy, journal, str(snapshot), lambda: now[0])
+    # No snapshot yet: pysyncobj's own thresholds, judged once made.
     assert (conf.logCompactionMinEntries, conf.logCompactionMinTime) == (50, 7)
-    gate.tick()  # no snapshot yet: pysyncobj's own thresholds
-    assert not gate.held and conf.logCompactionMinEntries == 50
+    assert not gate.held and gate.checks == 1
     snapshot.write_bytes(b"x" * 1000)
     now[0] += 1.0
     gate.tick()
@@ -60,6 +60,17 @@ def test_the_gate_sets_pysyncobjs_thresholds_and_looks_once_a_second(tmp_path: P
     gate.tick()
     assert not gate.held and (conf.logCompactionMinEntries, conf.logCompactionMinTime) == (50, 7)
     assert gate.checks == 3
+
+
+def test_a_gate_made_next_to_a_large_snapshot_holds_from_the_start(tmp_path: Path) -> None:
+    """A node restarting: pysyncobj's first look at its thresholds must
+    already find them held, or it compacts at once."""
+    snapshot = tmp_path / "raft.snapshot"
+    snapshot.write_bytes(b"x" * 1000)
+    conf, journal = _Conf(), _Journal()
+    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=2, floor_bytes=100)
+    gate = CompactionGate(conf, policy, journal, str(snapshot), lambda: 100.0)
+    assert gate.held and conf.logCompactionMinEntries > 10**15 and gate.checks == 1
 
 
 @pytest.fixture
