@@ -2,7 +2,9 @@
 applied what its ReadOptions ask for (SESSION: `min_index`; LINEARIZABLE:
 the leader's read index), and every response carries a ResponseHeader
 saying which state it reflects and, as far as the node knows, how far
-behind the leader that state may be."""
+behind the leader that state may be. A write naming an id the node does not
+know catches up to the leader's read index before it answers NOT_FOUND
+(`caught_up_before_not_found`)."""
 
 from __future__ import annotations
 
