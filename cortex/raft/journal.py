@@ -40,7 +40,7 @@ import logging
 import os
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -381,27 +381,12 @@ class DurableJournal(Journal):  # type: ignore[misc]
             os.close(fd)
             raise OSError(f"{self.path} is not a Cortex Raft journal (unknown header)")
         offset = len(_MAGIC)
-        # Read a window at a time: the journal may be far larger than what
-        # the node keeps of it in memory.
-        window, window_start = b"", offset
-        while offset + _RECORD.size <= size:
-            if offset + _RECORD.size > window_start + len(window):
-                window, window_start = os.pread(fd, _READ_WINDOW, offset), offset
-            length, crc, index, term = _RECORD.unpack_from(window, offset - window_start)
-            start = offset + _RECORD.size
-            if start + length > size:
-                break  # torn: the file ends inside this record
-            if start + length > window_start + len(window):
-                window = os.pread(fd, max(_READ_WINDOW, start + length - offset), offset)
-                window_start = offset
-            command = window[start - window_start : start - window_start + length]
-            if len(command) < length or _crc(index, term, command) != crc:
-                break
+        for index, term, start, end, command in _scan(fd, size):
             self._entries.append((command, index, term))
-            self._records.append(_Record(index, term, offset, start + length))
+            self._records.append(_Record(index, term, start, end))
             self._hot_size += len(command)
             self._evict()
-            offset = start + length
+            offset = end
         if offset < size:
             log.warning(
                 "raft journal %s: %d bytes after index %d are torn or corrupt (a write the"
@@ -542,24 +527,45 @@ def read_meta(path: str) -> dict[str, Any]:
 
 def journal_last_index(directory: str) -> int:
     """The last index a journal in `directory` holds, without opening it for
-    writing (0 when there is none)."""
+    writing (0 when there is none). Read a window at a time, like the node's
+    own opening of it: the file may be far larger than what a node keeps."""
     path = os.path.join(directory, LOG_FILE)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return 0
-    if not data.startswith(_MAGIC):
-        return 0
-    offset, last = len(_MAGIC), 0
-    while offset + _RECORD.size <= len(data):
-        length, crc, index, term = _RECORD.unpack_from(data, offset)
+    try:
+        if os.pread(fd, len(_MAGIC), 0) != _MAGIC:
+            return 0
+        last = 0
+        for index, _, _, _, _ in _scan(fd, os.fstat(fd).st_size):
+            last = index
+        return last
+    finally:
+        os.close(fd)
+
+
+def _scan(fd: int, size: int) -> Iterator[tuple[int, int, int, int, bytes]]:
+    """The whole records of the journal file `fd` (`size` bytes, after its
+    header), each as (index, term, offset, end, command), up to the first
+    torn or corrupt one. Read `_READ_WINDOW` bytes at a time."""
+    offset = len(_MAGIC)
+    window, window_start = b"", offset
+    while offset + _RECORD.size <= size:
+        if offset + _RECORD.size > window_start + len(window):
+            window, window_start = os.pread(fd, _READ_WINDOW, offset), offset
+        length, crc, index, term = _RECORD.unpack_from(window, offset - window_start)
         start = offset + _RECORD.size
-        command = data[start : start + length]
+        if start + length > size:
+            return  # torn: the file ends inside this record
+        if start + length > window_start + len(window):
+            window = os.pread(fd, max(_READ_WINDOW, start + length - offset), offset)
+            window_start = offset
+        command = window[start - window_start : start - window_start + length]
         if len(command) < length or _crc(index, term, command) != crc:
-            break
-        last, offset = index, start + length
-    return last
+            return
+        yield index, term, offset, start + length, command
+        offset = start + length
 
 
 def discard_temporary_files(directory: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import tracemalloc
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from pysyncobj.journal import FileJournal
 
 from cortex.raft.journal import (
+    _READ_WINDOW,
     LOG_FILE,
     META_FILE,
     DurableJournal,
@@ -115,10 +117,29 @@ def test_a_journal_read_a_window_at_a_time_reopens_whole(
         journal.add(command, index, term)
     journal.sync()
     journal._destroy()
+    assert journal_last_index(str(tmp_path)) == 39
     assert _entries(_journal(tmp_path)) == written
     path = tmp_path / LOG_FILE
     path.write_bytes(path.read_bytes()[:-5])
+    assert journal_last_index(str(tmp_path)) == 38
     assert _entries(_journal(tmp_path)) == written[:-1]
+
+
+def test_finding_the_last_index_reads_a_window_at_a_time(tmp_path: Path) -> None:
+    """The start-up check of the journal's end holds at most a window and a
+    record in memory, however large the journal (it read the whole file)."""
+    journal = _journal(tmp_path)
+    for index in range(1, 41):
+        journal.add(bytes([index]) * (1 << 20), index, 1)
+    journal.sync()
+    journal._destroy()
+    tracemalloc.start()
+    try:
+        assert journal_last_index(str(tmp_path)) == 40
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * _READ_WINDOW, peak
 
 
 def test_a_corrupt_record_and_what_follows_are_cut_off(tmp_path: Path) -> None:
