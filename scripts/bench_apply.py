@@ -5,10 +5,13 @@ no network. Entries are applied `--batch` to a Raft entry, phase by phase, as
 a busy leader batches them. Prints microseconds of CPU per task (the
 applying thread's, so other work on a shared machine barely moves it) for
 each phase and in total, and with `--without-digest` the same with the state
-digest's triggers dropped, to show what keeping the digest costs.
+digest's triggers dropped, to show what keeping the digest costs. With
+`--row-costs`, also what one task row's state update and one event row's
+insert cost in SQLite, with the digest's triggers and without (the best of
+seven runs over every task row), the digest's share being the difference.
 
     python scripts/bench_apply.py --tasks 5000 --batch 100
-    python scripts/bench_apply.py --json
+    python scripts/bench_apply.py --row-costs --json
 
 Every node applies every entry, so a 3-node cluster spends about three times
 the total per task on apply alone."""
@@ -84,6 +87,52 @@ def measure(tasks: int, batch: int, digest: bool) -> dict[str, float]:
     return {name: round(value, 1) for name, value in figures.items()}
 
 
+_ROW_RUNS = 7
+_EVENT_INSERT = (
+    "INSERT INTO task_events (raft_index, entry_id, entry_type, task_id, event, from_state,"
+    " to_state, node, attempt, detail, ts) SELECT 9, id, 'X', id, 'e', 'a', 'b', 'n1', 1, NULL, 5"
+    " FROM tasks"
+)
+
+
+def row_costs(tasks: int) -> dict[str, float]:
+    """CPU microseconds per row of a task state update and of an event
+    insert, with the digest's triggers and without: each statement runs
+    over every task row in a transaction rolled back after, best of seven."""
+    with tempfile.TemporaryDirectory(prefix="cortex-apply-") as tmp:
+        machine = StateMachine(str(Path(tmp) / "state.db"))
+        try:
+            submits = [
+                e.Entry.create(e.TaskSubmit(f"task-{k:07d}", {"type": "noop"}, None), "n1")
+                for k in range(tasks)
+            ]
+            machine.apply_batch(1, e.encode_batch(submits))
+            conn = machine._conn  # the bench's own machine; nothing else writes
+
+            def best(sql: str) -> float:
+                spent = []
+                for _ in range(_ROW_RUNS):
+                    conn.execute("BEGIN")
+                    began = time.thread_time()
+                    conn.execute(sql)
+                    spent.append(time.thread_time() - began)
+                    conn.execute("ROLLBACK")
+                return min(spent) * 1e6 / tasks
+
+            update_sql = "UPDATE tasks SET state = 'running', updated_at = updated_at + 1"
+            figures = {"task_update_us": best(update_sql), "event_insert_us": best(_EVENT_INSERT)}
+            names = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'digest_%'"
+            ).fetchall()
+            for (name,) in names:
+                conn.execute(f"DROP TRIGGER {name}")
+            figures["task_update_digest_us"] = figures["task_update_us"] - best(update_sql)
+            figures["event_insert_digest_us"] = figures["event_insert_us"] - best(_EVENT_INSERT)
+        finally:
+            machine.close()
+    return {name: round(value, 2) for name, value in figures.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=5000, help="noop tasks (default 5000)")
@@ -95,6 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also measure with the digest triggers dropped",
     )
+    parser.add_argument(
+        "--row-costs",
+        action="store_true",
+        help="also measure a task row's update and an event row's insert, and the digest's share",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.batch < 1:
@@ -102,13 +156,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = {"with_digest": measure(args.tasks, args.batch, digest=True)}
     if args.without_digest:
         runs["without_digest"] = measure(args.tasks, args.batch, digest=False)
+    rows = row_costs(args.tasks) if args.row_costs else None
     if args.json:
-        print(json.dumps({"tasks": args.tasks, "batch": args.batch, **runs}))
+        print(json.dumps({"tasks": args.tasks, "batch": args.batch, **runs,
+                          **({"row_costs": rows} if rows else {})}))  # fmt: skip
         return 0
     print(f"apply cost per noop task on one node: {args.tasks} tasks, {args.batch} per entry")
     for name, figures in runs.items():
         phases = ", ".join(f"{phase} {figures[f'{phase}_us']:.0f}" for phase in PHASES)
         print(f"  {name.replace('_', ' '):<15} {figures['total_us']:6.0f} us/task ({phases})")
+    if rows:
+        print(
+            f"  a task row's state update {rows['task_update_us']:.1f} us (digest"
+            f" {rows['task_update_digest_us']:.1f}), an event row's insert"
+            f" {rows['event_insert_us']:.1f} us (digest {rows['event_insert_digest_us']:.1f})"
+        )
     return 0
 
 
