@@ -132,7 +132,7 @@ class Node:
         db_path = str(self.data_dir / "state.db")
         # Opens its connections when first read, after the machine migrated.
         self.reader = StateReader(db_path)
-        self.metrics = NodeMetrics(self.reader)
+        self.metrics = NodeMetrics()
         # Bound now, as the peer listener is: a port in use stops the start here.
         self.http = HttpListener(
             config.http,

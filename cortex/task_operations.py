@@ -154,7 +154,10 @@ class TaskOperations:
             span.end(error=str(err))
             raise
         _end_submit_span(span, result)
-        return self._submitted(result["task_id"], bool(result["created"]))
+        outcome = self._accepted(self._accepted_tasks([result]), result)
+        if isinstance(outcome, CortexError):
+            raise outcome
+        return outcome
 
     def submit_many(
         self, items: list[tuple[dict[str, Any], str | None]], traceparent: str | None = None
@@ -205,11 +208,7 @@ class TaskOperations:
                 for span in spans:
                     span.end(error=str(late))
                 raise
-            # The accepted tasks as applied here, read together.
-            tasks = {
-                task.id: task
-                for task in self._reader.get_tasks(r["task_id"] for r in results if r.get("ok"))
-            }
+            tasks = self._accepted_tasks(results)
             for (number, _), result, span in zip(proposed, results, spans, strict=True):
                 _end_submit_span(span, result)
                 outcomes[number] = (
@@ -218,6 +217,11 @@ class TaskOperations:
                     else refusal_error(result, f"tasks[{number}] rejected")
                 )
         return [outcome for outcome in outcomes if outcome is not None]
+
+    def _accepted_tasks(self, results: list[dict[str, Any]]) -> dict[str, TaskView]:
+        """The tasks accepted submissions name, as applied here, read together."""
+        ids = (result["task_id"] for result in results if result.get("ok"))
+        return {task.id: task for task in self._reader.get_tasks(ids)}
 
     @staticmethod
     def _accepted(
@@ -253,10 +257,6 @@ class TaskOperations:
                 " submitted with a different spec"
             )
         return SubmitOutcome(task.id, False, task.submit_index, task)
-
-    def _submitted(self, task_id: str, created: bool) -> SubmitOutcome:
-        task = self.get(task_id)
-        return SubmitOutcome(task.id, created, task.submit_index, task)
 
     def _committed(self, entry: e.Entry, task_id: str) -> TaskWrite:
         """The task after `entry` was applied, with the index it was applied

@@ -15,7 +15,6 @@ from collections import Counter as Tally
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.registry import Collector
 
-from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
 
 # Seconds. Applying one batch and committing one entry take milliseconds;
@@ -30,13 +29,12 @@ RUNNING = "running"
 
 
 class NodeMetrics:
-    def __init__(self, reader: StateReader) -> None:
+    def __init__(self) -> None:
         # No `*_created` series: the text format shows each as a gauge of its
         # own, doubling what is scraped. prometheus_client switches them off
         # only for the whole process.
         disable_created_metrics()
         self.registry = CollectorRegistry()
-        self.reader = reader
         self.tasks = Counter(
             "cortex_tasks",
             "Task state transitions this node applied, by the state entered.",

@@ -164,8 +164,8 @@ class SnapshotStore:
             # has. The index the snapshot's state is at is in its meta (older
             # snapshots: in the database), so a node restarting on its own
             # snapshot does not copy the whole database out to find it.
-            recorded = meta.get("applied_index")
-            if not isinstance(recorded, int) or recorded > self._machine.applied_index:
+            recorded = _recorded_index(meta)
+            if recorded is None or recorded > self._machine.applied_index:
                 self._restore(archive, directory)
         last, prev = _decode_log_entry(meta["last"]), _decode_log_entry(meta["prev"])
         # A crash between writing a snapshot and compacting the journal leaves a
@@ -193,6 +193,12 @@ def snapshot_state_index(path: str) -> int:
             meta = json.loads(archive.read(_META))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return 0
-    if isinstance(meta.get("applied_index"), int):
-        return int(meta["applied_index"])
-    return int(_decode_log_entry(meta["last"])[1])
+    recorded = _recorded_index(meta)
+    return recorded if recorded is not None else int(_decode_log_entry(meta["last"])[1])
+
+
+def _recorded_index(meta: dict[str, Any]) -> int | None:
+    """The applied index of the state, as the snapshot's meta records it
+    (None in snapshots from before it did)."""
+    recorded = meta.get("applied_index")
+    return recorded if isinstance(recorded, int) else None

@@ -182,10 +182,6 @@ def flush(conn: sqlite3.Connection) -> None:
         pending.delta = 0
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
-
-
 def _parts(conn: sqlite3.Connection, table: str) -> list[tuple[str, list[str]]]:
     """The labels a table's rows are hashed under, each with its columns in
     table order: the table's name with every column, or, for a table with

@@ -40,10 +40,10 @@ class Node:
 
     def __init__(self, path: Path) -> None:
         self.applied: list[float] = []
-        self.metrics = NodeMetrics(StateReader(str(path)))
+        self.metrics = NodeMetrics()
         self.machine = TimedStateMachine(str(path), on_applied=self.applied.append)
         self.machine.add_listener(self.metrics.on_change)
-        self.metrics.add_collector(QueueCollector(self.metrics.reader, lambda: NOW_MS / 1000))
+        self.metrics.add_collector(QueueCollector(StateReader(str(path)), lambda: NOW_MS / 1000))
         self.index = 0
 
     def apply(self, payload: Payload, ts: int) -> dict[str, Any]:

@@ -81,8 +81,8 @@ class Canceller:
     """A write handler that looks a task up in the state it has applied: the
     task exists from index 7 on."""
 
-    def __init__(self, state: AppliedIndex, read_index: int) -> None:
-        self._reads = gate(state, lambda timeout_s: read_index)
+    def __init__(self, state: AppliedIndex, read_index: int, max_wait_s: float = 2.0) -> None:
+        self._reads = gate(state, lambda timeout_s: read_index, max_wait_s)
         self.state = state
         self.proposed = 0
 
@@ -111,8 +111,7 @@ def test_an_id_unknown_after_catching_up_is_not_found() -> None:
 
 
 def test_a_node_that_cannot_catch_up_says_so_rather_than_not_found() -> None:
-    canceller = Canceller(AppliedIndex(5), read_index=9)
-    canceller._reads = gate(canceller.state, lambda timeout_s: 9, max_wait_s=0.05)
+    canceller = Canceller(AppliedIndex(5), read_index=9, max_wait_s=0.05)
     with pytest.raises(Unavailable, match="behind the index 9"):
         canceller.CancelTask("t1", None)
 
