@@ -9,6 +9,8 @@ digest's triggers dropped, to show what keeping the digest costs. With
 `--row-costs`, also what one task row's state update and one event row's
 insert cost in SQLite, with the digest's triggers and without (the best of
 seven runs over every task row), the digest's share being the difference.
+With `--statements`, per phase, the CPU each kind of SQL statement takes
+(its triggers included) and what apply spends outside SQL.
 
     python scripts/bench_apply.py --tasks 5000 --batch 100
     python scripts/bench_apply.py --row-costs --json
@@ -19,18 +21,28 @@ the total per task on apply alone."""
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import sqlite3
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 
 NODES = ("n1", "n2", "n3")
 PHASES = ("submit", "assign", "started", "complete")
+
+
+def _joins() -> list[e.Entry]:
+    return [
+        e.Entry.create(e.NodeJoin(node, f"127.0.0.1:{7100 + i}", f"127.0.0.1:{7200 + i}"), node)
+        for i, node in enumerate(NODES)
+    ]
 
 
 def _phase_entries(phase: str, chunk: list[tuple[str, str]]) -> list[e.Entry]:
@@ -61,13 +73,7 @@ def measure(tasks: int, batch: int, digest: bool) -> dict[str, float]:
                 for (name,) in names:
                     conn.execute(f"DROP TRIGGER {name}")
             index = 1
-            joins = [
-                e.Entry.create(
-                    e.NodeJoin(node, f"127.0.0.1:{7100 + i}", f"127.0.0.1:{7200 + i}"), node
-                )
-                for i, node in enumerate(NODES)
-            ]
-            machine.apply_batch(index, e.encode_batch(joins))
+            machine.apply_batch(index, e.encode_batch(_joins()))
             placed = [(f"task-{k:07d}", NODES[k % len(NODES)]) for k in range(tasks)]
             spent = dict.fromkeys(PHASES, 0.0)
             for phase in PHASES:
@@ -133,6 +139,52 @@ def row_costs(tasks: int) -> dict[str, float]:
     return {name: round(value, 2) for name, value in figures.items()}
 
 
+class _TimedCursor(sqlite3.Cursor):
+    """Adds each statement's CPU time (its triggers included) to `spent`,
+    keyed by the statement's first words."""
+
+    spent: collections.Counter[str] = collections.Counter()
+
+    def execute(self, sql: str, parameters: Any = ()) -> sqlite3.Cursor:  # type: ignore[override]
+        began = time.thread_time_ns()
+        try:
+            return super().execute(sql, parameters)
+        finally:
+            _TimedCursor.spent[" ".join(sql.split("(")[0].split()[:4])] += (
+                time.thread_time_ns() - began
+            )
+
+
+def statement_costs(tasks: int, batch: int) -> dict[str, dict[str, float]]:
+    """Per phase: CPU microseconds per task spent executing each kind of SQL
+    statement (triggers, so the digest, included), and the rest of apply
+    (decoding, the handlers' Python), as `apply_batch` runs them."""
+    with tempfile.TemporaryDirectory(prefix="cortex-apply-") as tmp:
+        machine = StateMachine(str(Path(tmp) / "state.db"))
+        conn = machine._conn  # the bench's own machine; nothing else writes
+        cursor = type(conn).cursor
+        conn.cursor = lambda *_: cursor(conn, _TimedCursor)  # type: ignore[method-assign]
+        try:
+            machine.apply_batch(1, e.encode_batch(_joins()))
+            placed = [(f"task-{k:07d}", NODES[k % len(NODES)]) for k in range(tasks)]
+            index, figures = 1, {}
+            for phase in PHASES:
+                _TimedCursor.spent.clear()
+                spent = 0
+                for start in range(0, tasks, batch):
+                    data = e.encode_batch(_phase_entries(phase, placed[start : start + batch]))
+                    index += 1
+                    began = time.thread_time_ns()
+                    machine.apply_batch(index, data)
+                    spent += time.thread_time_ns() - began
+                statements = {sql: ns / tasks / 1e3 for sql, ns in _TimedCursor.spent.items()}
+                statements["(not in SQL)"] = spent / tasks / 1e3 - sum(statements.values())
+                figures[phase] = {sql: round(us, 1) for sql, us in statements.items()}
+        finally:
+            machine.close()
+    return figures
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=5000, help="noop tasks (default 5000)")
@@ -149,6 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also measure a task row's update and an event row's insert, and the digest's share",
     )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="also show, per phase, the CPU each kind of SQL statement takes (triggers"
+        " included) and what apply spends outside SQL",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.batch < 1:
@@ -157,9 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.without_digest:
         runs["without_digest"] = measure(args.tasks, args.batch, digest=False)
     rows = row_costs(args.tasks) if args.row_costs else None
+    statements = statement_costs(args.tasks, args.batch) if args.statements else None
     if args.json:
         print(json.dumps({"tasks": args.tasks, "batch": args.batch, **runs,
-                          **({"row_costs": rows} if rows else {})}))  # fmt: skip
+                          **({"row_costs": rows} if rows else {}),
+                          **({"statements": statements} if statements else {})}))  # fmt: skip
         return 0
     print(f"apply cost per noop task on one node: {args.tasks} tasks, {args.batch} per entry")
     for name, figures in runs.items():
@@ -171,6 +231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" {rows['task_update_digest_us']:.1f}), an event row's insert"
             f" {rows['event_insert_us']:.1f} us (digest {rows['event_insert_digest_us']:.1f})"
         )
+    for phase, costs in (statements or {}).items():
+        print(f"  {phase}, us/task by statement (triggers included):")
+        for sql, us in sorted(costs.items(), key=lambda item: -item[1]):
+            if us >= 0.5:
+                print(f"    {us:6.1f}  {sql}")
     return 0
 
 
