@@ -276,6 +276,27 @@ MIGRATIONS: list[str] = [
             ON CONFLICT (state, type, node) DO UPDATE SET n = n + 1;
     END;
     """,
+    # 13: the indexes led by a task's workflow hold workflow tasks only. A
+    # standalone task's entries in them (under a NULL workflow) were written
+    # at every submission, and in the one by state at every state change,
+    # for no query: each names a workflow, which SQLite takes to imply the
+    # indexes' condition (the query plans are unchanged).
+    """
+    DROP INDEX tasks_by_workflow;
+    CREATE INDEX tasks_by_workflow ON tasks (workflow_id) WHERE workflow_id IS NOT NULL;
+    DROP INDEX tasks_by_workflow_key;
+    DROP INDEX tasks_by_workflow_state;
+    DROP INDEX tasks_by_workflow_pos;
+    DROP INDEX tasks_by_workflow_submit;
+    CREATE INDEX tasks_by_workflow_key ON tasks (workflow_id, workflow_key)
+        WHERE workflow_id IS NOT NULL;
+    CREATE INDEX tasks_by_workflow_state ON tasks (workflow_id, state)
+        WHERE workflow_id IS NOT NULL;
+    CREATE INDEX tasks_by_workflow_pos ON tasks (workflow_id, workflow_pos)
+        WHERE workflow_id IS NOT NULL;
+    CREATE INDEX tasks_by_workflow_submit ON tasks (workflow_id, submit_index, id, created_at)
+        WHERE workflow_id IS NOT NULL;
+    """,
 ]
 
 # Tables whose content is replicated state; the digest covers exactly these.
