@@ -15,7 +15,7 @@ from typing import Any
 from cortex.agent import Agent, ExecutionLauncher
 from cortex.executors import Executor
 from cortex.state import entries as e
-from cortex.steps import Step, WaitSignal
+from cortex.steps import Sleep, Step, WaitSignal
 from tests.workflow_sim import WorkflowLog
 
 
@@ -145,6 +145,20 @@ class AgentByHand:
         self.agent.start()
         self.main = Stepper(self.spawned.pop(0))
         assert self.main.waiting == WaitSignal(self.agent._wake, 0.5)
+        # The step that reports the start of attempts still running a moment
+        # after they began (the others report it with their outcome).
+        self.starts = Stepper(self.spawned.pop(0))
+        assert self.starts.waiting == WaitSignal(self.agent._held_starts, 0.5)
+
+    def report_held_starts(self) -> None:
+        """One round of the start reporter: the attempts begun so far that
+        are still running, once the hold has passed on the agent's clock,
+        report their start (through `submit`, applied at once)."""
+        self.starts.resume(True)
+        if isinstance(self.starts.waiting, Sleep):  # some attempt holds its start
+            self.clock.advance(self.starts.waiting.seconds)
+            self.starts.resume()
+        assert self.starts.waiting == WaitSignal(self.agent._held_starts, 0.5)
 
     def reconcile(self) -> list[Stepper]:
         """One pass of the loop; the steps it spawned, started."""

@@ -48,6 +48,11 @@ from cortex.workflows.context import initial_context, read_context_update
 log = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL_S = 0.5
+# How long an attempt runs before its start is reported on its own: one that
+# ends sooner reports its start with its outcome, in one entry instead of two
+# (a quick attempt's two reports seldom left together by chance). The start
+# keeps the time the attempt began either way.
+START_REPORT_HOLD_S = 0.01
 # In an attempt's work dir: what its executor needs to recover it.
 HANDLE_FILE = "handle.json"
 LOST_REASON = "node restarted during the attempt"
@@ -62,6 +67,8 @@ class RunningAttempt:
     superseded: bool = False
     # Set once the attempt has ended here and its outcome is being reported.
     finished: bool = False
+    # When it began (ms since the epoch), while its start is not yet reported.
+    unreported_start: int | None = None
 
 
 def _span_result(result: ExecutionResult) -> dict[str, int]:
@@ -113,6 +120,8 @@ class Agent:
         self._running: dict[str, RunningAttempt] = {}
         self._lock = threading.Lock()
         self._wake = Signal()
+        # Set when an attempt begins with its start held back (see above).
+        self._held_starts = Signal()
         self._stop = threading.Event()
         # Attempts this process started, and those it found running from an
         # earlier process and reported lost: kept while the log still has them
@@ -123,12 +132,15 @@ class Agent:
     def start(self) -> None:
         if self._steps is None:
             self._spawn(self.main())
+            self._spawn(self._report_starts())
         else:
             start_thread("agent-main", self.main(), self._stop)
+            start_thread("agent-starts", self._report_starts(), self._stop)
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self._held_starts.set()
         with self._lock:
             for running in self._running.values():
                 running.superseded = True
@@ -298,7 +310,7 @@ class Agent:
                     exit_code=-1, error=f"the attempt could not run on {self._node_id}: {problem}"
                 )
             running.finished = True
-            outcome = self._outcome(task, result)
+            outcome = self._outcome(task, result, self._take_start(running))
             if running.superseded:
                 span.end(error="taken away from this node", attributes=_span_result(result))
                 log.info(
@@ -314,17 +326,23 @@ class Agent:
                     del self._running[task.id]
             self._wake.set()
 
-    def _outcome(self, task: TaskView, result: ExecutionResult) -> e.Payload:
+    def _outcome(
+        self, task: TaskView, result: ExecutionResult, started_at: int | None = None
+    ) -> e.Payload:
+        """The attempt's report; `started_at` when its start is reported with it."""
         if result.succeeded:
-            return e.TaskComplete(task.id, task.attempt, self._node_id, result.to_dict())
+            return e.TaskComplete(
+                task.id, task.attempt, self._node_id, result.to_dict(), started_at
+            )
         reason = result.error or (
             "cancelled" if result.cancelled else f"exit code {result.exit_code}"
         )
         if result.permanent:
             reason += " (a permanent error: not retried)"
         return e.TaskFailed(
-            task.id, task.attempt, self._node_id, reason, result.to_dict(), result.permanent
-        )
+            task.id, task.attempt, self._node_id, reason, result.to_dict(), result.permanent,
+            started_at,
+        )  # fmt: skip
 
     def _run_attempt(
         self,
@@ -388,13 +406,9 @@ class Agent:
             handle_file=os.path.join(work_dir, HANDLE_FILE),
         )
         if task.state == "assigned":
-            self._proposer.submit(
-                e.Entry.create(
-                    e.TaskStarted(task.id, task.attempt, self._node_id),
-                    self._node_id,
-                    ts=wall_ms(self._clock),
-                )
-            )
+            with self._lock:
+                running.unreported_start = wall_ms(self._clock)
+            self._held_starts.set()
         if handle is None:
             log.debug("task %s attempt %d starting", task.id, task.attempt)
             result = yield self._launcher.launch(executor, execution, running.cancel)
@@ -409,6 +423,37 @@ class Agent:
             written = read_context_update(context_file, context_in)
             result.context_update = {**(written or {}), **(result.context_update or {})} or None
         return result
+
+    def _take_start(self, running: RunningAttempt) -> int | None:
+        """The attempt's start, if not reported yet, for the one report that
+        carries it (`_report_starts` or the outcome, whichever comes first)."""
+        with self._lock:
+            started_at, running.unreported_start = running.unreported_start, None
+        return started_at
+
+    def _report_starts(self) -> Step[None]:
+        """Reports the start of every attempt still running
+        `START_REPORT_HOLD_S` after it began (TASK_STARTED, at the time it
+        began); one that ended sooner reported its start with its outcome."""
+        while not self._stop.is_set():
+            yield WaitSignal(self._held_starts, RECONCILE_INTERVAL_S)
+            with self._lock:
+                held = [r for r in self._running.values() if r.unreported_start is not None]
+            if not held or self._stop.is_set():
+                continue
+            # Attempts that begin meanwhile set the signal again: the next round.
+            yield Sleep(START_REPORT_HOLD_S)
+            for running in held:
+                started_at = self._take_start(running)
+                if started_at is None or running.superseded:
+                    continue
+                self._proposer.submit(
+                    e.Entry.create(
+                        e.TaskStarted(running.task_id, running.attempt, self._node_id),
+                        self._node_id,
+                        ts=started_at,
+                    )
+                )
 
     def _report_lost(self, task: TaskView) -> Step[None]:
         log.warning("task %s attempt %d was running when this node stopped", task.id, task.attempt)

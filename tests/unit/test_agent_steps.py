@@ -66,15 +66,20 @@ def test_an_attempt_is_a_step_and_its_report_retries_on_the_agents_clock(
     assign(log, "t-1")
     assert hand.main.waiting.signal.is_set()  # the assignment woke the agent
 
+    began = wall_ms(hand.clock)
     (attempt,) = hand.reconcile()
-    # Started: TASK_STARTED submitted (not waited for), the executor launched.
-    (started,) = hand.proposer.submitted
-    assert started.decode_payload() == e.TaskStarted("t-1", 1, "n1")
-    assert started.ts == wall_ms(hand.clock)
-    assert state(log, "t-1") == ("running", 1) and hand.agent.running_count == 1
+    # Launched, its start held back a moment: still running after it, the
+    # attempt reports its start (TASK_STARTED, not waited for) at the time
+    # it began.
     execution, _, result = hand.launcher.launched[0]
     assert (execution.task_id, execution.attempt) == ("t-1", 1)
     assert attempt.waiting is result
+    assert hand.proposer.submitted == [] and state(log, "t-1") == ("assigned", 1)
+    hand.report_held_starts()
+    (started,) = hand.proposer.submitted
+    assert started.decode_payload() == e.TaskStarted("t-1", 1, "n1")
+    assert started.ts == began < wall_ms(hand.clock)
+    assert state(log, "t-1") == ("running", 1) and hand.agent.running_count == 1
 
     result.set_result(ExecutionResult(exit_code=0, stdout=b"done"))
     attempt.settle()
@@ -83,7 +88,7 @@ def test_an_attempt_is_a_step_and_its_report_retries_on_the_agents_clock(
         (complete,) = hand.proposer.payloads()
         assert isinstance(complete, e.TaskComplete)
         assert (complete.task_id, complete.attempt, complete.node) == ("t-1", 1, "n1")
-        assert complete.result["exit_code"] == 0
+        assert complete.result["exit_code"] == 0 and complete.started_at is None
         hand.proposer.fail_next(Unavailable("no Raft leader is known"))
         attempt.settle()
         assert isinstance(attempt.waiting, Sleep)
@@ -161,6 +166,7 @@ def test_an_attempt_this_process_started_is_not_taken_for_lost(
     assert log.one(e.TaskSubmit("t-7", {"type": "noop"}))["ok"]
     assign(log, "t-7")
     (attempt,) = hand.reconcile()
+    hand.report_held_starts()
     assert state(log, "t-7") == ("running", 1)  # TASK_STARTED applied
     hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
     attempt.settle()
@@ -196,7 +202,7 @@ def test_a_pass_reading_before_the_attempt_ended_does_not_start_it_again(
     monkeypatch.setattr(log.reader, "attempts_on_node", lambda *_: stale)
     assert hand.reconcile() == []
     assert len(hand.launcher.launched) == 1
-    assert [entry.type for entry in hand.proposer.submitted] == ["TASK_STARTED"]
+    assert hand.proposer.submitted == []  # its start went with its outcome
 
 
 def test_an_executor_launch_that_fails_fails_the_attempt(log: WorkflowLog, tmp_path: Path) -> None:
@@ -212,3 +218,48 @@ def test_an_executor_launch_that_fails_fails_the_attempt(log: WorkflowLog, tmp_p
     hand.proposer.apply_next()
     attempt.settle()
     assert attempt.done and state(log, "t-4")[0] == "failed"
+
+
+def test_an_attempt_that_ends_within_the_hold_reports_its_start_with_its_outcome(
+    log: WorkflowLog, tmp_path: Path
+) -> None:
+    """One entry instead of two: the outcome carries the start, apply records
+    both (the start at the time the attempt began), and the start reporter's
+    round that follows reports nothing."""
+    hand = ByHand(log, tmp_path / "data")
+    assert log.one(e.TaskSubmit("t-9", {"type": "noop"}))["ok"]
+    assign(log, "t-9")
+    began = wall_ms(hand.clock)
+    (attempt,) = hand.reconcile()
+    hand.clock.advance(0.002)
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    attempt.settle()
+    (complete,) = hand.proposer.payloads()
+    assert isinstance(complete, e.TaskComplete) and complete.started_at == began
+    hand.report_held_starts()
+    assert hand.proposer.submitted == []
+    hand.proposer.apply_next()
+    attempt.settle()
+    assert attempt.done and state(log, "t-9") == ("completed", 1)
+    task = log.reader.get_task("t-9")
+    assert task is not None and task.started_at == began
+    events = [(ev.event, ev.ts) for ev in log.reader.task_events("t-9")]
+    assert ("started", began) in events and events[-1][0] == "completed"
+
+
+def test_a_failed_attempt_within_the_hold_reports_its_start_with_the_failure(
+    log: WorkflowLog, tmp_path: Path
+) -> None:
+    hand = ByHand(log, tmp_path / "data")
+    assert log.one(e.TaskSubmit("t-10", {"type": "noop", "retryPolicy": {"maxRetries": 0}}))["ok"]
+    assign(log, "t-10")
+    began = wall_ms(hand.clock)
+    (attempt,) = hand.reconcile()
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=3))
+    attempt.settle()
+    (failed,) = hand.proposer.payloads()
+    assert isinstance(failed, e.TaskFailed) and failed.started_at == began
+    hand.proposer.apply_next()
+    attempt.settle()
+    task = log.reader.get_task("t-10")
+    assert task is not None and (task.state, task.started_at) == ("failed", began)

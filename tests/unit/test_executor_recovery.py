@@ -193,9 +193,10 @@ def test_an_assigned_attempt_with_a_handle_is_recovered_and_marked_started(
     running_attempt(log, "t-4", started=False)
     save_handle(tmp_path, "t-4", {"job": "t-4-1"})
     node = RestartedNode(log, tmp_path, DetachedExecutor())
-    node.reconcile()
+    (attempt,) = node.reconcile()
     (_, handle, _) = node.launcher.launched[0]
-    assert handle == {"job": "t-4-1"}
+    assert handle == {"job": "t-4-1"} and not attempt.done
+    node.report_held_starts()
     (started,) = node.proposer.submitted
     assert started.decode_payload() == e.TaskStarted("t-4", 1, "n1")
     assert task_state(log, "t-4") == ("running", 1)
