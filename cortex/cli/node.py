@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -38,6 +39,25 @@ def parse_resources(items: list[str]) -> dict[str, Any]:
         else:
             declared[key] = value
     return declared
+
+
+# Allocations of container objects between two young-generation collections
+# (Python's default is 700). A busy node allocates millions of short-lived
+# dicts, tuples and lists a second (entries, rows, messages), nearly all freed
+# by reference counting: collecting every 700 of them spent a few per cent of
+# the node's CPU finding no cycles.
+_YOUNG_COLLECTION_ALLOCATIONS = 20_000
+
+
+def tune_collector() -> None:
+    """Once the node is running: what startup built (modules, the schema,
+    the gRPC services) lives as long as the process, so it is moved out of
+    the collector's sight (`gc.freeze`) and the older-generation passes no
+    longer walk it; young collections run less often (see above)."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(_YOUNG_COLLECTION_ALLOCATIONS, older, oldest)
 
 
 def run_node(args: argparse.Namespace) -> int:
@@ -97,6 +117,7 @@ def run_node(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
     node.start()
+    tune_collector()
     print(
         f"cortex node {config.node_id} running: "
         f"{'observer (no raft port)' if config.observer else f'raft {config.raft}'},"
