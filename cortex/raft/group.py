@@ -200,6 +200,25 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             and pysyncobj.syncobj.monotonicTime() - heard <= self._leader_silence_s
         )
 
+    def _SyncObj__deleteEntriesTo(self, toIDx: int) -> None:  # noqa: N802 (pysyncobj's name)
+        """pysyncobj drops the log before a finished snapshot's index, the
+        entry at it becoming the log's first. It takes that entry to be in
+        the log still, but an append overlapping entries this node holds
+        cuts them from memory until the leader sends them again (see
+        `ResentEntriesNotice`), so a snapshot taken of applied entries can
+        finish while the log ends before its index: dropping "up to" it then
+        emptied the whole log, and the next append failed on the empty log
+        (found by the deterministic simulation). The log is then left whole;
+        the next compaction drops what it can."""
+        last = self._SyncObj__getCurrentLogIndex()
+        if toIDx > last:
+            log.info(
+                "compaction at index %d keeps the whole log: it ends at %d while the leader"
+                " resends entries", toIDx, last,
+            )  # fmt: skip
+            return
+        super()._SyncObj__deleteEntriesTo(toIDx)
+
     @replicated
     def apply_batch(self, data: bytes) -> list[dict[str, Any]] | None:
         # pysyncobj advances raftLastApplied after this returns, so this

@@ -96,6 +96,14 @@ def test_the_seeds_that_found_bugs_fail_without_the_fixes(
     assert simulate("--seed", seed)["failed_seeds"] == []
 
 
+def test_a_snapshot_finishing_while_the_leader_resends_entries_keeps_the_log() -> None:
+    """Seed 207: a follower's snapshot of applied entries finished while an
+    overlapping append had cut the log short of the snapshot's index, and
+    dropping the log up to that index emptied it (the next append raised
+    IndexError on the empty log)."""
+    assert simulate("--seed", "207")["failed_seeds"] == []
+
+
 @pytest.mark.parametrize(
     "seed",
     [
