@@ -27,7 +27,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,35 +60,46 @@ def _phase_entries(phase: str, chunk: list[tuple[str, str]]) -> list[e.Entry]:
     return [e.Entry.create(e.TaskComplete(t, 1, node, result), node) for t, node in chunk]
 
 
+def _drop_digest_triggers(conn: sqlite3.Connection) -> None:
+    names = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'digest_%'"
+    ).fetchall()
+    for (name,) in names:
+        conn.execute(f"DROP TRIGGER {name}")
+
+
+def _phases(machine: StateMachine, tasks: int, batch: int) -> Iterator[tuple[str, int]]:
+    """Applies the nodes' joins, then each phase of `tasks` noop tasks,
+    `batch` entries to a Raft entry; yields each phase with the applying
+    thread's CPU nanoseconds it took."""
+    index = 1
+    machine.apply_batch(index, e.encode_batch(_joins()))
+    placed = [(f"task-{k:07d}", NODES[k % len(NODES)]) for k in range(tasks)]
+    for phase in PHASES:
+        spent = 0
+        for start in range(0, tasks, batch):
+            data = e.encode_batch(_phase_entries(phase, placed[start : start + batch]))
+            index += 1
+            began = time.thread_time_ns()
+            results = machine.apply_batch(index, data)
+            spent += time.thread_time_ns() - began
+            refused = [r for r in results or [] if not r.get("ok")]
+            if refused:
+                raise SystemExit(f"{phase} refused: {refused[0]}")
+        yield phase, spent
+
+
 def measure(tasks: int, batch: int, digest: bool) -> dict[str, float]:
     """CPU microseconds per task of each phase, and their total."""
     with tempfile.TemporaryDirectory(prefix="cortex-apply-") as tmp:
         machine = StateMachine(str(Path(tmp) / "state.db"))
         try:
             if not digest:
-                conn = machine._conn  # the bench's own machine; nothing else writes
-                names = conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'digest_%'"
-                ).fetchall()
-                for (name,) in names:
-                    conn.execute(f"DROP TRIGGER {name}")
-            index = 1
-            machine.apply_batch(index, e.encode_batch(_joins()))
-            placed = [(f"task-{k:07d}", NODES[k % len(NODES)]) for k in range(tasks)]
-            spent = dict.fromkeys(PHASES, 0.0)
-            for phase in PHASES:
-                for start in range(0, tasks, batch):
-                    data = e.encode_batch(_phase_entries(phase, placed[start : start + batch]))
-                    index += 1
-                    began = time.thread_time()
-                    results = machine.apply_batch(index, data)
-                    spent[phase] += time.thread_time() - began
-                    refused = [r for r in results or [] if not r.get("ok")]
-                    if refused:
-                        raise SystemExit(f"{phase} refused: {refused[0]}")
+                _drop_digest_triggers(machine._conn)  # the bench's own machine
+            spent = dict(_phases(machine, tasks, batch))
         finally:
             machine.close()
-    figures = {f"{phase}_us": spent[phase] * 1e6 / tasks for phase in PHASES}
+    figures = {f"{phase}_us": spent[phase] / tasks / 1e3 for phase in PHASES}
     figures["total_us"] = sum(figures.values())
     return {name: round(value, 1) for name, value in figures.items()}
 
@@ -127,11 +138,7 @@ def row_costs(tasks: int) -> dict[str, float]:
 
             update_sql = "UPDATE tasks SET state = 'running', updated_at = updated_at + 1"
             figures = {"task_update_us": best(update_sql), "event_insert_us": best(_EVENT_INSERT)}
-            names = conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'digest_%'"
-            ).fetchall()
-            for (name,) in names:
-                conn.execute(f"DROP TRIGGER {name}")
+            _drop_digest_triggers(conn)
             figures["task_update_digest_us"] = figures["task_update_us"] - best(update_sql)
             figures["event_insert_digest_us"] = figures["event_insert_us"] - best(_EVENT_INSERT)
         finally:
@@ -165,21 +172,13 @@ def statement_costs(tasks: int, batch: int) -> dict[str, dict[str, float]]:
         cursor = type(conn).cursor
         conn.cursor = lambda *_: cursor(conn, _TimedCursor)  # type: ignore[method-assign]
         try:
-            machine.apply_batch(1, e.encode_batch(_joins()))
-            placed = [(f"task-{k:07d}", NODES[k % len(NODES)]) for k in range(tasks)]
-            index, figures = 1, {}
-            for phase in PHASES:
-                _TimedCursor.spent.clear()
-                spent = 0
-                for start in range(0, tasks, batch):
-                    data = e.encode_batch(_phase_entries(phase, placed[start : start + batch]))
-                    index += 1
-                    began = time.thread_time_ns()
-                    machine.apply_batch(index, data)
-                    spent += time.thread_time_ns() - began
+            figures = {}
+            _TimedCursor.spent.clear()
+            for phase, spent in _phases(machine, tasks, batch):
                 statements = {sql: ns / tasks / 1e3 for sql, ns in _TimedCursor.spent.items()}
                 statements["(not in SQL)"] = spent / tasks / 1e3 - sum(statements.values())
                 figures[phase] = {sql: round(us, 1) for sql, us in statements.items()}
+                _TimedCursor.spent.clear()
         finally:
             machine.close()
     return figures

@@ -327,7 +327,7 @@ class Agent:
             self._wake.set()
 
     def _outcome(
-        self, task: TaskView, result: ExecutionResult, started_at: int | None = None
+        self, task: TaskView, result: ExecutionResult, started_at: int | None
     ) -> e.Payload:
         """The attempt's report; `started_at` when its start is reported with it."""
         if result.succeeded:

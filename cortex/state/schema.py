@@ -323,7 +323,8 @@ def migrate(conn: sqlite3.Connection) -> int:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     upgrading = 0 < version < len(MIGRATIONS)
     if upgrading:
-        # Rebuilding an index reads every task: about 15 s a million.
+        # A migration that (re)builds an index reads every task: slow on a
+        # large history, so say what is happening.
         log.info("upgrading the database from schema %d to %d ...", version, len(MIGRATIONS))
     started = time.monotonic()
     for number, script in enumerate(MIGRATIONS, start=1):
