@@ -122,6 +122,9 @@ class Agent:
         self._wake = Signal()
         # Set when an attempt begins with its start held back (see above).
         self._held_starts = Signal()
+        # Taking a held start and proposing it happen under this lock, so an
+        # outcome that finds its start taken is proposed after that start.
+        self._start_lock = threading.Lock()
         self._stop = threading.Event()
         # Attempts this process started, and those it found running from an
         # earlier process and reported lost: kept while the log still has them
@@ -406,7 +409,7 @@ class Agent:
             handle_file=os.path.join(work_dir, HANDLE_FILE),
         )
         if task.state == "assigned":
-            with self._lock:
+            with self._start_lock:
                 running.unreported_start = wall_ms(self._clock)
             self._held_starts.set()
         if handle is None:
@@ -427,7 +430,7 @@ class Agent:
     def _take_start(self, running: RunningAttempt) -> int | None:
         """The attempt's start, if not reported yet, for the one report that
         carries it (`_report_starts` or the outcome, whichever comes first)."""
-        with self._lock:
+        with self._start_lock:
             started_at, running.unreported_start = running.unreported_start, None
         return started_at
 
@@ -444,16 +447,17 @@ class Agent:
             # Attempts that begin meanwhile set the signal again: the next round.
             yield Sleep(START_REPORT_HOLD_S)
             for running in held:
-                started_at = self._take_start(running)
-                if started_at is None or running.superseded:
-                    continue
-                self._proposer.submit(
-                    e.Entry.create(
-                        e.TaskStarted(running.task_id, running.attempt, self._node_id),
-                        self._node_id,
-                        ts=started_at,
+                with self._start_lock:
+                    started_at, running.unreported_start = running.unreported_start, None
+                    if started_at is None or running.superseded:
+                        continue
+                    self._proposer.submit(
+                        e.Entry.create(
+                            e.TaskStarted(running.task_id, running.attempt, self._node_id),
+                            self._node_id,
+                            ts=started_at,
+                        )
                     )
-                )
 
     def _report_lost(self, task: TaskView) -> Step[None]:
         log.warning("task %s attempt %d was running when this node stopped", task.id, task.attempt)
