@@ -16,7 +16,14 @@ peer that has not yet shown it holds the cluster secret (its first frame has
 not decrypted) may send frames of at most `MAX_UNPROVEN_FRAME` bytes, a
 proven one `MAX_FRAME`; a longer prefix drops the connection at once, and
 reading stops at each complete frame so the buffer never holds much more
-than one."""
+than one.
+
+**Frames are not compressed.** pysyncobj passes every frame through
+`zlib.compress(..., 3)`; setting up a deflate stream costs about 17 µs even
+for a 71-byte acknowledgement, and a Raft round is several such frames on
+every node, so Cortex sends the pickle as it is. A frame still read may be
+either: a pickle (protocol 2) opens with 0x80, a zlib stream with 0x78, so
+frames from a node that still compresses are read too."""
 
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ import pysyncobj.pickle as pysyncobj_pickle
 import pysyncobj.syncobj
 import pysyncobj.tcp_server
 import pysyncobj.transport
+from pysyncobj.monotonic import monotonic as monotonic_time
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
@@ -48,6 +56,22 @@ MAX_FRAME = 64 * 1024 * 1024
 _PREFIX = struct.Struct("i")
 _ACK = "next_node_idx"
 _READ_BUFFER = "_TcpConnection__readBuffer"
+_WRITE_BUFFER = "_TcpConnection__writeBuffer"
+# The first byte of a pickle of protocol 2 or later (PROTO opcode).
+_PICKLE_START = 0x80
+
+
+def frame_payload(message: Any) -> bytes:
+    """What a frame carries before it is sealed: the message's pickle."""
+    return bytes(pysyncobj_pickle.dumps(message))
+
+
+def frame_message(payload: bytes) -> Any:
+    """The message a frame's opened payload holds, compressed (by a node
+    that still compresses) or not."""
+    if payload[:1] and payload[0] != _PICKLE_START:
+        payload = zlib.decompress(payload)
+    return pysyncobj_pickle.loads(payload)
 
 
 class BoundedTcpConnection(TcpConnection):  # type: ignore[misc]
@@ -66,6 +90,16 @@ class BoundedTcpConnection(TcpConnection):  # type: ignore[misc]
             "" if self.proven else " before it proved the cluster secret",
         )  # fmt: skip
         self.disconnect()
+
+    def send(self, message: Any) -> None:
+        """pysyncobj's send without the compression (module docstring)."""
+        if self.sendRandKey:
+            message = (self.sendRandKey, message)
+        data = frame_payload(message)
+        if self.encryptor:
+            data = self.encryptor.encrypt_at_time(data, int(monotonic_time()))
+        setattr(self, _WRITE_BUFFER, getattr(self, _WRITE_BUFFER) + _PREFIX.pack(len(data)) + data)
+        self._TcpConnection__trySendBuffer()
 
     def _TcpConnection__processRead(self) -> bool:
         sock = self._TcpConnection__socket
@@ -112,7 +146,7 @@ class BoundedTcpConnection(TcpConnection):  # type: ignore[misc]
                 self.recvLastTimestamp = timestamp
                 data = self.encryptor.decrypt(data)
             self.proven = True
-            message = pysyncobj_pickle.loads(zlib.decompress(data))
+            message = frame_message(data)
             if self.recvRandKey:
                 rand_key, message = message
                 if rand_key != self.recvRandKey:
