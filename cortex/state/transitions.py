@@ -57,6 +57,16 @@ class TaskChange:
     created_at: int | None = None
     started_at: int | None = None
     completed_at: int | None = None
+    # Whether the task belongs to a workflow, when the change knows (None:
+    # not known); a task's workflow never changes once it is submitted.
+    in_workflow: bool | None = None
+
+
+def _in_workflow(task: TaskRow) -> bool | None:
+    try:
+        return task["workflow_id"] is not None
+    except (IndexError, KeyError):
+        return None
 
 
 def _column(task: TaskRow, name: str) -> Any:
@@ -155,6 +165,7 @@ class ApplyContext:
             TaskChange(
                 task["id"], to_state, node, attempt,
                 _column(task, "type"), _column(task, "created_at"), started, completed,
+                _in_workflow(task),
             )
         )  # fmt: skip
 

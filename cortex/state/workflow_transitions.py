@@ -421,8 +421,8 @@ def workflow_cancel(ctx: ApplyContext, p: e.WorkflowCancel) -> dict[str, Any]:
 def settle_workflows(ctx: ApplyContext) -> None:
     """Workflow consequences of the task changes an entry made: context
     updates of completed tasks, and workflows whose tasks are all terminal
-    now end."""
-    watched = [c for c in ctx.changes if c.state in TERMINAL_STATES]
+    now end. A change known to be of a standalone task needs no look."""
+    watched = [c for c in ctx.changes if c.state in TERMINAL_STATES and c.in_workflow is not False]
     if not watched:
         return
     rows: dict[str, sqlite3.Row] = {}

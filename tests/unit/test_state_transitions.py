@@ -28,6 +28,7 @@ from cortex.state.entries import (
     TaskRetry,
     TaskStarted,
     TaskSubmit,
+    WorkflowSubmit,
     batch_nesting,
     encode_batch,
 )
@@ -153,6 +154,30 @@ def test_lifecycle_writes_one_event_per_transition(log: Log, reader: StateReader
     assert [ev.raft_index for ev in events] == [2, 3, 4, 5]
 
 
+def _workflow_lookups(machine: StateMachine, log: Log, payload: Payload) -> list[str]:
+    statements: list[str] = []
+    machine._conn.set_trace_callback(statements.append)
+    try:
+        assert log.one(payload)["ok"]
+    finally:
+        machine._conn.set_trace_callback(None)
+    return [s for s in statements if "workflow_id IS NOT NULL AND id IN" in s]
+
+
+def test_an_ending_task_is_looked_up_for_its_workflow_only_when_it_has_one(
+    machine: StateMachine, log: Log, reader: StateReader
+) -> None:
+    run_to_running(log, "alone")
+    assert _workflow_lookups(machine, log, TaskComplete("alone", 1, "n1", ok_result())) == []
+    member = {"key": "a", "task_id": "member", "spec": SHELL, "depends_on": [],
+              "condition": None, "pos": 0}  # fmt: skip
+    assert log.one(WorkflowSubmit("w1", "flow", [member]))["ok"]
+    assert log.one(assign("member", "n1", 1))["placed"] == 1
+    assert len(_workflow_lookups(machine, log, TaskComplete("member", 1, "n1", ok_result()))) == 1
+    assert [t.state for t in reader.get_tasks(["alone", "member"])] == ["completed"] * 2
+    assert reader.get_workflow("w1").state == "completed"
+
+
 def test_several_entries_in_one_batch_apply_in_order(log: Log, reader: StateReader) -> None:
     results = log.apply(
         join("n1"), TaskSubmit("t1", SHELL), assign("t1", "n1", 1), TaskStarted("t1", 1, "n1")
@@ -169,6 +194,7 @@ def test_an_entry_refused_after_writing_loses_its_writes_and_not_its_neighbours(
     """A batch is applied first without savepoints; a refusal starts it over
     with one savepoint per entry, so what the refused entry wrote before it
     was refused is undone and the entries around it stay applied."""
+
     def half_then_refuse(ctx: ApplyContext, p: TaskCancel) -> dict[str, Any]:
         ctx.cur.execute("UPDATE tasks SET priority = 9 WHERE id = ?", (p.task_id,))
         ctx.event("half_written", p.task_id)
