@@ -10,7 +10,7 @@ from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
 from cortex.raft.journal import DurableJournal
-from cortex.raft.transport import AckHold, guard_incoming, sync_after_poll
+from cortex.raft.transport import AckHold, sync_after_poll
 from cortex.sim.network import SimNetwork
 
 
@@ -85,5 +85,5 @@ class SimTransport(Transport):  # type: ignore[misc]
         for src, message in inbox:
             node = self._nodes.get(src)
             if node is not None:  # a stranger (removed, or not yet added) is ignored
-                self._onMessageReceived(node, guard_incoming(self._sync_obj, node, message))
+                self._acks.receive(self._sync_obj, node, message, self._onMessageReceived)
         self._acks.flush()

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cortex.raft.transport import guard_incoming
+import pytest
+
+from cortex.raft.transport import AckHold, guard_incoming, keep_matching_entries
 
 
 class _Leader:
@@ -68,3 +70,103 @@ def test_anything_else_passes_unchanged() -> None:
     leader = _Leader({"n2": 12})
     for message in (b"raw", None, {"type": "request_vote", "term": 4}, {"no": "type"}):
         assert guard_incoming(leader, "n2", message) == message
+
+
+# -------------------------------------------- appends that match the log
+
+
+class _Follower:
+    """Just what `keep_matching_entries` reads of pysyncobj: a follower's log
+    of (command, index, term) from `first`."""
+
+    def __init__(self, terms: list[int], first: int = 1) -> None:
+        self.log = [(b"c%d" % i, i, term) for i, term in enumerate(terms, start=first)]
+
+    def _SyncObj__getCurrentLogIndex(self) -> int:  # noqa: N802
+        return self.log[-1][1]
+
+    def _SyncObj__getCurrentLogTerm(self) -> int:  # noqa: N802
+        return self.log[-1][2]
+
+    def _SyncObj__getEntries(self, start: int, count: int) -> list[Any]:  # noqa: N802
+        offset = start - self.log[0][1]
+        return [] if offset < 0 else self.log[offset : offset + count]
+
+
+def _resend(follower: _Follower, previous: int, count: int, **fields: Any) -> dict[str, Any]:
+    entries = [
+        follower.log[i - follower.log[0][1]] for i in range(previous + 1, previous + 1 + count)
+    ]
+    prev_term = follower.log[previous - follower.log[0][1]][2]
+    return _append(prevLogIdx=previous, prevLogTerm=prev_term, entries=entries, **fields)
+
+
+def test_a_resent_range_the_log_holds_keeps_the_entries_after_it() -> None:
+    follower = _Follower([1] * 10 + [2] * 10)  # entries 1..20
+    message = _resend(follower, 5, 3, commit_index=18)
+    kept, verified_next = keep_matching_entries(follower, message)
+    assert verified_next == 9, "the acceptance names what the append verified: 6..8"
+    assert kept["prevLogIdx"] == 20 and kept["prevLogTerm"] == 2 and kept["entries"] == []
+    assert kept["commit_index"] == 8, "the commit index goes no further than the append"
+    assert message["prevLogIdx"] == 5, "the message it was given is left as it was"
+
+
+def test_a_heartbeat_behind_the_log_keeps_it() -> None:
+    follower = _Follower([1] * 20)
+    kept, verified_next = keep_matching_entries(follower, _resend(follower, 12, 0, commit_index=30))
+    assert (kept["prevLogIdx"], kept["commit_index"], verified_next) == (20, 12, 13)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["conflicting-entry", "previous-term", "past-the-end", "before-the-log", "chunk"],
+)
+def test_appends_that_do_not_just_match_pass_unchanged(change: str) -> None:
+    follower = _Follower([1] * 10 + [2] * 10, first=1)
+    message = _resend(follower, 5, 3)
+    if change == "conflicting-entry":
+        message["entries"][1] = (b"other", 7, 3)
+    elif change == "previous-term":
+        message["prevLogTerm"] = 9
+    elif change == "past-the-end":
+        message = _resend(follower, 15, 5)
+        message["entries"].append((b"new", 21, 2))
+    elif change == "before-the-log":
+        follower = _Follower([1] * 10, first=11)  # 1..10 compacted away
+        message = _append(prevLogIdx=5, prevLogTerm=1, entries=[(b"c6", 6, 1)])
+    else:
+        message["transmission"] = "finish"
+    assert keep_matching_entries(follower, message) == (message, None)
+
+
+def test_other_messages_pass_unchanged() -> None:
+    follower = _Follower([1] * 5)
+    for message in (_refusal(3), {"type": "request_vote", "term": 4}, b"raw", None):
+        assert keep_matching_entries(follower, message) == (message, None)
+
+
+class _Journal:
+    dirty = False
+
+    def sync(self) -> None:
+        pass
+
+
+def test_the_acceptance_of_a_kept_append_names_the_verified_entries() -> None:
+    follower = _Follower([1] * 20)
+    sent: list[tuple[Any, Any]] = []
+    acks = AckHold(_Journal(), lambda node, message: sent.append((node, message)) or True)
+
+    def pysyncobj_accepts(node: Any, message: dict[str, Any]) -> None:
+        # What pysyncobj answers an append that matches where it starts.
+        acks.send(node, {"type": "next_node_idx", "next_node_idx": message["prevLogIdx"] + 1,
+                         "reset": False, "success": True})  # fmt: skip
+        acks.send("n3", {"type": "next_node_idx", "next_node_idx": 99, "reset": False,
+                         "success": True})  # fmt: skip
+
+    acks.receive(follower, "n1", _resend(follower, 5, 3), pysyncobj_accepts)
+    assert sent[0] == ("n1", {"type": "next_node_idx", "next_node_idx": 9, "reset": False,
+                              "success": True})  # fmt: skip
+    assert sent[1][1]["next_node_idx"] == 99, "only the answer to the rewritten append"
+    acks.send("n1", {"type": "next_node_idx", "next_node_idx": 21, "reset": False, "success": True})
+    assert sent[2][1]["next_node_idx"] == 21, "and only while it is handled"
