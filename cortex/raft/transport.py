@@ -231,62 +231,112 @@ class AckHold:
 
 
 def keep_matching_entries(sync_obj: Any, message: Any) -> tuple[Any, int | None]:
-    """A follower takes an append without cutting off the entries after it
-    when every entry it carries matches its log (Raft §5.3: only a conflict
-    removes entries).
+    """A follower takes an append that overlaps its log without removing
+    anything when the entries it holds at those indexes match (Raft §5.3:
+    only a conflict removes entries).
 
     pysyncobj removes everything after an append's previous index before it
-    adds the append's entries, even when they match. When a leader resends a
-    range a follower already has (its next index for the follower went back,
-    and a resend is cut at `appendEntriesBatchSizeBytes`), the follower loses
-    the entries after that range, committed and applied ones included ("truncating
-    already-applied log entries"), until the leader sends them again. Under
-    load these resends repeat, and a follower that lost committed entries
-    can help elect a leader that lacks them: on a node that applied them the
-    journal then stops the node, and the cluster lost writes it had
-    acknowledged (seen at 200,000 tasks of a million-task run on a loaded
-    machine).
+    adds the append's entries, even when they match. When a leader sends a
+    range a follower already has (see `_keep_next_index` for why it did, and
+    a resend is cut at `appendEntriesBatchSizeBytes`), the follower loses the
+    entries after that range, committed and applied ones included
+    ("truncating already-applied log entries"), until they are sent again.
+    A follower that lost committed entries can help elect a leader that
+    lacks them: on a node that applied them the journal then stops the
+    node, and the cluster has lost writes it acknowledged (seen at 200,000
+    tasks of a million-task run on a loaded machine).
 
-    Such an append is given to pysyncobj as an empty one at the follower's
-    last entry, so it removes nothing, with the leader's commit index capped
-    at the append's last entry (what the append verified); returns it with
-    the next index the follower's acceptance must name (that last entry's
-    plus one, not the follower's own last). Any other message, and an
-    append that conflicts with the log, does not match where it starts, or
-    reaches past the log's end, is returned as it is, with None."""
+    Such an append is handed to pysyncobj as one that starts at the
+    follower's last entry and carries only the entries past it, so nothing
+    is removed; the leader's commit index is capped at the append's last
+    entry (what the append verified, not the follower's tail). An entry sent
+    in chunks is compared when its last chunk arrives. Returns the message
+    and the next index the follower's acceptance must name (the append's
+    last entry's plus one), or the message as it is and None: any other
+    message, an append that does not overlap the log, and one that does not
+    match where it starts or conflicts with it (pysyncobj removes from
+    there, as Raft does)."""
     if (
         not isinstance(message, dict)
         or message.get("type") != "append_entries"
         or "prevLogIdx" not in message
-        or "transmission" in message
+        or message.get("transmission", "finish") != "finish"
     ):
         return message, None
     previous = message["prevLogIdx"]
-    entries = message.get("entries") or []
-    end = previous + len(entries)
     last = sync_obj._SyncObj__getCurrentLogIndex()
-    if last <= end:
+    if last <= previous:
         return message, None
-    ours = sync_obj._SyncObj__getEntries(previous, len(entries) + 1)
-    if len(ours) != len(entries) + 1 or ours[0][2] != message.get("prevLogTerm"):
+    if "transmission" in message:
+        # The last chunk of an entry sent in chunks: the entry is what
+        # pysyncobj gathered from the earlier ones and this one.
+        gathered = sync_obj._SyncObj__recvTransmission
+        if not isinstance(gathered, bytes):
+            return message, None
+        entries = [pysyncobj_pickle.loads(gathered + message["data"])]
+    else:
+        entries = message.get("entries") or []
+    end = previous + len(entries)
+    held = min(last, end) - previous  # how many of the entries the log has a place for
+    ours = sync_obj._SyncObj__getEntries(previous, held + 1)
+    if len(ours) != held + 1 or ours[0][2] != message.get("prevLogTerm"):
         return message, None
-    for mine, theirs in zip(ours[1:], entries, strict=True):
+    for mine, theirs in zip(ours[1:], entries[:held], strict=True):
         if mine[1] != theirs[1] or mine[2] != theirs[2]:
             return message, None
+    if "transmission" in message:
+        sync_obj._SyncObj__recvTransmission = ""
     kept = {
-        **message,
+        **{k: v for k, v in message.items() if k not in ("transmission", "data")},
         "prevLogIdx": last,
         "prevLogTerm": sync_obj._SyncObj__getCurrentLogTerm(),
-        "entries": [],
+        "entries": entries[held:],
         "commit_index": min(message.get("commit_index", 0), end),
     }
     return kept, end + 1
 
 
 def guard_incoming(sync_obj: Any, node: Any, message: Any) -> Any:
-    """Two corrections to what pysyncobj does with a message it receives,
-    both found by the deterministic simulation (pysyncobj is pinned)."""
-    return _backtrack_only(sync_obj, node, without_unchecked_commit(message))
+    """Corrections to what pysyncobj does with a message it receives: the
+    first two found by the deterministic simulation, the third on a loaded
+    million-task run (pysyncobj is pinned)."""
+    message = _backtrack_only(sync_obj, node, without_unchecked_commit(message))
+    return _keep_next_index(sync_obj, node, message)
+
+
+def _keep_next_index(sync_obj: Any, node: Any, message: Any) -> Any:
+    """A leader sends a follower its new entries as they come (its next
+    index for the follower moves past them at once), and the follower
+    acknowledges each append after the journal sync that covers it, so an
+    acknowledgement names an index the leader has already sent past.
+    pysyncobj takes an acceptance's index as the next index whenever it
+    raises the match index: the next index goes back, and the leader sends
+    again what the follower already holds, most of the time, big entries in
+    chunks included.
+
+    The acceptance still raises the match index, but leaves a next index
+    that is ahead where it is: the match index is raised here, so pysyncobj
+    finds nothing to raise and leaves both. Refusals still move it back."""
+    if not (
+        isinstance(message, dict)
+        and message.get("type") == _ACK
+        and message.get("success")
+        and not message.get("reset")
+    ):
+        return message
+    next_index = sync_obj._SyncObj__raftNextIndex.get(node)
+    match_index = sync_obj._SyncObj__raftMatchIndex.get(node)
+    accepted = message.get("next_node_idx")
+    if (
+        isinstance(next_index, int)
+        and isinstance(match_index, int)
+        and isinstance(accepted, int)
+        and accepted < next_index
+        and match_index < accepted - 1
+        and sync_obj._isLeader()
+    ):
+        sync_obj._SyncObj__raftMatchIndex[node] = accepted - 1
+    return message
 
 
 def _backtrack_only(sync_obj: Any, node: Any, message: Any) -> Any:

@@ -6,16 +6,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import pysyncobj.pickle as pysyncobj_pickle
 import pytest
 
 from cortex.raft.transport import AckHold, guard_incoming, keep_matching_entries
 
 
 class _Leader:
-    """Just the attribute the guard reads: a leader's next index per node."""
+    """Just what the guard reads of a leader: its next and match index per
+    node, and whether it leads."""
 
-    def __init__(self, next_index: dict[str, int]) -> None:
+    def __init__(
+        self, next_index: dict[str, int], match_index: dict[str, int] | None = None
+    ) -> None:
         self._SyncObj__raftNextIndex = next_index
+        self._SyncObj__raftMatchIndex = match_index if match_index is not None else {}
+        self.leads = True
+
+    def _isLeader(self) -> bool:  # noqa: N802
+        return self.leads
 
 
 def _append(**fields: Any) -> dict[str, Any]:
@@ -66,6 +75,31 @@ def test_acceptances_and_unknown_nodes_pass_unchanged() -> None:
     assert guard_incoming(leader, "n9", _refusal(30))["next_node_idx"] == 30
 
 
+def test_a_late_acceptance_raises_the_match_index_but_not_the_next_index_back() -> None:
+    """Acknowledged after a sync, an acceptance names an index the leader
+    has sent past: pysyncobj would set the next index back to it and send
+    those entries again."""
+    leader = _Leader({"n2": 40}, {"n2": 20})
+    accepted = _refusal(31, reset=False, success=True)
+    assert guard_incoming(leader, "n2", accepted) == accepted
+    assert leader._SyncObj__raftMatchIndex == {"n2": 30}
+    assert leader._SyncObj__raftNextIndex == {"n2": 40}
+
+
+@pytest.mark.parametrize(
+    ("next_index", "match_index", "leads"),
+    [(31, 20, True), (25, 20, True), (40, 30, True), (40, 35, True), (40, 20, False)],
+    ids=["at-the-next-index", "past-it", "no-news", "older", "not-leading"],
+)
+def test_other_acceptances_are_left_to_pysyncobj(
+    next_index: int, match_index: int, leads: bool
+) -> None:
+    leader = _Leader({"n2": next_index}, {"n2": match_index})
+    leader.leads = leads
+    guard_incoming(leader, "n2", _refusal(31, reset=False, success=True))
+    assert leader._SyncObj__raftMatchIndex == {"n2": match_index}
+
+
 def test_anything_else_passes_unchanged() -> None:
     leader = _Leader({"n2": 12})
     for message in (b"raw", None, {"type": "request_vote", "term": 4}, {"no": "type"}):
@@ -111,6 +145,15 @@ def test_a_resent_range_the_log_holds_keeps_the_entries_after_it() -> None:
     assert message["prevLogIdx"] == 5, "the message it was given is left as it was"
 
 
+def test_an_append_reaching_past_the_log_adds_only_what_is_new() -> None:
+    follower = _Follower([1] * 10 + [2] * 10)
+    message = _resend(follower, 15, 5, commit_index=40)
+    message["entries"].append((b"new", 21, 2))
+    kept, verified_next = keep_matching_entries(follower, message)
+    assert (kept["prevLogIdx"], kept["entries"], verified_next) == (20, [(b"new", 21, 2)], 22)
+    assert kept["commit_index"] == 21
+
+
 def test_a_heartbeat_behind_the_log_keeps_it() -> None:
     follower = _Follower([1] * 20)
     kept, verified_next = keep_matching_entries(follower, _resend(follower, 12, 0, commit_index=30))
@@ -119,7 +162,7 @@ def test_a_heartbeat_behind_the_log_keeps_it() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    ["conflicting-entry", "previous-term", "past-the-end", "before-the-log", "chunk"],
+    ["conflicting-entry", "previous-term", "after-the-log", "before-the-log", "chunk"],
 )
 def test_appends_that_do_not_just_match_pass_unchanged(change: str) -> None:
     follower = _Follower([1] * 10 + [2] * 10, first=1)
@@ -128,15 +171,35 @@ def test_appends_that_do_not_just_match_pass_unchanged(change: str) -> None:
         message["entries"][1] = (b"other", 7, 3)
     elif change == "previous-term":
         message["prevLogTerm"] = 9
-    elif change == "past-the-end":
-        message = _resend(follower, 15, 5)
-        message["entries"].append((b"new", 21, 2))
+    elif change == "after-the-log":
+        message = _append(prevLogIdx=20, prevLogTerm=2, entries=[(b"new", 21, 2)])
     elif change == "before-the-log":
         follower = _Follower([1] * 10, first=11)  # 1..10 compacted away
         message = _append(prevLogIdx=5, prevLogTerm=1, entries=[(b"c6", 6, 1)])
     else:
-        message["transmission"] = "finish"
+        message["transmission"] = "process"
     assert keep_matching_entries(follower, message) == (message, None)
+
+
+def test_an_entry_resent_in_chunks_is_compared_when_its_last_chunk_arrives() -> None:
+    follower = _Follower([1] * 10 + [2] * 10)
+    sent = pysyncobj_pickle.dumps(follower.log[5])  # entry 6, as the leader chunks it
+    follower._SyncObj__recvTransmission = sent[:-7]
+    finish = _append(prevLogIdx=5, prevLogTerm=1, transmission="finish", data=sent[-7:])
+    kept, verified_next = keep_matching_entries(follower, finish)
+    assert verified_next == 7
+    assert "transmission" not in kept and "data" not in kept
+    assert (kept["prevLogIdx"], kept["entries"], kept["commit_index"]) == (20, [], 6)
+    assert follower._SyncObj__recvTransmission == ""
+
+
+def test_a_chunked_entry_that_differs_passes_unchanged() -> None:
+    follower = _Follower([1] * 10 + [2] * 10)
+    sent = pysyncobj_pickle.dumps((b"other", 6, 3))
+    follower._SyncObj__recvTransmission = sent[:-7]
+    finish = _append(prevLogIdx=5, prevLogTerm=1, transmission="finish", data=sent[-7:])
+    assert keep_matching_entries(follower, finish) == (finish, None)
+    assert follower._SyncObj__recvTransmission == sent[:-7], "pysyncobj still needs it"
 
 
 def test_other_messages_pass_unchanged() -> None:
