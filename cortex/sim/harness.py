@@ -122,10 +122,23 @@ PLANTED_BUGS: dict[str, tuple[Any, str, Any]] = {
     ),
     # pysyncobj as released: late refusals move a leader's next index forward.
     "raft-late-refusals": (raft_transport, "_backtrack_only", lambda original: _passed_through),
+    # pysyncobj as released: late acceptances move a leader's next index back.
+    "raft-next-index-back": (raft_transport, "_keep_next_index", lambda original: _passed_through),
+    # pysyncobj as released: an append that matches a follower's log cuts off
+    # the entries after it.
+    "raft-cut-matching": (
+        raft_transport,
+        "keep_matching_entries",
+        lambda original: _not_kept,
+    ),
     # A node forgets it asked to join with its data dir, so a removal it finds
     # in its log on restart (it was down) looks like an old one: it joins again.
     "rejoin-after-removal": (sim_components, "joining_since", lambda original: _no_record),
 }
+
+
+def _not_kept(sync_obj: Any, message: Any) -> tuple[Any, None]:
+    return message, None
 
 
 class _SeededIds:
