@@ -71,6 +71,13 @@ class RunningAttempt:
     unreported_start: int | None = None
 
 
+def _claim_start(running: RunningAttempt) -> int | None:
+    """The attempt's unreported start, which from now on is reported; the
+    caller holds the agent's start lock."""
+    started_at, running.unreported_start = running.unreported_start, None
+    return started_at
+
+
 def _span_result(result: ExecutionResult) -> dict[str, int]:
     return {PROCESS_EXIT_CODE: result.exit_code}
 
@@ -431,8 +438,7 @@ class Agent:
         """The attempt's start, if not reported yet, for the one report that
         carries it (`_report_starts` or the outcome, whichever comes first)."""
         with self._start_lock:
-            started_at, running.unreported_start = running.unreported_start, None
-        return started_at
+            return _claim_start(running)
 
     def _report_starts(self) -> Step[None]:
         """Reports the start of every attempt still running
@@ -448,7 +454,7 @@ class Agent:
             yield Sleep(START_REPORT_HOLD_S)
             for running in held:
                 with self._start_lock:
-                    started_at, running.unreported_start = running.unreported_start, None
+                    started_at = _claim_start(running)
                     if started_at is None or running.superseded:
                         continue
                     self._proposer.submit(

@@ -40,12 +40,14 @@ _OVERLAP_MESSAGE = "truncating already-applied log entries"
 
 class ResentEntriesNotice(logging.Filter):
     """pysyncobj logs a CRITICAL "truncating already-applied log entries ...
-    state machine may have diverged" whenever an append overlaps entries a
-    follower holds, also when they are the very same entries (an append sent
-    again after a restart or a lost reply), which is harmless. What would not
-    be is caught elsewhere: the journal compares every entry added again with
-    the one it replaces and stops the node when an applied one differs
-    (`DurableJournal._cut_file`). So the message becomes an INFO saying so."""
+    state machine may have diverged" whenever it cuts a follower's log below
+    the applied index. An append that matches the log no longer gets there
+    (`cortex.raft.transport.keep_matching_entries`); one that conflicts
+    does, and is harmless while the entries it cuts up to the applied index
+    come back the same. What would not be is caught elsewhere: the journal
+    compares every entry added again with the one it replaces and stops the
+    node when an applied one differs (`DurableJournal._cut_file`). So the
+    message becomes an INFO saying so."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno == logging.CRITICAL and str(record.msg).startswith(_OVERLAP_MESSAGE):
@@ -203,8 +205,8 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
     def _SyncObj__deleteEntriesTo(self, toIDx: int) -> None:  # noqa: N802 (pysyncobj's name)
         """pysyncobj drops the log before a finished snapshot's index, the
         entry at it becoming the log's first. It takes that entry to be in
-        the log still, but an append overlapping entries this node holds
-        cuts them from memory until the leader sends them again (see
+        the log still, but an append that conflicts with entries this node
+        holds cuts them from memory until the leader sends them again (see
         `ResentEntriesNotice`), so a snapshot taken of applied entries can
         finish while the log ends before its index: dropping "up to" it then
         emptied the whole log, and the next append failed on the empty log

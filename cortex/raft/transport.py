@@ -63,7 +63,8 @@ _PICKLE_START = 0x80
 
 def frame_payload(message: Any) -> bytes:
     """What a frame carries before it is sealed: the message's pickle."""
-    return bytes(pysyncobj_pickle.dumps(message))
+    payload: bytes = pysyncobj_pickle.dumps(message)
+    return payload
 
 
 def frame_message(payload: bytes) -> Any:
