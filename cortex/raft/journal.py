@@ -40,6 +40,7 @@ import logging
 import os
 import struct
 import zlib
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -59,8 +60,6 @@ _COPY_CHUNK = 1 << 20
 _READ_WINDOW = 4 << 20
 
 LogEntry = tuple[bytes, int, int]  # command, index, term, as pysyncobj holds them
-# An entry as the journal keeps it: its command is None once evicted to the file.
-_Kept = tuple[bytes | None, int, int]
 # Bytes of commands kept in memory by default (the newest entries').
 HOT_BYTES = 16 * 1024 * 1024
 FaultHandler = Callable[[str, BaseException], NoReturn]
@@ -151,6 +150,50 @@ class _Record:
     end: int
 
 
+class _Records:
+    """Where each entry of the file is: four machine-integer arrays, 32
+    bytes an entry. A list of `_Record` objects took about 300 bytes an
+    entry with the tuples beside it, tens of megabytes for the hundreds of
+    thousands of entries a large state's journal holds between two
+    compactions."""
+
+    __slots__ = ("index", "term", "offset", "end")
+
+    def __init__(self) -> None:
+        self.index = array("q")
+        self.term = array("q")
+        self.offset = array("q")
+        self.end = array("q")
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, position: int) -> _Record:
+        return _Record(
+            self.index[position], self.term[position], self.offset[position], self.end[position]
+        )
+
+    def append(self, index: int, term: int, offset: int, end: int) -> None:
+        self.index.append(index)
+        self.term.append(term)
+        self.offset.append(offset)
+        self.end.append(end)
+
+    def cut(self, position: int) -> None:
+        """Drops the records from `position` on."""
+        for column in (self.index, self.term, self.offset, self.end):
+            del column[position:]
+
+    def moved(self, position: int, shift: int) -> _Records:
+        """The records from `position` on, each `shift` bytes earlier."""
+        kept = _Records()
+        kept.index = self.index[position:]
+        kept.term = self.term[position:]
+        kept.offset = array("q", (offset - shift for offset in self.offset[position:]))
+        kept.end = array("q", (end - shift for end in self.end[position:]))
+        return kept
+
+
 @dataclass(frozen=True)
 class JournalStats:
     syncs: int
@@ -176,10 +219,12 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self.sync_enabled = sync
         self._applied_index = applied_index
         self._on_fault = on_fault
-        # What pysyncobj sees, and what the file holds. The first len(_entries)
-        # records match _entries; the file may hold more (see the module doc).
-        self._entries: list[_Kept] = []
-        self._records: list[_Record] = []
+        # What pysyncobj sees, and what the file holds: pysyncobj's log is the
+        # first len(_commands) records (their index and term), the file may
+        # hold more (see the module doc). An entry's command is None once
+        # evicted (read back from the file).
+        self._commands: list[bytes | None] = []
+        self._records = _Records()
         # Commands are kept for the entries from `_hot_from` on, `_hot_size`
         # bytes in all; the ones before are read back from the file.
         self.hot_bytes = self.default_hot_bytes if hot_bytes is None else hot_bytes
@@ -208,12 +253,12 @@ class DurableJournal(Journal):  # type: ignore[misc]
     # -- pysyncobj's Journal interface ------------------------------------
 
     def add(self, command: bytes, idx: int, term: int) -> None:
-        position = len(self._entries)
-        self._entries.append((command, idx, term))
+        position = len(self._commands)
+        self._commands.append(command)
         self._hot_size += len(command)
-        if position < len(self._records):
-            kept = self._records[position]
-            if (kept.index, kept.term) != (idx, term):
+        records = self._records
+        if position < len(records):
+            if (records.index[position], records.term[position]) != (idx, term):
                 self._cut_file(position)
                 self._append_record(command, idx, term)
         else:
@@ -222,36 +267,37 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def clear(self) -> None:
         # pysyncobj clears the log for a snapshot that supersedes all of it.
-        self._entries = []
+        self._commands = []
         self._cut_file(0, replaced_by_leader=False)
         self._hot_from = self._hot_size = 0
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
-        self._unkeep(max(entryFrom, self._hot_from), len(self._entries))
-        del self._entries[entryFrom:]
-        self._hot_from = min(self._hot_from, len(self._entries))
+        self._unkeep(max(entryFrom, self._hot_from), len(self._commands))
+        del self._commands[entryFrom:]
+        self._hot_from = min(self._hot_from, len(self._commands))
 
     def deleteEntriesTo(self, entryTo: int) -> None:
         self._unkeep(self._hot_from, entryTo)
-        self._entries = self._entries[entryTo:]
+        self._commands = self._commands[entryTo:]
         self._rewrite_from(entryTo)
         self._hot_from = max(self._hot_from - entryTo, 0)
 
     def __getitem__(self, item: Any) -> Any:
         if isinstance(item, slice):
-            return _Entries(self, *item.indices(len(self._entries)))
-        position = item + len(self._entries) if item < 0 else item
-        if not 0 <= position < len(self._entries):
+            return _Entries(self, *item.indices(len(self._commands)))
+        position = item + len(self._commands) if item < 0 else item
+        if not 0 <= position < len(self._commands):
             raise IndexError("journal index out of range")
         return self._loaded(position)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._commands)
 
     # -- commands kept in memory or read back ------------------------------
 
     def _loaded(self, position: int) -> LogEntry:
-        command, idx, term = self._entries[position]
+        command = self._commands[position]
+        idx, term = self._records.index[position], self._records.term[position]
         if command is not None:
             return command, idx, term
         return self._read_back(self._records[position], idx, term), idx, term
@@ -276,17 +322,17 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def _evict(self) -> None:
         """Drops the oldest kept commands beyond `hot_bytes`, never the newest."""
-        entries = self._entries
-        while self._hot_size > self.hot_bytes and self._hot_from < len(entries) - 1:
-            command, idx, term = entries[self._hot_from]
+        commands = self._commands
+        while self._hot_size > self.hot_bytes and self._hot_from < len(commands) - 1:
+            command = commands[self._hot_from]
             if command is not None:
                 self._hot_size -= len(command)
-                entries[self._hot_from] = (None, idx, term)
+                commands[self._hot_from] = None
             self._hot_from += 1
 
     def _unkeep(self, start: int, stop: int) -> None:
         """Takes the kept commands of entries about to be dropped off the count."""
-        for command, _, _ in self._entries[start:stop]:
+        for command in self._commands[start:stop]:
             if command is not None:
                 self._hot_size -= len(command)
 
@@ -344,7 +390,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             self._synced_end = self._end
         self._dirty = False
         self._unsynced_entries = 0
-        self._synced_last_index = self._records[-1].index if self._records else 0
+        self._synced_last_index = self.last_index
 
     def stats(self) -> JournalStats:
         return JournalStats(self._syncs, self._synced_entries)
@@ -352,14 +398,15 @@ class DurableJournal(Journal):  # type: ignore[misc]
     @property
     def last_index(self) -> int:
         """The last index the file holds (0 when empty)."""
-        return self._records[-1].index if self._records else 0
+        return self._records.index[-1] if self._records else 0
 
     def drop_before(self, index: int, term: int) -> bool:
         """Compacts the journal to start at the entry (`index`, `term`) if it
         holds it; used on start when a snapshot was written but the crash came
         before the journal was compacted to it."""
-        for position, (_, idx, t) in enumerate(self._entries):
-            if (idx, t) == (index, term):
+        records = self._records
+        for position in range(len(self._commands)):
+            if (records.index[position], records.term[position]) == (index, term):
                 if position:
                     self.deleteEntriesTo(position)
                 return True
@@ -382,8 +429,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
             raise OSError(f"{self.path} is not a Cortex Raft journal (unknown header)")
         offset = len(_MAGIC)
         for index, term, start, end, command in _scan(fd, size):
-            self._entries.append((command, index, term))
-            self._records.append(_Record(index, term, start, end))
+            self._commands.append(command)
+            self._records.append(index, term, start, end)
             self._hot_size += len(command)
             self._evict()
             offset = end
@@ -409,7 +456,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     @property
     def _end(self) -> int:
-        return self._records[-1].end if self._records else len(_MAGIC)
+        return self._records.end[-1] if self._records else len(_MAGIC)
 
     def _append_record(self, command: bytes, index: int, term: int) -> None:
         offset = self._end
@@ -422,7 +469,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 view, position = view[written:], position + written
         except OSError as err:
             self._on_fault(f"appending raft index {index} to the journal failed", err)
-        self._records.append(_Record(index, term, offset, offset + len(record)))
+        self._records.append(index, term, offset, offset + len(record))
         self._dirty = True
         self._unsynced_entries += 1
 
@@ -444,7 +491,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             os.ftruncate(self._fd, replaced.offset)
         except OSError as err:
             self._on_fault("truncating the Raft journal failed", err)
-        del self._records[position:]
+        self._records.cut(position)
         self._synced_end = min(self._synced_end, replaced.offset)
         self._dirty = True
 
@@ -478,10 +525,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         os.close(self._fd)
         self._fd = fd
         shift = start - len(_MAGIC)
-        self._records = [
-            _Record(r.index, r.term, r.offset - shift, r.end - shift)
-            for r in self._records[position:]
-        ]
+        self._records = self._records.moved(position, shift)
         if self.sync_enabled:
             self._synced_entries += self._unsynced_entries
             self._dirty = False

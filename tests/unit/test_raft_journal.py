@@ -326,6 +326,6 @@ def test_evicted_commands_read_back_as_they_were_added(tmp_path_factory: Any, op
         assert journal[2:5][0:2] == model[2:5][0:2]
         if model:
             assert journal[-1] == model[-1]
-        kept = sum(len(c) for c, _, _ in journal._entries if c is not None)
+        kept = sum(len(c) for c in journal._commands if c is not None)
         assert kept <= max(64, len(model[-1][0]) if model else 0)
     journal._destroy()
