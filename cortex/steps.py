@@ -146,32 +146,40 @@ def _wait_future(future: Future[Any], stop: threading.Event) -> tuple[Any, BaseE
 
 
 def gather(futures: list[Future[T]]) -> Future[list[T]]:
-    """One future of every result in order; fails with the first failure."""
+    """One future of every result in order; fails with the first failure.
+
+    The futures' callbacks hold their outcomes, not the futures: a callback
+    that held the list of futures would make a reference cycle of each one
+    (future -> its callback -> the list -> future), freed only by the
+    collector's rare full passes, so every batch of proposals would
+    outlive its use by minutes."""
     combined: Future[list[T]] = Future()
     if not futures:
         combined.set_result([])
         return combined
+    outcomes: list[tuple[Any, BaseException | None]] = [(None, None)] * len(futures)
     remaining = [len(futures)]
     lock = threading.Lock()
 
-    def one_done(_: Future[T]) -> None:
+    def one_done(position: int, done: Future[T]) -> None:
+        outcome = _outcome(done)
         with lock:
+            outcomes[position] = outcome
             remaining[0] -= 1
             finished = remaining[0] == 0
         if not finished or combined.done():
             return
         try:
-            for future in futures:
-                error = future.exception()
+            for _, error in outcomes:
                 if error is not None:
                     combined.set_exception(error)
                     return
-            combined.set_result([future.result() for future in futures])
+            combined.set_result([value for value, _ in outcomes])
         except InvalidStateError:
             pass  # settled meanwhile by whoever holds it (a deadline)
 
-    for future in futures:
-        future.add_done_callback(one_done)
+    for position, future in enumerate(futures):
+        future.add_done_callback(functools.partial(one_done, position))
     return combined
 
 

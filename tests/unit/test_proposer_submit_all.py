@@ -6,7 +6,9 @@ answers (or not) as the test says; the real one is in the cluster tests."""
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -113,7 +115,6 @@ def test_stopping_fails_what_is_still_waiting(group: StandInGroup) -> None:
         future.result(10)
 
 
-
 class HeldGroup(StandInGroup):
     """Answers nothing until `release`: what is proposed meanwhile queues."""
 
@@ -152,3 +153,26 @@ def test_a_start_and_its_outcome_proposed_together_leave_as_one_entry() -> None:
         proposer.stop()
     assert group.batches[1] == [done.id, other.id]
     assert [result["id"] for result in results] == [done.id, done.id, other.id]
+
+
+def test_a_settled_proposal_is_let_go_of_before_its_deadline() -> None:
+    """The deadline does not keep an applied batch (and its results) in
+    memory until the commit timeout."""
+    group = HeldGroup()
+    proposer = Proposer(group, commit_timeout_s=600)  # type: ignore[arg-type]
+    try:
+        combined = proposer.submit_all(entries(3))
+        wait_until(lambda: group.held, 5, 0.01, "the batch proposed")
+        assert not combined.done()  # so it waits under a deadline
+        group.release()
+        assert [r["ok"] for r in combined.result(5)] == [True, True, True]
+        freed = weakref.ref(combined)
+        gc.disable()
+        try:
+            del combined
+            # The proposer's thread may not have left the batch's frame yet.
+            wait_until(lambda: freed() is None, 5, 0.01, "the settled proposal freed")
+        finally:
+            gc.enable()
+    finally:
+        proposer.stop()

@@ -5,9 +5,11 @@ for many, as the node's loops wait for their proposals."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
-from concurrent.futures import Future
+import weakref
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
 import pytest
@@ -328,6 +330,32 @@ def test_gather_leaves_alone_an_outcome_set_by_whoever_holds_it() -> None:
     combined.set_exception(TimeoutError("deadline"))
     inner.set_result(1)  # no error from the late callback
     with pytest.raises(TimeoutError):
+        combined.result(0)
+
+
+def test_gather_frees_each_future_without_the_cycle_collector() -> None:
+    """A settled future is freed by reference counting alone once nothing
+    else holds it, though the combined one lives on: its callback does not
+    hold it (a cycle through the list of futures kept every proposal until
+    a full collection)."""
+    gc.disable()
+    try:
+        inner: Future[int] = Future()
+        combined = gather([inner, completed(2)])
+        inner.set_result(1)
+        freed = weakref.ref(inner)
+        del inner
+        assert freed() is None
+        assert combined.result(0) == [1, 2]
+    finally:
+        gc.enable()
+
+
+def test_gather_fails_with_the_cancellation_of_a_cancelled_future() -> None:
+    inner: Future[int] = Future()
+    combined = gather([inner])
+    inner.cancel()
+    with pytest.raises(CancelledError):
         combined.result(0)
 
 
