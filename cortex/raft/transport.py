@@ -219,7 +219,7 @@ class AckHold:
         rewrote an append, the acceptance pysyncobj sends for it names the
         entries the append itself verified."""
         message, verified_next = keep_matching_entries(
-            sync_obj, guard_incoming(sync_obj, node, message)
+            sync_obj, guard_incoming(sync_obj, node, gather_chunks(sync_obj, message))
         )
         if verified_next is None:
             handle(node, message)
@@ -229,6 +229,37 @@ class AckHold:
             handle(node, message)
         finally:
             self._verified = None
+
+
+def gather_chunks(sync_obj: Any, message: Any) -> Any:
+    """An entry too big for one append comes in chunks ("start", "process",
+    "finish"); the last one becomes the append of the whole entry, as
+    pysyncobj would make it, so the rest of the path sees one kind of append.
+
+    pysyncobj's leader labels a chunk "finish" once the chunks reach the
+    length of the entry's command, not of its pickle, which is a few dozen
+    bytes longer: when the pickle's last chunk holds only those bytes, the
+    chunk before it says "finish" too. Unpickling that one failed on the
+    Raft thread ("pickle data was truncated"; seen once in a million-task
+    run). Such a chunk is taken as a "process" one, and the entry is whole
+    when the real last chunk arrives."""
+    if not (
+        isinstance(message, dict)
+        and message.get("type") == "append_entries"
+        and "prevLogIdx" in message
+        and message.get("transmission") == "finish"
+    ):
+        return message
+    gathered = sync_obj._SyncObj__recvTransmission
+    if not isinstance(gathered, bytes) or not isinstance(message.get("data"), bytes):
+        return message
+    try:
+        entry = pysyncobj_pickle.loads(gathered + message["data"])
+    except Exception:
+        return {**message, "transmission": "process"}
+    sync_obj._SyncObj__recvTransmission = ""
+    whole = {k: v for k, v in message.items() if k not in ("transmission", "data")}
+    return {**whole, "entries": [entry]}
 
 
 def keep_matching_entries(sync_obj: Any, message: Any) -> tuple[Any, int | None]:
@@ -251,7 +282,7 @@ def keep_matching_entries(sync_obj: Any, message: Any) -> tuple[Any, int | None]
     follower's last entry and carries only the entries past it, so nothing
     is removed; the leader's commit index is capped at the append's last
     entry (what the append verified, not the follower's tail). An entry sent
-    in chunks is compared when its last chunk arrives. Returns the message
+    in chunks comes here whole (`gather_chunks`). Returns the message
     and the next index the follower's acceptance must name (the append's
     last entry's plus one), or the message as it is and None: any other
     message, an append that does not overlap the log, and one that does not
@@ -261,22 +292,14 @@ def keep_matching_entries(sync_obj: Any, message: Any) -> tuple[Any, int | None]
         not isinstance(message, dict)
         or message.get("type") != "append_entries"
         or "prevLogIdx" not in message
-        or message.get("transmission", "finish") != "finish"
+        or "transmission" in message
     ):
         return message, None
     previous = message["prevLogIdx"]
     last = sync_obj._SyncObj__getCurrentLogIndex()
     if last <= previous:
         return message, None
-    if "transmission" in message:
-        # The last chunk of an entry sent in chunks: the entry is what
-        # pysyncobj gathered from the earlier ones and this one.
-        gathered = sync_obj._SyncObj__recvTransmission
-        if not isinstance(gathered, bytes):
-            return message, None
-        entries = [pysyncobj_pickle.loads(gathered + message["data"])]
-    else:
-        entries = message.get("entries") or []
+    entries = message.get("entries") or []
     end = previous + len(entries)
     held = min(last, end) - previous  # how many of the entries the log has a place for
     ours = sync_obj._SyncObj__getEntries(previous, held + 1)
@@ -285,10 +308,8 @@ def keep_matching_entries(sync_obj: Any, message: Any) -> tuple[Any, int | None]
     for mine, theirs in zip(ours[1:], entries[:held], strict=True):
         if mine[1] != theirs[1] or mine[2] != theirs[2]:
             return message, None
-    if "transmission" in message:
-        sync_obj._SyncObj__recvTransmission = ""
     kept = {
-        **{k: v for k, v in message.items() if k not in ("transmission", "data")},
+        **message,
         "prevLogIdx": last,
         "prevLogTerm": sync_obj._SyncObj__getCurrentLogTerm(),
         "entries": entries[held:],
