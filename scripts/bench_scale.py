@@ -4,7 +4,8 @@ processes grown, through SubmitTasks and the real Raft path, to N finished
 page latency (default page, by state, by node, by workflow; client calls and
 the real CLI), GetTask latency, how long a follower takes to restart (SIGTERM
 and kill -9) and catch up, snapshot size and build / restore time on a copy
-of a node's database, peak RSS and database size per node.
+of a node's database, peak RSS per node (overall, and polled per phase:
+growing, reading, restarting, snapshotting) and database size per node.
 
     python scripts/bench_scale.py --tasks 50000
     python scripts/bench_scale.py --tasks 5000 --json
@@ -91,11 +92,14 @@ def _vm_hwm_bytes(pid: int) -> int:
 
 class RssWatch:
     """Polls every node's resident set size on a thread of its own and keeps
-    each node's peak, across restarts (a node's pid changes when it does)."""
+    each node's peak, across restarts (a node's pid changes when it does),
+    and the peak the polls saw in each phase of the run (`enter`)."""
 
     def __init__(self, nodes: Sequence[DevNode], interval_s: float = 0.5) -> None:
         self._pids = {n.node_id: n.pid for n in nodes}
         self.peak = dict.fromkeys(self._pids, 0)
+        self.by_phase: dict[str, dict[str, int]] = {}
+        self._phase: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -113,14 +117,24 @@ class RssWatch:
                 except psutil.Error:
                     pass
 
-    def _fold(self, node_id: str, rss: int) -> None:
+    def _fold(self, node_id: str, rss: int, polled: bool = True) -> None:
         with self._lock:
             self.peak[node_id] = max(self.peak[node_id], rss)
+            if polled and self._phase is not None:
+                phase = self.by_phase[self._phase]
+                phase[node_id] = max(phase.get(node_id, 0), rss)
+
+    def enter(self, phase: str) -> None:
+        """What the polls see from now on counts towards `phase`."""
+        with self._lock:
+            self._phase = phase
+            self.by_phase.setdefault(phase, {})
 
     def settle(self, node: DevNode) -> None:
         """Folds in the kernel's high-water mark of `node`'s process, which
-        catches peaks between polls; call before the process ends."""
-        self._fold(node.node_id, _vm_hwm_bytes(node.pid))
+        catches peaks between polls; call before the process ends. (Not
+        counted to a phase: it may have been reached in an earlier one.)"""
+        self._fold(node.node_id, _vm_hwm_bytes(node.pid), polled=False)
 
     def follow(self, node: DevNode) -> None:
         """`node` runs as a new process from now on."""
@@ -492,6 +506,8 @@ class ScaleRun:
     snapshots_written: dict[str, int]
     journal_bytes: dict[str, int]
     peak_rss: dict[str, int]
+    # Per phase of the run (grow, reads, restarts, snapshot): the polled peaks.
+    peak_rss_by_phase: dict[str, dict[str, int]]
     db_bytes: dict[str, int]
     dir_bytes: dict[str, int]
     statuses: dict[str, pb.GetClusterStatusResponse]
@@ -529,6 +545,10 @@ class ScaleRun:
             snapshots_written=self.snapshots_written,
             journal_bytes=self.journal_bytes,
             peak_rss_mb={k: round(v / MB, 1) for k, v in self.peak_rss.items()},
+            peak_rss_mb_by_phase={
+                phase: {k: round(v / MB, 1) for k, v in peaks.items()}
+                for phase, peaks in self.peak_rss_by_phase.items()
+            },
             db_bytes=self.db_bytes,
             data_dir_bytes=self.dir_bytes,
             applied_index={k: s.applied_index for k, s in self.statuses.items()},
@@ -591,6 +611,14 @@ def print_report(run: ScaleRun) -> None:
             f" (raft.snapshot {on_disk / MB:.1f} MB, raft.log"
             f" {run.journal_bytes[node_id] / MB:.1f} MB; {run.snapshots_written[node_id]}"
             " snapshots written)",
+        )
+    for phase, peaks in run.peak_rss_by_phase.items():
+        if not peaks:
+            continue  # over before the first poll
+        _line(
+            f"  peak RSS while {phase}",
+            ", ".join(f"{node_id} {rss / MB:.0f} MB" for node_id, rss in peaks.items())
+            + " (polled every 0.5 s)",
         )
     print()
     print("convergence")
@@ -677,10 +705,12 @@ def measure(
         f"{args.max_unfinished} unfinished ...",
         quiet,
     )
+    rss.enter("growing")
     grower = _Grower(clients, args.tasks, args.max_unfinished, baseline, workflow_tasks, stop)
     growth = grower.run(args.threads, args.timeout, quiet)
 
     _say(f"measuring reads ({args.samples} calls per listing) ...", quiet)
+    rss.enter("reading")
     # Fresh clients: the growing ones' sessions would make reads wait for
     # the newest index they saw.
     readers = [CortexClient(n.grpc, timeout_s=60, tls=False) for n in nodes]
@@ -699,6 +729,7 @@ def measure(
     cli_s = time_cli(nodes[(leader + 1) % len(nodes)], args.cli_runs)
 
     restarts = []
+    rss.enter("restarting")
     # The leader may have changed while the history grew.
     leader = leader_index(clients)
     followers = [i for i in range(len(nodes)) if i != leader]
@@ -710,6 +741,7 @@ def measure(
         restarts.append(timing)
 
     _say("building and restoring a snapshot of a copy of a follower's database ...", quiet)
+    rss.enter("snapshotting")
     with tempfile.TemporaryDirectory(dir=data_dir) as scratch:
         snapshot = time_snapshot(
             str(Path(nodes[followers[0]].data_dir) / "state.db"), Path(scratch)
@@ -732,6 +764,7 @@ def measure(
         snapshots_written={n.node_id: _snapshots_written(n) for n in nodes},
         journal_bytes={n.node_id: _file_bytes(Path(n.data_dir) / "raft.log") for n in nodes},
         peak_rss=dict(rss.peak),
+        peak_rss_by_phase={phase: dict(peaks) for phase, peaks in rss.by_phase.items()},
         db_bytes={n.node_id: _db_bytes(n) for n in nodes},
         dir_bytes={n.node_id: _dir_bytes(n.data_dir) for n in nodes},
         statuses={n.node_id: s for n, s in zip(nodes, statuses, strict=True)},
