@@ -10,12 +10,13 @@ import gc
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
 from cortex.errors import Unavailable
-from cortex.raft.proposer import Proposer
+from cortex.raft.proposer import Proposer, _Deadlines
 from cortex.state import entries as e
 from tests.cluster import wait_until
 
@@ -176,3 +177,20 @@ def test_a_settled_proposal_is_let_go_of_before_its_deadline() -> None:
             gc.enable()
     finally:
         proposer.stop()
+
+
+def test_a_deadline_passed_by_settled_futures_still_fails_the_pending_one() -> None:
+    deadlines = _Deadlines()
+    try:
+        settled: list[Future[int]] = [Future() for _ in range(3)]
+        for future in settled:
+            deadlines.add(future, 0.1)
+        pending: Future[int] = Future()
+        deadlines.add(pending, 0.3)
+        for number, future in enumerate(settled):
+            future.set_result(number)
+        with pytest.raises(Unavailable, match="not committed"):
+            pending.result(5)
+        assert [future.result(0) for future in settled] == [0, 1, 2]
+    finally:
+        deadlines.stop()
