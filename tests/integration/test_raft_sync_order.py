@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import cortex.raft.group as group_module
+from cortex.errors import Unavailable
 from cortex.raft import Proposer, RaftGroup, RaftSettings
 from cortex.raft.journal import DurableJournal
 from cortex.raft.transport import DurableTransport
@@ -109,22 +110,39 @@ def members(tmp_path: Path, recorder: Recorder, request: pytest.FixtureRequest) 
 def _propose_from_every_member(members: list[tuple[RaftGroup, StateMachine, Proposer]]) -> None:
     wait_until(lambda: all(g.leader_address for g, _, _ in members), 30, what="a leader")
 
-    def submit(proposer: Proposer, prefix: str) -> None:
-        for number in range(60):
-            entry = e.Entry.create(
-                e.TaskSubmit(f"{prefix}-{number}", {"command": ["true"]}), prefix
-            )
-            assert proposer.propose_one(entry, timeout=30)["ok"]
+    failures: list[BaseException] = []
+
+    def propose(group: RaftGroup, proposer: Proposer, entry: e.Entry) -> dict[str, Any]:
+        """An election under load ("missing_leader") does not say the entry
+        was not applied: it is proposed again, the same, once a leader is
+        known (applying it twice submits the task once)."""
+        for _ in range(5):
+            try:
+                return proposer.propose_one(entry, timeout=30)
+            except Unavailable:
+                wait_until(lambda: group.leader_address, 30, what="a leader again")
+        return proposer.propose_one(entry, timeout=30)
+
+    def submit(group: RaftGroup, proposer: Proposer, prefix: str) -> None:
+        try:
+            for number in range(60):
+                entry = e.Entry.create(
+                    e.TaskSubmit(f"{prefix}-{number}", {"command": ["true"]}), prefix
+                )
+                assert propose(group, proposer, entry)["ok"]
+        except BaseException as err:
+            failures.append(err)
 
     threads = [
-        threading.Thread(target=submit, args=(proposer, f"p{i}-{t}"))
-        for i, (_, _, proposer) in enumerate(members)
+        threading.Thread(target=submit, args=(group, proposer, f"p{i}-{t}"))
+        for i, (group, _, proposer) in enumerate(members)
         for t in range(2)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(120)
+    assert not failures, failures
     target = max(machine.applied_index for _, machine, _ in members)
     wait_until(lambda: all(m.applied_index >= target for _, m, _ in members), 30,
                what="every member to apply everything")  # fmt: skip
