@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from cortex.failstop import stop_node
-from cortex.state import digest
+from cortex.state import digest, runs
 from cortex.state import entries as e
 from cortex.state.digest import full_digest, stored_digest
 from cortex.state.handlers import HANDLERS
@@ -145,8 +145,22 @@ class StateMachine:
         guarded: bool,
         plain_json: bool,
     ) -> list[dict[str, Any]]:
+        """Applies the items in order: guarded, one by one; otherwise in runs
+        where they form one (`cortex.state.runs`)."""
         cur.execute("BEGIN IMMEDIATE")
-        return [self._apply_entry(cur, index, item, changes, guarded, plain_json) for item in items]
+        if guarded:
+            return [self._apply_entry(cur, index, item, changes, plain_json) for item in items]
+        results = []
+        for part in runs.split(cur, items):
+            for item, payload in zip(part.items, part.payloads, strict=True):
+                results.append(
+                    self._apply_entry(
+                        cur, index, item, changes, plain_json, False, payload, part.run
+                    )
+                )
+            if part.run is not None:
+                part.run.flush(cur)
+        return results
 
     def _apply_entry(
         self,
@@ -154,21 +168,25 @@ class StateMachine:
         index: int,
         item: e.Entry | e.EntryDecodeError,
         changes: list[TaskChange],
-        guarded: bool,
         plain_json: bool,
+        guarded: bool = True,
+        payload: e.Payload | None = None,
+        run: runs.Run | None = None,
     ) -> dict[str, Any]:
-        """Applies one entry. Unguarded, a refusal raises `_Refused` (the
-        caller starts over guarded); guarded, the entry runs under a savepoint
-        and a refusal undoes its writes and is recorded."""
+        """Applies one entry (its payload decoded already, or not). Unguarded,
+        a refusal raises `_Refused` (the caller starts over guarded);
+        guarded, the entry runs under a savepoint and a refusal undoes its
+        writes and is recorded."""
         if isinstance(item, e.EntryDecodeError):
             entry = e.Entry(type=item.entry_type, id=item.entry_id, ts=0, node="", payload={})
             return self._reject(ApplyContext(cur, index, entry, changes), item.code, item.text)
-        ctx = ApplyContext(cur, index, item, [], plain_json)
-        marked = digest.mark(self._conn)
+        ctx = ApplyContext(cur, index, item, [], plain_json, run=run)
         if guarded:
+            marked = digest.mark(self._conn)
             cur.execute("SAVEPOINT entry")
         try:
-            payload = item.decode_payload()
+            if payload is None:
+                payload = item.decode_payload()
             result = HANDLERS[type(payload)](ctx, payload)
             settle_workflows(ctx)
         except (Rejected, e.EntryDecodeError) as why:

@@ -31,6 +31,7 @@ from cortex.state.reasons import (
     Rejected,
     quoted,
 )
+from cortex.state.runs import Run
 from cortex.state.spec_rules import SpecError, check_task_spec
 
 DEFAULT_FAIRNESS_KEY = "default"
@@ -89,6 +90,16 @@ class ApplyContext:
     # Columns the next `move` sets besides its own: a start recorded from an
     # outcome's `started_at` (`start_with_outcome`).
     carried: dict[str, Any] | None = None
+    # The run the entry is applied in (`cortex.state.runs`): its tasks' rows
+    # were read before it, and its writes are held until the run ends.
+    run: Run | None = None
+
+    def write(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Writes a row now, or when the entry's run ends."""
+        if self.run is None:
+            self.cur.execute(sql, params)
+        else:
+            self.run.hold(sql, params)
 
     def event(
         self,
@@ -101,9 +112,8 @@ class ApplyContext:
         detail: dict[str, Any] | None = None,
         ts: int | None = None,
     ) -> None:
-        self.cur.execute(
-            "INSERT INTO task_events (raft_index, entry_id, entry_type, task_id, event,"
-            " from_state, to_state, node, attempt, detail, ts) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        self.write(
+            _EVENT_INSERT,
             (
                 self.index,
                 self.entry.id,
@@ -120,10 +130,43 @@ class ApplyContext:
         )
 
     def task(self, task_id: str) -> sqlite3.Row:
-        row = self.cur.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if self.run is not None:
+            row = self.run.tasks.get(task_id)
+        else:
+            row = self.cur.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
         if row is None:
             raise Rejected(UNKNOWN_TASK, f"task {task_id} does not exist")
         return row
+
+    def task_exists(self, task_id: str) -> bool:
+        if self.run is not None:
+            return task_id in self.run.tasks
+        return (
+            self.cur.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone() is not None
+        )
+
+    def prior_submission(self, key: str) -> sqlite3.Row | None:
+        """The task an idempotency key was first used for (`task_id`) and its
+        spec (`spec`, None once the task is purged); a run holds only new keys."""
+        if self.run is not None:
+            return None
+        row: sqlite3.Row | None = self.cur.execute(
+            "SELECT s.task_id AS task_id, t.spec AS spec FROM submissions s"
+            " LEFT JOIN tasks t ON t.id = s.task_id WHERE s.idempotency_key = ?",
+            (key,),
+        ).fetchone()
+        return row
+
+    def node_status(self, node: str) -> str | None:
+        """A node's status, None for a node the cluster does not know."""
+        statuses = self.run.node_statuses if self.run is not None else None
+        if statuses is not None and node in statuses:
+            return statuses[node]
+        row = self.cur.execute("SELECT status FROM nodes WHERE id = ?", (node,)).fetchone()
+        status = None if row is None else str(row["status"])
+        if statuses is not None:
+            statuses[node] = status
+        return status
 
     def rejected(
         self, task_id: str | None, code: ReasonCode, text: str, **extra: Any
@@ -155,7 +198,7 @@ class ApplyContext:
             self.carried = None
         columns["state"] = to_state
         columns["updated_at"] = self.entry.ts
-        self.cur.execute(_task_update_sql(tuple(columns)), (*columns.values(), task["id"]))
+        self.write(_task_update_sql(tuple(columns)), (*columns.values(), task["id"]))
         self.event(event, task["id"], task["state"], to_state, node, attempt, detail)
         started = columns["started_at"] if "started_at" in columns else _column(task, "started_at")
         completed = (
@@ -186,6 +229,12 @@ class ApplyContext:
         return {**dict(task), "state": "running", "started_at": p.started_at}
 
 
+_EVENT_INSERT = (
+    "INSERT INTO task_events (raft_index, entry_id, entry_type, task_id, event,"
+    " from_state, to_state, node, attempt, detail, ts) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
 @functools.cache
 def _task_update_sql(columns: tuple[str, ...]) -> str:
     """The UPDATE of a task row that sets `columns`: a handful of texts,
@@ -214,11 +263,7 @@ def _check_fence(task: sqlite3.Row, attempt: int, node: str, allowed: frozenset[
 
 def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
     if p.idempotency_key:
-        prior = ctx.cur.execute(
-            "SELECT s.task_id AS task_id, t.spec AS spec FROM submissions s"
-            " LEFT JOIN tasks t ON t.id = s.task_id WHERE s.idempotency_key = ?",
-            (p.idempotency_key,),
-        ).fetchone()
+        prior = ctx.prior_submission(p.idempotency_key)
         if prior is not None:
             if prior["spec"] is not None and not same_spec(json.loads(prior["spec"]), p.spec):
                 raise Rejected(
@@ -227,13 +272,13 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
                     f" {prior['task_id']}, submitted with a different spec",
                 )
             return {"task_id": prior["task_id"], "created": False}
-    if ctx.cur.execute("SELECT 1 FROM tasks WHERE id = ?", (p.task_id,)).fetchone():
+    if ctx.task_exists(p.task_id):
         return {"task_id": p.task_id, "created": False}
     try:
         spec = check_task_spec(p.spec, plain_json=ctx.plain_json)
     except SpecError as err:
         raise Rejected(INVALID_SPEC, str(err)) from None
-    ctx.cur.execute(
+    ctx.write(
         "INSERT INTO tasks (id, workflow_id, workflow_key, type, state, priority, spec,"
         " constraints, retry_policy, timeout_ms, labels, idempotency_key, created_at,"
         " updated_at, submit_index, traceparent, concurrency_key, fairness_key)"
@@ -260,7 +305,7 @@ def task_submit(ctx: ApplyContext, p: e.TaskSubmit) -> dict[str, Any]:
         ),
     )
     if p.idempotency_key:
-        ctx.cur.execute(
+        ctx.write(
             "INSERT INTO submissions (idempotency_key, task_id, raft_index) VALUES (?,?,?)",
             (p.idempotency_key, p.task_id, ctx.index),
         )
@@ -316,12 +361,12 @@ def task_assign(ctx: ApplyContext, p: e.TaskAssign) -> dict[str, Any]:
                         ILLEGAL_TRANSITION,
                         f"task {item.task_id} belongs to a {held['state']} workflow",
                     )
-            node = ctx.cur.execute("SELECT status FROM nodes WHERE id = ?", (item.node,)).fetchone()
-            if node is None:
+            status = ctx.node_status(item.node)
+            if status is None:
                 raise Rejected(
                     UNKNOWN_NODE, f"assignment of task {item.task_id} to unknown node {item.node}"
                 )
-            if node["status"] == "removed":
+            if status == "removed":
                 raise Rejected(
                     ILLEGAL_TRANSITION,
                     f"assignment of task {item.task_id} to removed node {item.node}",

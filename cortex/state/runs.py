@@ -1,0 +1,200 @@
+"""Runs: task entries of one batch applied together.
+
+Where several entries in a row of a batch submit, assign, start or complete
+distinct standalone tasks (no workflow, no concurrency key), they form a
+run. The task rows a run names are read in one query before it, and the
+rows its handlers write are held and written when it ends, one
+`executemany` per statement. The handlers are the ones every entry goes
+through; only where they read and when they write differ. That is exact
+because no entry of a run reads what another entry of it writes:
+
+- each task is named once in a run, so no held write hides from a later
+  read, and a submission in a run is of a task and an idempotency key that
+  do not exist yet (both checked when the run is formed);
+- the other reads left (a node's status) are of tables no entry of a run
+  writes, and a standalone task without a key needs no workflow or limit
+  read;
+- held rows are written in the order they were made, so the event rows'
+  sequence numbers and the task rows' ids are those of entry-by-entry
+  application; the digest and the task counts are sums, whatever the order.
+
+Runs are formed on the optimistic pass only: an entry refused sends the
+whole batch back through the guarded pass, entry by entry. A run's reads
+happen after every entry before it is applied (`split` is lazy)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortex.state import entries as e
+
+# Entries a run may hold, and rows read per query (SQLite's bound-variable
+# limit is far above).
+MAX_RUN_ENTRIES = 1000
+_IN_CHUNK = 500
+_RUN_TYPES = (e.TaskSubmit, e.TaskAssign, e.TaskStarted, e.TaskComplete)
+
+
+@dataclass
+class Run:
+    """What a run's entries read, read once before it, and the writes they
+    make, held until it ends."""
+
+    # Rows of the tasks the run names, by id; a submitted task has none.
+    tasks: dict[str, sqlite3.Row]
+    node_statuses: dict[str, str | None] = field(default_factory=dict)
+    _held: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
+
+    def hold(self, sql: str, params: tuple[Any, ...]) -> None:
+        self._held.setdefault(sql, []).append(params)
+
+    def flush(self, cur: sqlite3.Cursor) -> None:
+        """Writes the held rows, statement by statement, each in the order made."""
+        for sql, rows in self._held.items():
+            cur.executemany(sql, rows)
+        self._held.clear()
+
+
+@dataclass
+class Part:
+    """Consecutive items of a batch, with their payloads when decoded, and
+    the run they form (None: applied entry by entry)."""
+
+    items: list[e.Entry | e.EntryDecodeError]
+    payloads: list[e.Payload | None]
+    run: Run | None = None
+
+
+def split(cur: sqlite3.Cursor, items: list[e.Entry | e.EntryDecodeError]) -> Iterator[Part]:
+    """The batch's items in order, as runs and the parts between them. Lazy:
+    each run's rows are read when it is asked for, after the parts before
+    it were applied."""
+    start = 0
+    while start < len(items):
+        end, payloads = _candidates(items, start)
+        if end - start < 2 and not _many_placements(payloads):
+            yield Part(items[start : start + 1], [*payloads[:1]] or [None])
+            start += 1
+            continue
+        run, cut = _form(cur, payloads)
+        if cut:
+            yield Part(items[start : start + cut], [*payloads[:cut]], run)
+        # The rest was read for this run but would need reading again after
+        # the entry that broke it: it goes entry by entry, so each item is
+        # read for at most one run.
+        if cut < len(payloads):
+            yield Part(items[start + cut : end], [*payloads[cut:]])
+        start = end
+
+
+def _candidates(
+    items: list[e.Entry | e.EntryDecodeError], start: int
+) -> tuple[int, list[e.Payload]]:
+    """How far from `start` entries could form a run, judged from the
+    entries alone (their types, payloads and the tasks and keys they name),
+    and their decoded payloads."""
+    payloads: list[e.Payload] = []
+    named: set[str] = set()
+    keys: set[str] = set()
+    end = start
+    while end < len(items) and len(payloads) < MAX_RUN_ENTRIES:
+        item = items[end]
+        if isinstance(item, e.EntryDecodeError) or item.type not in _TYPE_NAMES:
+            break
+        try:
+            payload = item.decode_payload()
+        except e.EntryDecodeError:
+            break
+        ids = _named_tasks(payload)
+        key = payload.idempotency_key if isinstance(payload, e.TaskSubmit) else None
+        if (
+            ids is None
+            or len(set(ids)) != len(ids)
+            or not named.isdisjoint(ids)
+            or (key is not None and key in keys)
+        ):
+            break
+        named.update(ids)
+        if key is not None:
+            keys.add(key)
+        payloads.append(payload)
+        end += 1
+    return end, payloads
+
+
+_TYPE_NAMES = frozenset(kind.TYPE for kind in _RUN_TYPES)
+
+
+def _named_tasks(payload: e.Payload) -> list[str] | None:
+    """The tasks an entry names, or None when it cannot be in a run."""
+    if isinstance(payload, e.TaskSubmit):
+        return None if payload.workflow_id is not None else [payload.task_id]
+    if isinstance(payload, e.TaskAssign):
+        return [item.task_id for item in payload.items()]
+    if isinstance(payload, (e.TaskStarted, e.TaskComplete)):
+        return [payload.task_id]
+    return None
+
+
+def _many_placements(payloads: list[e.Payload]) -> bool:
+    """A lone assignment round is worth a run when it places several tasks."""
+    return (
+        len(payloads) == 1
+        and isinstance(payloads[0], e.TaskAssign)
+        and len(payloads[0].assignments) > 1
+    )
+
+
+def _form(cur: sqlite3.Cursor, payloads: list[e.Payload]) -> tuple[Run, int]:
+    """Reads the rows the candidates name; returns the run and how many of
+    them it holds: up to the first whose tasks are not all standalone tasks
+    without a key (or, for a submission, whose task or key exists)."""
+    ids = [task_id for payload in payloads for task_id in _named_tasks(payload) or ()]
+    run = Run(tasks=_task_rows(cur, ids))
+    keys = [
+        p.idempotency_key for p in payloads if isinstance(p, e.TaskSubmit) and p.idempotency_key
+    ]
+    used = _used_keys(cur, keys)
+    for number, payload in enumerate(payloads):
+        if not _fits(run, used, payload):
+            return run, number
+    return run, len(payloads)
+
+
+def _fits(run: Run, used: set[str], payload: e.Payload) -> bool:
+    if isinstance(payload, e.TaskSubmit):
+        return payload.task_id not in run.tasks and payload.idempotency_key not in used
+    for task_id in _named_tasks(payload) or ():
+        row = run.tasks.get(task_id)
+        if row is None or row["workflow_id"] is not None or row["concurrency_key"] is not None:
+            return False
+    return True
+
+
+def _task_rows(cur: sqlite3.Cursor, ids: list[str]) -> dict[str, sqlite3.Row]:
+    rows: dict[str, sqlite3.Row] = {}
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[start : start + _IN_CHUNK]
+        for row in cur.execute(
+            f"SELECT * FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
+        ):
+            rows[row["id"]] = row
+    return rows
+
+
+def _used_keys(cur: sqlite3.Cursor, keys: list[str]) -> set[str]:
+    used: set[str] = set()
+    for start in range(0, len(keys), _IN_CHUNK):
+        chunk = keys[start : start + _IN_CHUNK]
+        used.update(
+            key
+            for (key,) in cur.execute(
+                "SELECT idempotency_key FROM submissions"
+                f" WHERE idempotency_key IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+        )
+    return used

@@ -1,0 +1,171 @@
+"""Runs (`cortex.state.runs`): a batch whose task entries apply together, in
+runs, ends exactly as the same batch applied entry by entry, each under a
+savepoint of its own. Generated batches are drawn from the tasks the
+database holds: submissions of new and existing tasks (keys new, reused with
+the same spec and with another), assignment rounds, starts and outcomes of
+the right attempt and of stale ones, tasks with a limited concurrency key
+(which a run leaves out), cancellations between them, and an entry naming a task
+twice. Properties: the same result for every entry, the same task changes
+handed to listeners, the same digest and the same rows in every table."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from typing import Any
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from cortex.state import runs
+from cortex.state.entries import Entry, LimitSet, NodeJoin, encode_batch
+from cortex.state.machine import StateMachine
+from cortex.state.transitions import TaskChange
+
+NODES = ("n1", "n2", "n3")
+SPECS = (
+    {"type": "noop"},
+    {"type": "noop", "priority": 7},
+    {"type": "noop", "concurrency_key": "gpu"},
+)
+KEYS = (None, None, "k1", "k2", "k3")
+
+
+class EntryByEntry(StateMachine):
+    """Every entry under its own savepoint, never in a run: the reference."""
+
+    def _apply_entries(self, cur, index, items, changes, guarded, plain_json):  # type: ignore[no-untyped-def]
+        return super()._apply_entries(cur, index, items, changes, True, plain_json)
+
+
+def _entry(number: int, payload: dict[str, Any], entry_type: str, node: str = "n1") -> Entry:
+    return Entry(type=entry_type, id=f"e-{number}", ts=10_000 + number, node=node, payload=payload)
+
+
+@st.composite
+def _batch(
+    draw: st.DrawFn, tasks: dict[str, tuple[str, int, str | None]], start: int
+) -> list[Entry]:
+    """Entries drawn against the tasks as they are before the batch
+    (id -> state, attempt, node)."""
+    entries: list[Entry] = []
+    number = start
+    fresh = 0
+    for _ in range(draw(st.integers(1, 14))):
+        number += 1
+        kind = draw(st.sampled_from(["submit", "submit", "assign", "report", "report", "cancel"]))
+        known = sorted(tasks)
+        queued = [task_id for task_id in known if tasks[task_id][0] == "queued"]
+        if kind == "submit" or len(known) < 3:
+            fresh += 1
+            task_id = draw(st.sampled_from([f"t{start}-{fresh}", *known[:3]]))
+            payload = {
+                "task_id": task_id,
+                "spec": draw(st.sampled_from(SPECS)),
+                "idempotency_key": draw(st.sampled_from(KEYS)),
+            }
+            entries.append(_entry(number, payload, "TASK_SUBMIT"))
+        elif kind == "assign":
+            # Mostly distinct tasks (a run's kind); now and then one twice.
+            pool = queued if queued and draw(st.integers(0, 3)) else known
+            chosen = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=6, unique=True))
+            if draw(st.integers(0, 9)) == 0:
+                chosen.append(chosen[0])
+            placements = [
+                {
+                    "task_id": task_id,
+                    "node": draw(st.sampled_from([*NODES, "ghost"])),
+                    "attempt": tasks[task_id][1] + draw(st.sampled_from([1, 1, 1, 0])),
+                }
+                for task_id in chosen
+            ]
+            entries.append(_entry(number, {"assignments": placements}, "TASK_ASSIGN"))
+        elif kind == "report":
+            task_id = draw(st.sampled_from(known))
+            _, attempt, node = tasks[task_id]
+            report = {
+                "task_id": task_id,
+                "attempt": attempt + draw(st.sampled_from([0, 0, 0, 1])),
+                "node": node or "n1",
+            }
+            if draw(st.booleans()):
+                entries.append(_entry(number, report, "TASK_STARTED", report["node"]))
+            else:
+                started = draw(st.sampled_from([None, 9_000]))
+                complete = {**report, "result": {"exit_code": 0}, "started_at": started}
+                entries.append(_entry(number, complete, "TASK_COMPLETE", report["node"]))
+        else:
+            entries.append(_entry(number, {"task_id": draw(st.sampled_from(known))}, "TASK_CANCEL"))
+    return entries
+
+
+def _tasks(conn: sqlite3.Connection) -> dict[str, tuple[str, int, str | None]]:
+    return {
+        row[0]: (row[1], row[2], row[3])
+        for row in conn.execute("SELECT id, state, attempt, assigned_node FROM tasks")
+    }
+
+
+def _dump(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows, with their row ids where a table has them."""
+    tables = {}
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        try:
+            tables[name] = list(conn.execute(f"SELECT rowid, * FROM {name} ORDER BY rowid"))
+        except sqlite3.OperationalError:  # a table WITHOUT ROWID
+            tables[name] = sorted(conn.execute(f"SELECT * FROM {name}"), key=repr)
+    return tables
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_batch_applied_in_runs_ends_as_applied_entry_by_entry(data: st.DataObject) -> None:
+    formed: list[int] = []
+    original_split = runs.split
+
+    def counting_split(cur: sqlite3.Cursor, items: list[Any]) -> Any:
+        for part in original_split(cur, items):
+            if part.run is not None:
+                formed.append(len(part.items))
+            yield part
+
+    with tempfile.TemporaryDirectory() as tmp:
+        in_runs = StateMachine(os.path.join(tmp, "runs.db"))
+        apart = EntryByEntry(os.path.join(tmp, "apart.db"))
+        seen: dict[str, list[tuple[int, list[TaskChange]]]] = {"runs": [], "apart": []}
+        in_runs.add_listener(lambda index, changes: seen["runs"].append((index, list(changes))))
+        apart.add_listener(lambda index, changes: seen["apart"].append((index, list(changes))))
+        peek = sqlite3.connect(os.path.join(tmp, "runs.db"))
+        peek_apart = sqlite3.connect(os.path.join(tmp, "apart.db"))
+        runs.split = counting_split  # type: ignore[assignment]
+        try:
+            joins = [
+                Entry.create(NodeJoin(node, f"127.0.0.1:{7100 + i}", f"127.0.0.1:{7200 + i}"), node)
+                for i, node in enumerate(NODES)
+            ]
+            # One task of the key at a time: a run that took in its tasks
+            # would place a second one.
+            first = encode_batch([*joins, Entry.create(LimitSet("gpu", max_running=1), "n1")])
+            assert in_runs.apply_batch(1, first) == apart.apply_batch(1, first)
+            number = 0
+            for index in range(2, 2 + data.draw(st.integers(1, 8), label="batches")):
+                entries = data.draw(_batch(_tasks(peek), number), label=f"batch {index}")
+                number += len(entries)
+                raw = encode_batch(entries)
+                before = len(formed)
+                results = in_runs.apply_batch(index, raw)
+                assert results == apart.apply_batch(index, raw)
+                assert in_runs.digest() == apart.digest()
+                if len(formed) > before and results and all(r["ok"] for r in results):
+                    event("a batch was applied in runs")
+            assert seen["runs"] == seen["apart"]
+            assert _dump(peek) == _dump(peek_apart)
+        finally:
+            runs.split = original_split  # type: ignore[assignment]
+            peek.close()
+            peek_apart.close()
+            in_runs.close()
+            apart.close()
+    if formed:
+        event(f"a run of {min(max(formed), 5)}+ entries was formed")
