@@ -70,7 +70,10 @@ class Signal:
         self._event = threading.Event()
 
     def set(self) -> None:
-        self._event.set()
+        # Setting a set event changes nothing but still takes its lock and
+        # notifies: apply sets signals after every batch, on the Raft thread.
+        if not self._event.is_set():
+            self._event.set()
 
     def is_set(self) -> bool:
         return self._event.is_set()

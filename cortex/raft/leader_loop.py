@@ -54,7 +54,11 @@ class LeaderLoop:
         self._wake.set()
 
     def wake(self) -> None:
-        self._wake.set()
+        """Runs a round now, on the leader. A follower's loop is not woken:
+        it only calls `on_follower` each interval, and a new leader is woken
+        by the first change it applies (or runs at its interval)."""
+        if self._is_leader():
+            self._wake.set()
 
     def wait_s(self) -> float:
         return self._interval_s

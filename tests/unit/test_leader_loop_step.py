@@ -108,8 +108,12 @@ def test_stop_ends_the_loop_and_stopped_passes_through() -> None:
         running.throw(Stopped())
 
 
-def test_wake_sets_the_signal_the_loop_waits_on() -> None:
-    loop = CountingLoop(leading=[False])
+def test_wake_sets_the_signal_the_loop_waits_on_only_on_the_leader() -> None:
+    leading = [False]
+    loop = CountingLoop(leading=leading)
     stepper = Stepper(loop.main())
+    loop.wake()  # a follower's loop only waits for its interval
+    assert not stepper.waiting.signal.is_set()
+    leading[0] = True
     loop.wake()
     assert stepper.waiting.signal.is_set()
