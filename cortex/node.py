@@ -70,7 +70,6 @@ from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
-from cortex.state.wal_checkpoints import WalCheckpointer
 from cortex.steps import SYSTEM_CLOCK
 from cortex.task_operations import TaskOperations
 from cortex.tracing import build_tracer
@@ -149,13 +148,8 @@ class Node:
         self.peer_client = PeerClient(config.node_id, secret, client_tls)
         peers = initial_peers(config, self.data_dir, secret, client_tls, self.peer_address)
         migrate_legacy_journal(str(self.data_dir), sync=config.raft_sync)
-        self.machine = TimedStateMachine(
-            db_path, on_applied=self.metrics.apply_seconds.observe, autocheckpoint=False
-        )
+        self.machine = TimedStateMachine(db_path, on_applied=self.metrics.apply_seconds.observe)
         refuse_if_state_ahead(self.data_dir, self.machine.applied_index)
-        # Checkpoints off the Raft thread, from before the journal's replay.
-        self.checkpoints = WalCheckpointer(db_path)
-        self.checkpoints.start()
         self._ready = threading.Event()
         self.group = RaftGroup(
             RaftSettings(
@@ -543,7 +537,6 @@ class Node:
             self.group.destroy()
         except CortexError:
             pass
-        self.checkpoints.stop()
         self.tracer.shutdown()
         log.info("node %s stopped", self.config.node_id)
 

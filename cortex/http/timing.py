@@ -22,8 +22,8 @@ class TimedStateMachine(StateMachine):
     thread too); a batch already applied, skipped during a journal replay,
     is not counted."""
 
-    def __init__(self, path: str, on_applied: Observe, autocheckpoint: bool = True) -> None:
-        super().__init__(path, autocheckpoint=autocheckpoint)
+    def __init__(self, path: str, on_applied: Observe) -> None:
+        super().__init__(path)
         self._on_applied = on_applied
 
     def apply_batch(self, index: int, data: bytes) -> list[dict[str, Any]] | None:

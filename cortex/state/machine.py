@@ -47,17 +47,11 @@ class StateMachine:
     """Owns the writer connection. `apply_batch` is called only from the Raft
     thread; reads go through `cortex.state.queries` on their own connections."""
 
-    def __init__(
-        self, path: str, on_fault: FaultHandler = stop_on_fault, autocheckpoint: bool = True
-    ) -> None:
-        """`autocheckpoint=False`: apply's commits never checkpoint the
-        write-ahead log; a `WalCheckpointer` must (`cortex.state.wal_checkpoints`)."""
+    def __init__(self, path: str, on_fault: FaultHandler = stop_on_fault) -> None:
         self.path = path
         self._on_fault = on_fault
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._conn = connect(path)
-        if not autocheckpoint:
-            self._conn.execute("PRAGMA wal_autocheckpoint=0")
         migrate(self._conn)
         self._applied_index = self._read_applied_index()
         self._listeners: list[ChangeListener] = []
