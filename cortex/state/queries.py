@@ -16,12 +16,10 @@ from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset,
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schedule_queries import ScheduleQueries
 from cortex.state.schema import ReadConnections
+from cortex.state.sql_lists import select_in
 from cortex.state.task_match import TaskMatch
 from cortex.state.workflow_queries import WorkflowQueries
 from cortex.state.workflow_rules import WORKFLOW_STATES
-
-# SQLite accepts at most 32,766 parameters per statement; stay far below.
-_IDS_PER_QUERY = 500
 
 
 @dataclass(frozen=True)
@@ -342,15 +340,8 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
     def get_tasks(self, task_ids: Iterable[str]) -> list[TaskView]:
         """The tasks that exist among `task_ids`, in no particular order."""
         wanted = list(dict.fromkeys(task_ids))
-        conn = self._conn()
-        found: list[TaskView] = []
-        for start in range(0, len(wanted), _IDS_PER_QUERY):
-            chunk = wanted[start : start + _IDS_PER_QUERY]
-            rows = conn.execute(
-                f"SELECT * FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            ).fetchall()
-            found.extend(TaskView.from_row(row) for row in rows)
-        return found
+        rows = select_in(self._conn(), "SELECT * FROM tasks WHERE id IN ({})", wanted)
+        return [TaskView.from_row(row) for row in rows]
 
     def active_counts_by_node(self) -> dict[str, int]:
         rows = (

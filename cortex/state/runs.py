@@ -30,12 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cortex.state import entries as e
+from cortex.state.sql_lists import select_in
 
-# Entries a run may hold, and rows read per query (SQLite's bound-variable
-# limit is far above).
+# Entries a run may hold.
 MAX_RUN_ENTRIES = 1000
-_IN_CHUNK = 500
-_RUN_TYPES = (e.TaskSubmit, e.TaskAssign, e.TaskStarted, e.TaskComplete)
+_TYPE_NAMES = frozenset(
+    kind.TYPE for kind in (e.TaskSubmit, e.TaskAssign, e.TaskStarted, e.TaskComplete)
+)
+# A candidate entry: its payload and the tasks it names.
+_Candidate = tuple[e.Payload, list[str]]
 
 
 @dataclass
@@ -74,33 +77,34 @@ def split(cur: sqlite3.Cursor, items: list[e.Entry | e.EntryDecodeError]) -> Ite
     it were applied."""
     start = 0
     while start < len(items):
-        end, payloads = _candidates(items, start)
+        end, candidates = _candidates(items, start)
+        payloads: list[e.Payload | None] = [payload for payload, _ in candidates]
         if end - start < 2 and not _many_placements(payloads):
-            yield Part(items[start : start + 1], [*payloads[:1]] or [None])
+            yield Part(items[start : start + 1], payloads[:1] or [None])
             start += 1
             continue
-        run, cut = _form(cur, payloads)
+        run, cut = _form(cur, candidates)
         if cut:
-            yield Part(items[start : start + cut], [*payloads[:cut]], run)
+            yield Part(items[start : start + cut], payloads[:cut], run)
         # The rest was read for this run but would need reading again after
         # the entry that broke it: it goes entry by entry, so each item is
         # read for at most one run.
         if cut < len(payloads):
-            yield Part(items[start + cut : end], [*payloads[cut:]])
+            yield Part(items[start + cut : end], payloads[cut:])
         start = end
 
 
 def _candidates(
     items: list[e.Entry | e.EntryDecodeError], start: int
-) -> tuple[int, list[e.Payload]]:
+) -> tuple[int, list[_Candidate]]:
     """How far from `start` entries could form a run, judged from the
     entries alone (their types, payloads and the tasks and keys they name),
-    and their decoded payloads."""
-    payloads: list[e.Payload] = []
+    and their decoded payloads with the tasks they name."""
+    candidates: list[_Candidate] = []
     named: set[str] = set()
     keys: set[str] = set()
     end = start
-    while end < len(items) and len(payloads) < MAX_RUN_ENTRIES:
+    while end < len(items) and len(candidates) < MAX_RUN_ENTRIES:
         item = items[end]
         if isinstance(item, e.EntryDecodeError) or item.type not in _TYPE_NAMES:
             break
@@ -120,12 +124,9 @@ def _candidates(
         named.update(ids)
         if key is not None:
             keys.add(key)
-        payloads.append(payload)
+        candidates.append((payload, ids))
         end += 1
-    return end, payloads
-
-
-_TYPE_NAMES = frozenset(kind.TYPE for kind in _RUN_TYPES)
+    return end, candidates
 
 
 def _named_tasks(payload: e.Payload) -> list[str] | None:
@@ -139,7 +140,7 @@ def _named_tasks(payload: e.Payload) -> list[str] | None:
     return None
 
 
-def _many_placements(payloads: list[e.Payload]) -> bool:
+def _many_placements(payloads: list[e.Payload | None]) -> bool:
     """A lone assignment round is worth a run when it places several tasks."""
     return (
         len(payloads) == 1
@@ -148,53 +149,38 @@ def _many_placements(payloads: list[e.Payload]) -> bool:
     )
 
 
-def _form(cur: sqlite3.Cursor, payloads: list[e.Payload]) -> tuple[Run, int]:
+def _form(cur: sqlite3.Cursor, candidates: list[_Candidate]) -> tuple[Run, int]:
     """Reads the rows the candidates name; returns the run and how many of
     them it holds: up to the first whose tasks are not all standalone tasks
     without a key (or, for a submission, whose task or key exists)."""
-    ids = [task_id for payload in payloads for task_id in _named_tasks(payload) or ()]
-    run = Run(tasks=_task_rows(cur, ids))
+    ids = [task_id for _, named in candidates for task_id in named]
+    run = Run(
+        tasks={
+            row["id"]: row for row in select_in(cur, "SELECT * FROM tasks WHERE id IN ({})", ids)
+        }
+    )
     keys = [
-        p.idempotency_key for p in payloads if isinstance(p, e.TaskSubmit) and p.idempotency_key
+        p.idempotency_key
+        for p, _ in candidates
+        if isinstance(p, e.TaskSubmit) and p.idempotency_key
     ]
-    used = _used_keys(cur, keys)
-    for number, payload in enumerate(payloads):
-        if not _fits(run, used, payload):
+    used = {
+        key
+        for (key,) in select_in(
+            cur, "SELECT idempotency_key FROM submissions WHERE idempotency_key IN ({})", keys
+        )
+    }
+    for number, (payload, named) in enumerate(candidates):
+        if not _fits(run, used, payload, named):
             return run, number
-    return run, len(payloads)
+    return run, len(candidates)
 
 
-def _fits(run: Run, used: set[str], payload: e.Payload) -> bool:
+def _fits(run: Run, used: set[str], payload: e.Payload, named: list[str]) -> bool:
     if isinstance(payload, e.TaskSubmit):
         return payload.task_id not in run.tasks and payload.idempotency_key not in used
-    for task_id in _named_tasks(payload) or ():
+    for task_id in named:
         row = run.tasks.get(task_id)
         if row is None or row["workflow_id"] is not None or row["concurrency_key"] is not None:
             return False
     return True
-
-
-def _task_rows(cur: sqlite3.Cursor, ids: list[str]) -> dict[str, sqlite3.Row]:
-    rows: dict[str, sqlite3.Row] = {}
-    for start in range(0, len(ids), _IN_CHUNK):
-        chunk = ids[start : start + _IN_CHUNK]
-        for row in cur.execute(
-            f"SELECT * FROM tasks WHERE id IN ({','.join('?' * len(chunk))})", chunk
-        ):
-            rows[row["id"]] = row
-    return rows
-
-
-def _used_keys(cur: sqlite3.Cursor, keys: list[str]) -> set[str]:
-    used: set[str] = set()
-    for start in range(0, len(keys), _IN_CHUNK):
-        chunk = keys[start : start + _IN_CHUNK]
-        used.update(
-            key
-            for (key,) in cur.execute(
-                "SELECT idempotency_key FROM submissions"
-                f" WHERE idempotency_key IN ({','.join('?' * len(chunk))})",
-                chunk,
-            )
-        )
-    return used

@@ -25,6 +25,7 @@ from cortex.state.reasons import (
     quoted,
 )
 from cortex.state.spec_rules import SpecError, check_task_spec
+from cortex.state.sql_lists import select_in
 from cortex.state.transitions import (
     TERMINAL_STATES,
     ApplyContext,
@@ -48,8 +49,6 @@ MAX_REASON_CHARS = 2000
 CANCEL_BATCH = 200
 _NON_TERMINAL = "('pending', 'queued', 'assigned', 'running')"
 _TASK_FIELDS = frozenset({"key", "task_id", "spec", "depends_on", "condition", "pos"})
-# SQLite's default limit on bound parameters is 999 on old builds.
-_IN_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -96,18 +95,15 @@ def _task_item(index: int, raw: Any) -> _TaskItem:
 
 
 def _existing_keys(ctx: ApplyContext, workflow_id: str, keys: list[str]) -> set[str]:
-    found: set[str] = set()
-    for start in range(0, len(keys), _IN_CHUNK):
-        chunk = keys[start : start + _IN_CHUNK]
-        found.update(
-            row[0]
-            for row in ctx.cur.execute(
-                "SELECT workflow_key FROM tasks WHERE workflow_id = ?"
-                f" AND workflow_key IN ({','.join('?' * len(chunk))})",
-                (workflow_id, *chunk),
-            )
+    return {
+        row[0]
+        for row in select_in(
+            ctx.cur,
+            "SELECT workflow_key FROM tasks WHERE workflow_id = ? AND workflow_key IN ({})",
+            keys,
+            before=(workflow_id,),
         )
-    return found
+    }
 
 
 def _task_items(ctx: ApplyContext, workflow_id: str, raw: list[Any]) -> list[_TaskItem]:
@@ -146,13 +142,9 @@ def _task_items(ctx: ApplyContext, workflow_id: str, raw: list[Any]) -> list[_Ta
     if cycle:
         raise Rejected(INVALID_WORKFLOW, f"dependency cycle: {' -> '.join(cycle)}")
     ids = [item.task_id for item in items]
-    for start in range(0, len(ids), _IN_CHUNK):
-        chunk = ids[start : start + _IN_CHUNK]
-        taken = ctx.cur.execute(
-            f"SELECT id FROM tasks WHERE id IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk
-        ).fetchone()
-        if taken is not None:
-            raise Rejected(DUPLICATE_ID, f"task id {taken['id']} already exists")
+    taken = next(select_in(ctx.cur, "SELECT id FROM tasks WHERE id IN ({}) LIMIT 1", ids), None)
+    if taken is not None:
+        raise Rejected(DUPLICATE_ID, f"task id {taken['id']} already exists")
     return items
 
 
@@ -425,16 +417,16 @@ def settle_workflows(ctx: ApplyContext) -> None:
     watched = [c for c in ctx.changes if c.state in TERMINAL_STATES and c.in_workflow is not False]
     if not watched:
         return
-    rows: dict[str, sqlite3.Row] = {}
     ids = list(dict.fromkeys(c.task_id for c in watched))
-    for start in range(0, len(ids), _IN_CHUNK):
-        chunk = ids[start : start + _IN_CHUNK]
-        for row in ctx.cur.execute(
+    rows: dict[str, sqlite3.Row] = {
+        row["id"]: row
+        for row in select_in(
+            ctx.cur,
             "SELECT id, workflow_id, workflow_key, result FROM tasks"
-            f" WHERE workflow_id IS NOT NULL AND id IN ({','.join('?' * len(chunk))})",
-            chunk,
-        ):
-            rows[row["id"]] = row
+            " WHERE workflow_id IS NOT NULL AND id IN ({})",
+            ids,
+        )
+    }
     touched: dict[str, None] = {}
     for change in watched:
         row = rows.get(change.task_id)
