@@ -242,6 +242,7 @@ class Node:
             reachable,
             config.scheduler_interval_s,
         )
+        self.group.placer = self.scheduler.at_proposal
         self.limits = LimitOperations(
             config.node_id, self.proposer, self.reader, config.propose_timeout_s
         )
@@ -381,6 +382,7 @@ class Node:
 
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)
+        self.scheduler.applied(c.task_id for c in changes)
         if any(c.state == "queued" or c.state in TERMINAL_STATES for c in changes):
             self.scheduler.wake()
         if any(c.state in TERMINAL_STATES for c in changes):

@@ -9,8 +9,9 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+import pysyncobj.pickle
 import pysyncobj.syncobj
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
@@ -33,6 +34,7 @@ FAIL_REASON_NAMES = {
 }
 
 SNAPSHOT_FILE = "raft.snapshot"
+_REGULAR_COMMAND = bytes([pysyncobj.syncobj._COMMAND_TYPE.REGULAR])
 _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 _create_journal = pysyncobj.syncobj.createJournal
 _OVERLAP_MESSAGE = "truncating already-applied log entries"
@@ -70,6 +72,46 @@ def _journal_or_file(journal: Any) -> Any:
 
 pysyncobj.syncobj.createJournal = _journal_or_file
 install_bounded_connections()
+
+
+class BatchPlacer(Protocol):
+    """Adds to a batch a leader takes into its log (the scheduler's
+    `PlacementAtProposal`)."""
+
+    def place(self, data: bytes) -> bytes | None:
+        """The batch to log instead of `data`, or None to log `data`."""
+        ...
+
+
+def _forwarded_call(command: Any) -> tuple[Any, bytes] | None:
+    """A follower's forwarded `apply_batch`: pysyncobj's command type byte,
+    then the pickle of (method id, (batch,)). Its method id and batch."""
+    if not isinstance(command, bytes) or command[:1] != _REGULAR_COMMAND:
+        return None
+    try:
+        call = pysyncobj.pickle.loads(command[1:])
+    except Exception:
+        return None
+    if (
+        isinstance(call, tuple)
+        and len(call) == 2
+        and isinstance(call[1], tuple)
+        and len(call[1]) == 1
+        and isinstance(call[1][0], bytes)
+    ):
+        return call[0], call[1][0]
+    return None
+
+
+def _placed_forwarded(placer: BatchPlacer, command: Any) -> Any:
+    """A forwarded command as the `placer` has the leader log it. A command
+    forwarded again (its leader stepped down before logging it) is placed
+    again; apply refuses the second placement of a task."""
+    call = _forwarded_call(command)
+    placed = placer.place(call[1]) if call is not None else None
+    if call is None or placed is None:
+        return command
+    return _REGULAR_COMMAND + pysyncobj.pickle.dumps((call[0], (placed,)))
 
 
 @dataclass(frozen=True)
@@ -122,6 +164,8 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         arguments and `journal=`) replace the file journal and TCP transport;
         the simulator passes its own."""
         self._machine = machine
+        # Sees every batch this node takes into the log while it leads.
+        self.placer: BatchPlacer | None = None
         self.observer = settings.observer
         # When the leader's last append reached this observer (pysyncobj's clock).
         self._leader_heard_at: float | None = None
@@ -220,6 +264,22 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             )  # fmt: skip
             return
         super()._SyncObj__deleteEntriesTo(toIDx)
+
+    def propose_batch(self, data: bytes, callback: Callable[[Any, int], None]) -> None:
+        """Proposes a batch: `apply_batch` on every node once committed, and
+        `callback` with its results here. The results hold one per entry of
+        `data`, in order, and may hold more after them (`placer`)."""
+        if self.placer is not None and self._isLeader():
+            data = self.placer.place(data) or data
+        self.apply_batch(data, callback=callback)
+
+    def _applyCommand(self, command: Any, callback: Any, commandType: Any = None) -> None:  # noqa: N802,N803 (pysyncobj's names)
+        """pysyncobj's way in for every command. This node's own come with
+        a type; one forwarded by a follower comes typed already, and is seen
+        by the `placer` here, as the leader takes it."""
+        if commandType is None and self.placer is not None and self._isLeader():
+            command = _placed_forwarded(self.placer, command)
+        super()._applyCommand(command, callback, commandType)
 
     @replicated
     def apply_batch(self, data: bytes) -> list[dict[str, Any]] | None:

@@ -176,7 +176,7 @@ def settle_batch(
         return
     if carriers is None:
         carriers = list(range(len(futures)))
-    if not isinstance(results, list) or len(results) != max(carriers, default=-1) + 1:
+    if not isinstance(results, list) or len(results) <= max(carriers, default=-1):
         # This node's state came from a snapshot that already held the
         # batch, or the batch could not be decoded: the outcome of each
         # entry is unknown here, not a rejection.
@@ -335,7 +335,7 @@ class Proposer:
                 settle_batch(futures, results, error, carriers)
 
         try:
-            self._group.apply_batch(encode_batch(entries), callback=on_applied)
+            self._group.propose_batch(encode_batch(entries), on_applied)
         except Exception as err:
             self._finish(number)
             for future in futures:

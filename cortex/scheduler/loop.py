@@ -1,19 +1,23 @@
 """The leader-only scheduling loop: every interval, or when woken by a submit
 or a completion, places runnable queued tasks and proposes one TASK_ASSIGN
-entry for the round."""
+entry for the round. With nothing queued, tasks are placed as their
+submission is taken into the log instead (`cortex.scheduler.at_proposal`);
+both count the placements not yet applied (`cortex.scheduler.reservations`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
+from cortex.scheduler.at_proposal import PlacementAtProposal
 from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY, LastServed
 from cortex.scheduler.limits import LimitGate
 from cortex.scheduler.model import Candidate, PendingTask, RoundResult
 from cortex.scheduler.placement import schedule_round
+from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
 from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader, TaskView
@@ -101,6 +105,21 @@ class SchedulerLoop(LeaderLoop):
         self._board = board
         self._reachable = reachable
         self._served = LastServed()
+        self.reservations = Reservations(self._clock.monotonic)
+        # The Raft group's `placer`.
+        self.at_proposal = PlacementAtProposal(
+            self._node_id, self._reader, self._nodes, self.reservations, self._clock
+        )
+
+    def _nodes(self) -> list[Candidate]:
+        return build_candidates(self._reader, self._board, self._reachable)
+
+    def applied(self, task_ids: Iterable[str]) -> None:
+        """Apply changed these tasks: placements of theirs are counted there now."""
+        self.reservations.release(task_ids)
+
+    def on_follower(self) -> None:
+        self.reservations.clear()
 
     def wait_s(self) -> float:
         """The interval, or less when a backing-off task becomes runnable
@@ -122,26 +141,14 @@ class SchedulerLoop(LeaderLoop):
         """Runs one round: places what it can and waits for the round's one
         TASK_ASSIGN entry to be applied. Returns True when the round was
         full, so more tasks may be waiting."""
-        candidates = build_candidates(self._reader, self._board, self._reachable)
-        free = free_slots(candidates)
-        if free == 0:
+        if not self._reader.has_queued():
             return False
-        # A few times the free slots, so tasks no free node takes do not hide
-        # the ones behind them; past those, the whole window.
-        limit = MAX_TASKS_PER_ROUND if free is None else min(free * 4 + 64, MAX_TASKS_PER_ROUND)
-        now_ms = wall_ms(self._clock)
-        gate = limit_gate(self._reader, now_ms)
-        waiting = frozenset(key for key in gate.limits if gate.held(key) is not None)
-        rows = self._reader.runnable_queue(now_ms, limit, waiting)
-        if not rows:
-            return False
-        result = self._place(rows, candidates, gate)
-        if len(rows) >= limit < MAX_TASKS_PER_ROUND and len(result.placements) < (free or 0):
-            limit = MAX_TASKS_PER_ROUND
-            rows = self._reader.runnable_queue(now_ms, limit, waiting)
-            result = self._place(rows, candidates, limit_gate(self._reader, now_ms))
-        if not result.placements:
-            return False
+        with self.reservations.lock:
+            decided = self._decide()
+            if decided is None:
+                return False
+            result, tasks, full = decided
+            self.reservations.hold(result.placements, tasks)
         entry = e.Entry.create(
             e.TaskAssign(
                 [
@@ -152,11 +159,41 @@ class SchedulerLoop(LeaderLoop):
             self._node_id,
             ts=wall_ms(self._clock),
         )
-        yield self._proposer.submit_all([entry])
-        return len(rows) >= limit
+        try:
+            yield self._proposer.submit_all([entry])
+        finally:
+            self.reservations.release(p.task_id for p in result.placements)
+        return full
 
-    def _place(self, rows: list[Any], candidates: list[Candidate], gate: LimitGate) -> RoundResult:
-        tasks = self._pending(rows)
+    def _decide(self) -> tuple[RoundResult, list[PendingTask], bool] | None:
+        """The round's placements, the tasks it read, and whether the window
+        was full; None when nothing is placed."""
+        held = self.reservations.held()
+        candidates = held.counted_in(self._nodes())
+        free = free_slots(candidates)
+        if free == 0:
+            return None
+        # A few times the free slots, so tasks no free node takes do not hide
+        # the ones behind them; past those, the whole window.
+        limit = MAX_TASKS_PER_ROUND if free is None else min(free * 4 + 64, MAX_TASKS_PER_ROUND)
+        now_ms = wall_ms(self._clock)
+        gate = limit_gate(self._reader, now_ms)
+        waiting = frozenset(key for key in gate.limits if gate.held(key) is not None)
+        tasks = self._pending(self._reader.runnable_queue(now_ms, limit, waiting))
+        if not tasks:
+            return None
+        result = self._place(tasks, candidates, gate)
+        if len(tasks) >= limit < MAX_TASKS_PER_ROUND and len(result.placements) < (free or 0):
+            limit = MAX_TASKS_PER_ROUND
+            tasks = self._pending(self._reader.runnable_queue(now_ms, limit, waiting))
+            result = self._place(tasks, candidates, limit_gate(self._reader, now_ms))
+        if not result.placements:
+            return None
+        return result, tasks, len(tasks) >= limit
+
+    def _place(
+        self, tasks: list[PendingTask], candidates: list[Candidate], gate: LimitGate
+    ) -> RoundResult:
         several_keys = len({task.fairness_key for task in tasks}) > 1
         active = self._reader.active_by_fairness_key() if several_keys else {}
         weights = self._reader.weights() if several_keys else {}

@@ -89,6 +89,7 @@ class NodeComponents:
         reachable = Reachability(node.id, group, self.board, HEARTBEAT_INTERVAL_S).reachable
         leading = LeaderContext(node.id, lambda: group.is_leader, proposer, self.reader, clock)
         self.scheduler = SchedulerLoop(leading, self.board, reachable, SCHEDULER_INTERVAL_S)
+        group.placer = self.scheduler.at_proposal
         self.supervisor = NodeSupervisor(leading, self.board, FAILURE_TIMEOUT_S)
         self.retention = RetentionLoop(leading, RETENTION_S, 500, 5.0)
         self.engine = WorkflowEngine(leading, sandbox, SCHEDULER_INTERVAL_S)
@@ -132,6 +133,7 @@ class NodeComponents:
 
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)
+        self.scheduler.applied(c.task_id for c in changes)
         if any(c.state == "queued" or c.state in TERMINAL_STATES for c in changes):
             self.scheduler.wake()
         if any(c.state in TERMINAL_STATES for c in changes):

@@ -68,7 +68,7 @@ class SimProposer:
             if self._in_flight.pop(number, None) is not None:
                 settle_batch(futures, results, error, carriers)
 
-        self._group.apply_batch(encode_batch(entries), callback=on_applied)
+        self._group.propose_batch(encode_batch(entries), on_applied)
 
     def expire(self) -> None:
         """Fails the batches whose outcome is overdue."""

@@ -343,6 +343,11 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         rows = select_in(self._conn(), "SELECT * FROM tasks WHERE id IN ({})", wanted)
         return [TaskView.from_row(row) for row in rows]
 
+    def has_queued(self) -> bool:
+        """Whether any task is queued (one index seek)."""
+        query = "SELECT EXISTS (SELECT 1 FROM tasks WHERE state = 'queued')"
+        return bool(self._conn().execute(query).fetchone()[0])
+
     def active_counts_by_node(self) -> dict[str, int]:
         rows = (
             self._conn()

@@ -4,8 +4,9 @@ savepoint of its own. Generated batches are drawn from the tasks the
 database holds: submissions of new and existing tasks (keys new, reused with
 the same spec and with another), assignment rounds, starts and outcomes of
 the right attempt and of stale ones, tasks with a limited concurrency key
-(which a run leaves out), cancellations between them, and an entry naming a task
-twice. Properties: the same result for every entry, the same task changes
+(which a run leaves out), cancellations between them, an entry naming a task
+twice, and assignments of tasks submitted earlier in the same batch (as a
+leader placing tasks with their submission appends them). Properties: the same result for every entry, the same task changes
 handed to listeners, the same digest and the same rows in every table."""
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def _batch(
     entries: list[Entry] = []
     number = start
     fresh = 0
+    submitted: list[str] = []  # new in this batch
     for _ in range(draw(st.integers(1, 14))):
         number += 1
         kind = draw(st.sampled_from(["submit", "submit", "assign", "report", "report", "cancel"]))
@@ -60,6 +62,8 @@ def _batch(
         if kind == "submit" or len(known) < 3:
             fresh += 1
             task_id = draw(st.sampled_from([f"t{start}-{fresh}", *known[:3]]))
+            if task_id not in tasks:
+                submitted.append(task_id)
             payload = {
                 "task_id": task_id,
                 "spec": draw(st.sampled_from(SPECS)),
@@ -69,6 +73,8 @@ def _batch(
         elif kind == "assign":
             # Mostly distinct tasks (a run's kind); now and then one twice.
             pool = queued if queued and draw(st.integers(0, 3)) else known
+            if submitted and draw(st.booleans()):
+                pool = submitted
             chosen = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=6, unique=True))
             if draw(st.integers(0, 9)) == 0:
                 chosen.append(chosen[0])
@@ -76,7 +82,8 @@ def _batch(
                 {
                     "task_id": task_id,
                     "node": draw(st.sampled_from([*NODES, "ghost"])),
-                    "attempt": tasks[task_id][1] + draw(st.sampled_from([1, 1, 1, 0])),
+                    "attempt": tasks.get(task_id, ("", 0, None))[1]
+                    + draw(st.sampled_from([1, 1, 1, 0])),
                 }
                 for task_id in chosen
             ]

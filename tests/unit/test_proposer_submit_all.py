@@ -31,7 +31,7 @@ class StandInGroup:
         self.batches: list[list[str]] = []
         self._lock = threading.Lock()
 
-    def apply_batch(self, data: bytes, callback: Callback) -> None:
+    def propose_batch(self, data: bytes, callback: Callback) -> None:
         decoded = e.decode_batch(data)
         ids = [entry.id for entry in decoded if isinstance(entry, e.Entry)]
         with self._lock:
@@ -90,7 +90,7 @@ def test_entries_not_committed_in_time_fail_with_unavailable(
 
 def test_a_rejected_batch_fails_the_future() -> None:
     class RefusingGroup(StandInGroup):
-        def apply_batch(self, data: bytes, callback: Callback) -> None:
+        def propose_batch(self, data: bytes, callback: Callback) -> None:
             callback(None, 1)
 
     proposer = Proposer(RefusingGroup(), commit_timeout_s=30)  # type: ignore[arg-type]
@@ -123,8 +123,8 @@ class HeldGroup(StandInGroup):
         super().__init__(answers=False)
         self.held: list[tuple[list[str], Callback]] = []
 
-    def apply_batch(self, data: bytes, callback: Callback) -> None:
-        super().apply_batch(data, callback)
+    def propose_batch(self, data: bytes, callback: Callback) -> None:
+        super().propose_batch(data, callback)
         self.held.append((self.batches[-1], callback))
 
     def release(self) -> None:

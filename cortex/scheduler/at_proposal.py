@@ -1,0 +1,133 @@
+"""Placement with the submission: when nothing is queued, the leader places
+the standalone tasks of a batch as it takes the batch into its log, and
+appends their TASK_ASSIGN to the same batch. One Raft entry then both
+submits and assigns them: on an idle cluster a task starts one commit
+sooner, and costs every node one entry fewer.
+
+The batch may be this node's own or one a follower forwarded
+(`RaftGroup.placer`). Its entries are untouched and keep their places, so
+each proposer still finds its entries' results where it expects them; the
+assignment is one more entry at the end. Apply checks it like any other: a
+submission refused, or a task no longer queued, makes the placement
+refused, and the task waits for a scheduling round.
+
+Only when the replicated state holds no queued task: a task waiting in the
+queue is placed by the scheduler first, in queue order. Only tasks without
+a concurrency key (their limits and rates are the scheduler's to apply),
+and only small batches (a bulk submission queues anyway)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY
+from cortex.scheduler.model import Candidate, PendingTask
+from cortex.scheduler.placement import schedule_round
+from cortex.scheduler.reservations import Reservations
+from cortex.spec import Constraints
+from cortex.state import entries as e
+from cortex.state.queries import StateReader
+from cortex.steps import Clock, wall_ms
+
+log = logging.getLogger(__name__)
+
+MAX_PLACED_BATCH_BYTES = 64 * 1024
+_SUBMIT_MARK = f'"type":"{e.TaskSubmit.TYPE}"'.encode()
+
+
+class PlacementAtProposal:
+    def __init__(
+        self,
+        node_id: str,
+        reader: StateReader,
+        candidates: Callable[[], list[Candidate]],
+        reservations: Reservations,
+        clock: Clock,
+    ) -> None:
+        self._node_id = node_id
+        self._reader = reader
+        self._candidates = candidates
+        self._reservations = reservations
+        self._clock = clock
+
+    def place(self, data: bytes) -> bytes | None:
+        """The batch with a TASK_ASSIGN of its standalone submissions
+        appended, or None to take it as it is. Called on the leader only."""
+        if len(data) > MAX_PLACED_BATCH_BYTES or _SUBMIT_MARK not in data:
+            return None
+        try:
+            tasks = _submitted_tasks(e.decode_batch(data))
+            if not tasks:
+                return None
+            assign = self._placed(tasks)
+        except Exception:
+            # Never a reason to refuse the batch: the scheduler places them.
+            log.exception("placing tasks with their submission failed")
+            return None
+        if assign is None:
+            return None
+        return data[:-1] + b"," + e.encode_batch([assign])[1:]
+
+    def _placed(self, tasks: list[PendingTask]) -> e.Entry | None:
+        # A scheduling round deciding right now places these tasks soon
+        # enough: the Raft thread, which calls this for a follower's batch,
+        # does not wait for it.
+        if not self._reservations.lock.acquire(blocking=False):
+            return None
+        try:
+            if self._reader.has_queued():
+                return None
+            held = self._reservations.held()
+            nodes = held.counted_in(self._candidates())
+            result = schedule_round(tasks, nodes)
+            if not result.placements:
+                return None
+            self._reservations.hold(result.placements, tasks)
+        finally:
+            self._reservations.lock.release()
+        return e.Entry.create(
+            e.TaskAssign(
+                [
+                    {"task_id": p.task_id, "node": p.node, "attempt": p.attempt}
+                    for p in result.placements
+                ]
+            ),
+            self._node_id,
+            ts=wall_ms(self._clock),
+        )
+
+
+def _submitted_tasks(entries: list[Any]) -> list[PendingTask]:
+    """The tasks of a batch's submissions that may be placed with it."""
+    tasks = []
+    for entry in entries:
+        if not isinstance(entry, e.Entry) or entry.type != e.TaskSubmit.TYPE:
+            continue
+        try:
+            task = _pending(entry)
+        except (e.EntryDecodeError, KeyError, TypeError, ValueError):
+            continue  # apply refuses the submission, or it is not for here
+        if task is not None:
+            tasks.append(task)
+    return tasks
+
+
+def _pending(entry: e.Entry) -> PendingTask | None:
+    submit = entry.decode_payload()
+    if not isinstance(submit, e.TaskSubmit) or submit.workflow_id is not None:
+        return None
+    spec = submit.spec
+    if spec.get("concurrency_key"):
+        return None
+    return PendingTask(
+        submit.task_id,
+        str(spec["type"]),
+        0,
+        int(spec["priority"]),
+        entry.ts,
+        Constraints.model_validate(spec.get("constraints") or {}),
+        spec.get("fairness_key") or DEFAULT_FAIRNESS_KEY,
+        None,
+    )

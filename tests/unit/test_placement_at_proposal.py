@@ -1,0 +1,209 @@
+"""Placement with the submission (`cortex.scheduler.at_proposal`) on a real
+state machine: a leader taking a batch of standalone submissions into its
+log, with nothing queued, appends their assignment to it; the batch then
+applies both, and every proposer still finds its entries' results first.
+With a task queued, with no room, or for tasks the scheduler must place
+itself, the batch is left as it is."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortex.membership.board import ResourceBoard
+from cortex.raft.leader_loop import LeaderContext
+from cortex.scheduler import at_proposal
+from cortex.scheduler.loop import SchedulerLoop
+from cortex.spec import parse_task_spec
+from cortex.state import entries as e
+from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
+from tests.workflow_sim import WorkflowLog
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Iterator[WorkflowLog]:
+    log = WorkflowLog(tmp_path / "state.db")
+    yield log
+    log.close()
+
+
+def scheduler(log: WorkflowLog) -> SchedulerLoop:
+    clock = FakeClock(wall_s=1_000.0)
+    return SchedulerLoop(
+        LeaderContext("n1", lambda: True, HeldProposer(log), log.reader, clock),
+        ResourceBoard(clock),
+        reachable=lambda node: True,
+    )
+
+
+def spec(**fields: Any) -> dict[str, Any]:
+    """A spec as proposers send it: canonical."""
+    return parse_task_spec({"type": "noop", **fields}).model_dump(mode="json")
+
+
+def batch(*payloads: e.Payload) -> bytes:
+    return e.encode_batch([e.Entry.create(p, "n2") for p in payloads])
+
+
+def apply(log: WorkflowLog, data: bytes) -> list[dict[str, Any]]:
+    log.index += 1
+    results = log.machine.apply_batch(log.index, data)
+    assert results is not None
+    return results
+
+
+def test_an_idle_clusters_submissions_carry_their_assignment(log: WorkflowLog) -> None:
+    loop = scheduler(log)
+    data = batch(e.TaskSubmit("t1", spec()), e.TaskSubmit("t2", spec(priority=9)))
+    placed = loop.at_proposal.place(data)
+    assert placed is not None and placed.startswith(data[:-1])
+    entries = e.decode_batch(placed)
+    assert [x.type for x in entries if isinstance(x, e.Entry)] == [
+        "TASK_SUBMIT", "TASK_SUBMIT", "TASK_ASSIGN",
+    ]  # fmt: skip
+    assign = entries[2]
+    assert isinstance(assign, e.Entry) and assign.node == "n1"
+    items = assign.payload["assignments"]
+    assert sorted(i["task_id"] for i in items) == ["t1", "t2"]
+    assert {i["attempt"] for i in items} == {1}
+    assert len(loop.reservations) == 2
+
+    results = apply(log, placed)
+    assert [r["ok"] for r in results] == [True, True, True] and results[2]["placed"] == 2
+    for task_id in ("t1", "t2"):
+        task = log.reader.get_task(task_id)
+        assert task is not None and task.state == "assigned" and task.attempt == 1
+    loop.applied(["t1", "t2"])
+    assert len(loop.reservations) == 0
+
+
+def test_a_queued_task_keeps_its_place_ahead_of_new_submissions(log: WorkflowLog) -> None:
+    assert log.one(e.TaskSubmit("waiting", spec()))["ok"]
+    loop = scheduler(log)
+    assert loop.at_proposal.place(batch(e.TaskSubmit("t1", spec()))) is None
+    assert len(loop.reservations) == 0
+
+
+def test_placements_not_yet_applied_count_against_a_node(log: WorkflowLog) -> None:
+    """Every node takes one task: three submissions placed one by one fill
+    them; the fourth finds no room until an assignment is applied."""
+    for node in ("n1", "n2", "n3"):
+        log.one(e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"],
+                           resources={"max_tasks": 1}))  # fmt: skip
+    loop = scheduler(log)
+    placed = [loop.at_proposal.place(batch(e.TaskSubmit(f"t{i}", spec()))) for i in range(3)]
+    assert all(p is not None for p in placed)
+    nodes = set()
+    for data in placed:
+        assert data is not None
+        (item,) = e.decode_batch(data)[-1].payload["assignments"]  # type: ignore[union-attr]
+        nodes.add(item["node"])
+    assert nodes == {"n1", "n2", "n3"}
+    assert loop.at_proposal.place(batch(e.TaskSubmit("t3", spec()))) is None
+
+    # The first applied and completed: its node's slot is free again.
+    assert placed[0] is not None
+    apply(log, placed[0])
+    loop.applied(["t0"])
+    task = log.reader.get_task("t0")
+    assert task is not None and task.node is not None
+    log.one(e.TaskComplete("t0", 1, task.node, {}, started_at=log.ts), node=task.node)
+    again = loop.at_proposal.place(batch(e.TaskSubmit("t3", spec())))
+    assert again is not None
+    (item,) = e.decode_batch(again)[-1].payload["assignments"]  # type: ignore[union-attr]
+    assert item["node"] == task.node
+
+
+def test_a_scheduling_round_deciding_now_is_not_waited_for(log: WorkflowLog) -> None:
+    loop = scheduler(log)
+    with loop.reservations.lock:
+        # Another thread (the Raft thread, for a follower's batch) asking.
+        outcome: list[bytes | None] = []
+        thread = threading.Thread(
+            target=lambda: outcome.append(loop.at_proposal.place(batch(e.TaskSubmit("t", spec()))))
+        )
+        thread.start()
+        thread.join(10)
+    assert outcome == [None]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        e.TaskSubmit("keyed", spec(concurrencyKey="gpu")),
+        e.TaskSubmit("in-a-workflow", spec(), workflow_id="w1", workflow_key="a"),
+        e.TaskCancel("t0"),
+    ],
+    ids=["concurrency-key", "workflow-task", "no-submission"],
+)
+def test_tasks_the_scheduler_places_itself_are_left_alone(
+    log: WorkflowLog, payload: e.Payload
+) -> None:
+    assert scheduler(log).at_proposal.place(batch(payload)) is None
+
+
+def test_a_bulk_submission_is_left_to_queue(log: WorkflowLog) -> None:
+    count = 0
+    payloads: list[e.Payload] = []
+    while len(batch(*payloads)) <= at_proposal.MAX_PLACED_BATCH_BYTES:
+        payloads.append(e.TaskSubmit(f"bulk-{count}", spec()))
+        count += 1
+    assert scheduler(log).at_proposal.place(batch(*payloads)) is None
+    assert scheduler(log).at_proposal.place(batch(*payloads[:10])) is not None
+
+
+def test_a_submission_refused_by_apply_refuses_its_placement_too(log: WorkflowLog) -> None:
+    """The key's first task is the answer; the new task id never exists, so
+    its placement is refused, and nothing else changes."""
+    assert log.one(e.TaskSubmit("first", spec(), idempotency_key="k"))["ok"]
+    log.one(e.TaskAssign([{"task_id": "first", "node": "n2", "attempt": 1}]))
+    loop = scheduler(log)
+    placed = loop.at_proposal.place(batch(e.TaskSubmit("second", spec(), idempotency_key="k")))
+    assert placed is not None
+    submitted, assigned = apply(log, placed)
+    assert submitted["task_id"] == "first" and not submitted["created"]
+    assert assigned["placed"] == 0 and assigned["rejected"] == 1
+    assert log.reader.get_task("second") is None
+
+
+def test_a_round_counts_placements_made_with_submissions_and_they_count_its_own(
+    log: WorkflowLog,
+) -> None:
+    """One slot per node. Placed with their submissions, not yet applied,
+    three tasks fill the cluster: a round finds no room for a queued one.
+    Once two are applied and done, the round places it; until its entry is
+    applied the task still shows queued and new submissions wait behind
+    it, and then one takes the slot left."""
+    for node in ("n1", "n2", "n3"):
+        log.one(e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"],
+                           resources={"max_tasks": 1}))  # fmt: skip
+    loop = scheduler(log)
+    proposer = loop._proposer
+    assert isinstance(proposer, HeldProposer)
+    placed = [loop.at_proposal.place(batch(e.TaskSubmit(f"t{i}", spec()))) for i in range(3)]
+    assert log.one(e.TaskSubmit("queued", spec()))["ok"]
+    rounds = Stepper(loop.run_round())
+    assert rounds.done and not proposer.held  # no room: nothing proposed
+
+    for data in placed:
+        assert data is not None
+        apply(log, data)
+    loop.applied(["t0", "t1", "t2"])
+    for i in range(2):
+        task = log.reader.get_task(f"t{i}")
+        assert task is not None and task.node is not None
+        log.one(e.TaskComplete(f"t{i}", 1, task.node, {}, started_at=log.ts), node=task.node)
+    rounds = Stepper(loop.run_round())
+    assert not rounds.done and len(proposer.held) == 1  # the round waits for its entry
+    (item,) = proposer.payloads(0)[0].assignments  # type: ignore[attr-defined]
+    assert item["task_id"] == "queued"
+    assert loop.at_proposal.place(batch(e.TaskSubmit("new-1", spec()))) is None
+    proposer.apply_next()
+    rounds.settle()
+    assert rounds.done and len(loop.reservations) == 0
+    assert loop.at_proposal.place(batch(e.TaskSubmit("new-1", spec()))) is not None
+    assert loop.at_proposal.place(batch(e.TaskSubmit("new-2", spec()))) is None
