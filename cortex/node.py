@@ -70,6 +70,7 @@ from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.wal_checkpoints import BACKSTOP_PAGES, WalCheckpointer
 from cortex.steps import SYSTEM_CLOCK
 from cortex.task_operations import TaskOperations
 from cortex.tracing import build_tracer
@@ -148,8 +149,15 @@ class Node:
         self.peer_client = PeerClient(config.node_id, secret, client_tls)
         peers = initial_peers(config, self.data_dir, secret, client_tls, self.peer_address)
         migrate_legacy_journal(str(self.data_dir), sync=config.raft_sync)
-        self.machine = TimedStateMachine(db_path, on_applied=self.metrics.apply_seconds.observe)
+        self.machine = TimedStateMachine(
+            db_path,
+            on_applied=self.metrics.apply_seconds.observe,
+            autocheckpoint_pages=BACKSTOP_PAGES,
+        )
         refuse_if_state_ahead(self.data_dir, self.machine.applied_index)
+        # Checkpoints off the Raft thread, from before the journal's replay.
+        self.checkpoints = WalCheckpointer(db_path)
+        self.checkpoints.start()
         self._ready = threading.Event()
         self.group = RaftGroup(
             RaftSettings(
@@ -539,6 +547,7 @@ class Node:
             self.group.destroy()
         except CortexError:
             pass
+        self.checkpoints.stop()
         self.tracer.shutdown()
         log.info("node %s stopped", self.config.node_id)
 

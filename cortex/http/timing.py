@@ -22,8 +22,10 @@ class TimedStateMachine(StateMachine):
     thread too); a batch already applied, skipped during a journal replay,
     is not counted."""
 
-    def __init__(self, path: str, on_applied: Observe) -> None:
-        super().__init__(path)
+    def __init__(
+        self, path: str, on_applied: Observe, autocheckpoint_pages: int | None = None
+    ) -> None:
+        super().__init__(path, autocheckpoint_pages=autocheckpoint_pages)
         self._on_applied = on_applied
 
     def apply_batch(self, index: int, data: bytes) -> list[dict[str, Any]] | None:

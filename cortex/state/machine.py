@@ -47,11 +47,22 @@ class StateMachine:
     """Owns the writer connection. `apply_batch` is called only from the Raft
     thread; reads go through `cortex.state.queries` on their own connections."""
 
-    def __init__(self, path: str, on_fault: FaultHandler = stop_on_fault) -> None:
+    def __init__(
+        self,
+        path: str,
+        on_fault: FaultHandler = stop_on_fault,
+        autocheckpoint_pages: int | None = None,
+    ) -> None:
+        """`autocheckpoint_pages`: the size of write-ahead log (in pages) past
+        which a commit checkpoints it; SQLite's default (1,000) when None.
+        A node sets it high and checkpoints from a thread of its own
+        (`cortex.state.wal_checkpoints`)."""
         self.path = path
         self._on_fault = on_fault
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._conn = connect(path)
+        if autocheckpoint_pages is not None:
+            self._conn.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint_pages)}")
         migrate(self._conn)
         self._applied_index = self._read_applied_index()
         self._listeners: list[ChangeListener] = []
