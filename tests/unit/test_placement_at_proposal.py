@@ -40,6 +40,13 @@ def scheduler(log: WorkflowLog) -> SchedulerLoop:
     )
 
 
+def one_slot_each(log: WorkflowLog) -> None:
+    """Every node takes one task at a time."""
+    for node in ("n1", "n2", "n3"):
+        log.one(e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"],
+                           resources={"max_tasks": 1}))  # fmt: skip
+
+
 def spec(**fields: Any) -> dict[str, Any]:
     """A spec as proposers send it: canonical."""
     return parse_task_spec({"type": "noop", **fields}).model_dump(mode="json")
@@ -91,9 +98,7 @@ def test_a_queued_task_keeps_its_place_ahead_of_new_submissions(log: WorkflowLog
 def test_placements_not_yet_applied_count_against_a_node(log: WorkflowLog) -> None:
     """Every node takes one task: three submissions placed one by one fill
     them; the fourth finds no room until an assignment is applied."""
-    for node in ("n1", "n2", "n3"):
-        log.one(e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"],
-                           resources={"max_tasks": 1}))  # fmt: skip
+    one_slot_each(log)
     loop = scheduler(log)
     placed = [loop.at_proposal.place(batch(e.TaskSubmit(f"t{i}", spec()))) for i in range(3)]
     assert all(p is not None for p in placed)
@@ -178,9 +183,7 @@ def test_a_round_counts_placements_made_with_submissions_and_they_count_its_own(
     Once two are applied and done, the round places it; until its entry is
     applied the task still shows queued and new submissions wait behind
     it, and then one takes the slot left."""
-    for node in ("n1", "n2", "n3"):
-        log.one(e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"],
-                           resources={"max_tasks": 1}))  # fmt: skip
+    one_slot_each(log)
     loop = scheduler(log)
     proposer = loop._proposer
     assert isinstance(proposer, HeldProposer)
