@@ -366,7 +366,7 @@ def measure_reads(
 
 def time_cli(node: DevNode, runs: int) -> list[float]:
     """Wall seconds of `cortex task list --node ...` as a user runs it."""
-    argv = [sys.executable, "-m", "cortex.cli.main", "task", "list", "--node", node.grpc]
+    argv = [sys.executable, "-P", "-m", "cortex.cli.main", "task", "list", "--node", node.grpc]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_TLS_")}
     timings = []
     for _ in range(runs):

@@ -59,7 +59,7 @@ class ChaosNode:
     def start(self, peers: str, env: dict[str, str]) -> None:
         log = open(self.data_dir / "node.log", "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cortex.cli.main", "node", "start", "--node-id", self.node_id,
+            [sys.executable, "-P", "-m", "cortex.cli.main", "node", "start", "--node-id", self.node_id,
              "--data-dir", str(self.data_dir), "--raft", self.raft, "--grpc", self.grpc,
              "--http", self.http, "--peers", peers],
             env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -141,6 +141,9 @@ def start_cluster(
         process = subprocess.Popen(
             [
                 sys.executable,
+                # Not the current directory first on sys.path: a `cortex`
+                # beside it (another checkout) would be run instead of this one.
+                "-P",
                 "-m",
                 "cortex.cli.main",
                 "node",

@@ -163,3 +163,36 @@ def test_demo_without_base_port_says_which_ports_it_found(
     assert len(data_dirs) == 1 and f"data in {data_dirs[0]}" in first, first
     stop = _cli("dev", "stop", "--data-dir", str(data_dirs[0]), cwd=tmp_path)
     assert stop.returncode == 0, _describe(stop)
+
+
+def test_dev_nodes_run_the_cortex_that_started_them_beside_another_one(
+    tmp_path: Path, leftovers: list[Path]
+) -> None:
+    """Started in a directory that holds a `cortex` package of its own
+    (another checkout, say), the nodes still run the Cortex of the command
+    that started them: the current directory does not come first on their
+    import path."""
+    here = tmp_path / "checkout"
+    (here / "cortex").mkdir(parents=True)
+    (here / "cortex" / "__init__.py").write_text(
+        "raise SystemExit('the cortex package of the current directory was imported')\n"
+    )
+    data_dir = here / "dev"
+    leftovers.append(data_dir)
+    launcher = [sys.executable, "-P", "-m", "cortex.cli.main"]
+    base = free_base_port(1)
+    started = subprocess.run(
+        [*launcher, "dev", "--nodes", "1", "--data-dir", "dev", "--base-port", str(base)],
+        capture_output=True, text=True, timeout=90, cwd=here, env=_env(),
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert started.returncode == 0, _describe(started)
+    pids = _pids(data_dir)
+    assert len(pids) == 1 and pid_alive(pids[0])
+    stopped = subprocess.run(
+        [*launcher, "dev", "stop", "--data-dir", str(data_dir)],
+        capture_output=True, text=True, timeout=90, cwd=tmp_path, env=_env(),
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert stopped.returncode == 0, _describe(stopped)
+    wait_until(lambda: not pid_alive(pids[0]), 30, what="the dev node to exit")
