@@ -19,11 +19,11 @@ and only small batches (a bulk submission queues anyway)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY
-from cortex.scheduler.model import Candidate, PendingTask
+from cortex.scheduler.model import Candidate, PendingTask, Placement
 from cortex.scheduler.placement import schedule_round
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
@@ -87,16 +87,18 @@ class PlacementAtProposal:
             self._reservations.hold(result.placements, tasks)
         finally:
             self._reservations.lock.release()
-        return e.Entry.create(
-            e.TaskAssign(
-                [
-                    {"task_id": p.task_id, "node": p.node, "attempt": p.attempt}
-                    for p in result.placements
-                ]
-            ),
-            self._node_id,
-            ts=wall_ms(self._clock),
-        )
+        return assign_entry(result.placements, self._node_id, self._clock)
+
+
+def assign_entry(placements: Sequence[Placement], node_id: str, clock: Clock) -> e.Entry:
+    """The TASK_ASSIGN entry of placements decided on this node now."""
+    return e.Entry.create(
+        e.TaskAssign(
+            [{"task_id": p.task_id, "node": p.node, "attempt": p.attempt} for p in placements]
+        ),
+        node_id,
+        ts=wall_ms(clock),
+    )
 
 
 def _submitted_tasks(entries: list[Any]) -> list[PendingTask]:

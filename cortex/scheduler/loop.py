@@ -12,14 +12,13 @@ from typing import Any
 
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
-from cortex.scheduler.at_proposal import PlacementAtProposal
+from cortex.scheduler.at_proposal import PlacementAtProposal, assign_entry
 from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY, LastServed
 from cortex.scheduler.limits import LimitGate
-from cortex.scheduler.model import Candidate, PendingTask, RoundResult
+from cortex.scheduler.model import Candidate, PendingTask, RoundResult, declares_memory
 from cortex.scheduler.placement import schedule_round
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
-from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader, TaskView
 from cortex.steps import Step, wall_ms
 
@@ -40,7 +39,7 @@ def build_candidates(
     for node in reader.nodes():
         report = reports.get(node.id)
         resources = report.resources if report else None
-        memory_declared = resources is not None and "memory_available_mb" in resources.declared
+        promised = reserved.get(node.id, 0.0)
         out.append(
             Candidate(
                 id=node.id,
@@ -52,9 +51,7 @@ def build_candidates(
                 labels=node.labels,
                 capabilities=report.capabilities if report else {},
                 resources=resources,
-                # Measured memory already shows running tasks' use; declared
-                # memory does not, so the promises are subtracted.
-                reserved_memory_mb=reserved.get(node.id, 0.0) if memory_declared else 0.0,
+                reserved_memory_mb=promised if declares_memory(resources) else 0.0,
                 role=node.role,
             )
         )
@@ -149,16 +146,7 @@ class SchedulerLoop(LeaderLoop):
                 return False
             result, tasks, full = decided
             self.reservations.hold(result.placements, tasks)
-        entry = e.Entry.create(
-            e.TaskAssign(
-                [
-                    {"task_id": p.task_id, "node": p.node, "attempt": p.attempt}
-                    for p in result.placements
-                ]
-            ),
-            self._node_id,
-            ts=wall_ms(self._clock),
-        )
+        entry = assign_entry(result.placements, self._node_id, self._clock)
         try:
             yield self._proposer.submit_all([entry])
         finally:

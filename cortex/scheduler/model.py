@@ -36,6 +36,13 @@ class NodeResources:
     declared: frozenset[str] = frozenset()
 
 
+def declares_memory(resources: NodeResources | None) -> bool:
+    """Whether a node's memory is declared rather than measured: measured
+    memory already shows running tasks' use, declared memory does not, so
+    the memory promised to its tasks is counted against it."""
+    return resources is not None and "memory_available_mb" in resources.declared
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A node as the scheduler sees it this round."""

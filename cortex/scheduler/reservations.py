@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from cortex.scheduler.model import Candidate, PendingTask, Placement
+from cortex.scheduler.model import Candidate, PendingTask, Placement, declares_memory
 
 # A placement whose entry is not applied within this long never will be
 # (the term ended, the entry was refused): it is let go.
@@ -41,7 +41,7 @@ class Held:
                 node,
                 active_tasks=node.active_tasks + self.tasks[node.id],
                 reserved_memory_mb=node.reserved_memory_mb
-                + (self.memory_mb[node.id] if _memory_declared(node) else 0.0),
+                + (self.memory_mb[node.id] if declares_memory(node.resources) else 0.0),
             )
             if node.id in self.tasks
             else node
@@ -101,8 +101,3 @@ class Reservations:
     def clear(self) -> None:
         with self._book:
             self._held.clear()
-
-
-def _memory_declared(node: Candidate) -> bool:
-    # As `build_candidates` counts promised memory: only against declared memory.
-    return node.resources is not None and "memory_available_mb" in node.resources.declared

@@ -55,11 +55,11 @@ class WalCheckpointer:
         conn = connect(self._path)
         try:
             while not self._stop.wait(self._interval_s):
-                self.checkpoint(conn)
+                self._checkpoint(conn)
         finally:
             conn.close()
 
-    def checkpoint(self, conn: sqlite3.Connection) -> None:
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
         """One PASSIVE checkpoint; a failure (a full disk, say) is logged once
         until one succeeds again, and the next interval tries again: the log
         keeps every page meanwhile, and the writer's own failures stop the
