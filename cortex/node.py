@@ -391,10 +391,9 @@ class Node:
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)
         self.scheduler.applied(c.task_id for c in changes)
-        if any(c.state == "queued" or c.state in TERMINAL_STATES for c in changes):
-            self.scheduler.wake()
+        self.scheduler.on_change(changes)
         if any(c.state in TERMINAL_STATES for c in changes):
-            self.schedule_loop.wake()  # a buffered slot may fire now
+            self.schedule_loop.on_ended()  # a buffered slot may fire now
         purged = [c.task_id for c in changes if c.state == PURGED]
         if purged:
             self.output.discard(purged)

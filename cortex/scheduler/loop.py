@@ -20,6 +20,7 @@ from cortex.scheduler.placement import schedule_round
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
 from cortex.state.queries import NodeView, StateReader, TaskView
+from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,10 @@ class SchedulerLoop(LeaderLoop):
         self._reachable = reachable
         self._served = LastServed()
         self.reservations = Reservations(self._clock.monotonic)
+        # Changes that left a task queued, counted on the Raft thread; and
+        # the count when a round last found the queue empty (None: not known).
+        self._queued_changes = 0
+        self._empty_at: int | None = None
         # The Raft group's `placer`.
         self.at_proposal = PlacementAtProposal(
             self._node_id, self._reader, self._nodes, self.reservations, self._clock
@@ -115,8 +120,28 @@ class SchedulerLoop(LeaderLoop):
         """Apply changed these tasks: placements of theirs are counted there now."""
         self.reservations.release(task_ids)
 
+    def on_change(self, changes: list[TaskChange]) -> None:
+        """State listener (Raft thread): a round is due when an entry left a
+        task queued, or ended one while tasks may be queued (a slot came
+        free); also when the whole state was replaced (a snapshot). A task
+        submitted and placed by the same entry leaves nothing queued, and a
+        task ending when the last round found the queue empty, with nothing
+        queued since, frees a slot nobody waits for: neither wakes a round."""
+        if not changes:
+            self._empty_at = None
+            self.wake()
+            return
+        if _left_queued(changes):
+            self._queued_changes += 1
+            self.wake()
+        elif self._empty_at != self._queued_changes and any(
+            c.state in TERMINAL_STATES for c in changes
+        ):
+            self.wake()
+
     def on_follower(self) -> None:
         self.reservations.clear()
+        self._empty_at = None
 
     def wait_s(self) -> float:
         """The interval, or less when a backing-off task becomes runnable
@@ -138,7 +163,10 @@ class SchedulerLoop(LeaderLoop):
         """Runs one round: places what it can and waits for the round's one
         TASK_ASSIGN entry to be applied. Returns True when the round was
         full, so more tasks may be waiting."""
+        seen = self._queued_changes
         if not self._reader.has_queued():
+            # Every change counted in `seen` was committed before this read.
+            self._empty_at = seen
             return False
         with self.reservations.lock:
             decided = self._decide()
@@ -213,3 +241,11 @@ class SchedulerLoop(LeaderLoop):
                 )
             )
         return tasks
+
+
+def _left_queued(changes: list[TaskChange]) -> bool:
+    """Whether some task's last change in `changes` left it queued."""
+    if not any(c.state == "queued" for c in changes):
+        return False
+    last = {c.task_id: c.state for c in changes}
+    return "queued" in last.values()

@@ -56,6 +56,19 @@ class ScheduleLoop(LeaderLoop):
     def __init__(self, context: LeaderContext, runs: RunBuilder, interval_s: float = 1.0) -> None:
         super().__init__("schedules", context, interval_s)
         self._runs = runs
+        # Whether the schedules were read as any when last read (True until
+        # then): a run can end only after this loop read its schedule.
+        self._any_schedules = True
+
+    def on_ended(self) -> None:
+        """Some task ended: a buffered slot may fire now, if there are schedules."""
+        if self._any_schedules:
+            self.wake()
+
+    def _schedule_rows(self) -> list[ScheduleView]:
+        rows = self._reader.schedule_rows()
+        self._any_schedules = bool(rows)
+        return rows
 
     def wait_s(self) -> float:
         """Until the next slot of any schedule, at most the interval; a
@@ -65,7 +78,7 @@ class ScheduleLoop(LeaderLoop):
             return FOLLOWER_CHECK_S
         now_ms = wall_ms(self._clock)
         due = None
-        for view in self._reader.schedule_rows():
+        for view in self._schedule_rows():
             if view.paused:
                 continue
             try:
@@ -80,7 +93,7 @@ class ScheduleLoop(LeaderLoop):
     def work(self) -> Step[bool]:
         now_ms = wall_ms(self._clock)
         entries, more = [], False
-        for view in self._reader.schedule_rows():
+        for view in self._schedule_rows():
             if view.paused:
                 continue
             try:

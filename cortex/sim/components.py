@@ -134,10 +134,9 @@ class NodeComponents:
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)
         self.scheduler.applied(c.task_id for c in changes)
-        if any(c.state == "queued" or c.state in TERMINAL_STATES for c in changes):
-            self.scheduler.wake()
+        self.scheduler.on_change(changes)
         if any(c.state in TERMINAL_STATES for c in changes):
-            self.schedules.wake()
+            self.schedules.on_ended()
 
     def run_due(self) -> None:
         self.launcher.run_due()

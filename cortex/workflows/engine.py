@@ -66,10 +66,14 @@ class WorkflowEngine(LeaderLoop):
         self._last_full_round = float("-inf")
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
-        """State listener (Raft thread): wake when a task became pending or
-        terminal, or the whole state was replaced (snapshot)."""
-        if not changes or any(c.state == "pending" or c.state in TERMINAL_STATES for c in changes):
-            self._wake.set()
+        """State listener (Raft thread): wake when a workflow task became
+        pending or terminal, or the whole state was replaced (snapshot). A
+        standalone task's end is nothing to the engine."""
+        if not changes or any(
+            c.state == "pending" or (c.state in TERMINAL_STATES and c.in_workflow is not False)
+            for c in changes
+        ):
+            self.wake()
 
     def on_follower(self) -> None:
         self._evaluations.clear()

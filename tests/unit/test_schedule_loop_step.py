@@ -191,3 +191,21 @@ def test_one_task_of_another_key_is_placed_beside_a_deep_backlog(log: WorkflowLo
     stepper.resume(True)
     chosen = placed(proposer)
     assert len(chosen) == 2 * len(NODES) and "small-0" in chosen
+
+
+def test_a_task_ending_wakes_the_loop_only_when_there_are_schedules(
+    log: WorkflowLog, runs: RunBuilder
+) -> None:
+    """A buffered slot may fire when a run ends; with no schedule there is
+    no slot, and once the loop has read none, an ending wakes nothing."""
+    clock = FakeClock(wall_s=START_MS / 1000)
+    loop = ScheduleLoop(
+        LeaderContext("n1", lambda: True, HeldProposer(log), log.reader, clock), runs
+    )
+    Stepper(loop.main())  # reads the schedules (none) to know how long to sleep
+    loop.on_ended()
+    assert not loop._wake.is_set()
+    schedule(log)
+    Stepper(loop.main())
+    loop.on_ended()
+    assert loop._wake.is_set()

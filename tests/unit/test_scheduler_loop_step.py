@@ -116,3 +116,72 @@ def test_tasks_no_free_node_takes_do_not_hide_the_ones_behind_them(log: Workflow
     assert log.one(e.TaskSubmit("t-plain", {"type": "noop", "priority": 0}))["ok"]
     proposer, _ = first_round(log, FakeClock(wall_s=10_000.0))
     assert assigned(proposer) == ["t-plain"]
+
+
+def listening_loop(log: WorkflowLog) -> SchedulerLoop:
+    """A leader's loop listening to `log`'s applies, as a node's is."""
+    clock = FakeClock(wall_s=1.0)
+    loop = SchedulerLoop(
+        LeaderContext("n1", lambda: True, HeldProposer(log), log.reader, clock),
+        ResourceBoard(clock),
+        reachable=lambda node: True,
+    )
+    log.machine.add_listener(lambda index, changes: loop.on_change(changes))
+    return loop
+
+
+def woken(loop: SchedulerLoop) -> bool:
+    """Whether a round was woken since the last look (and forgets it)."""
+    was = loop._wake.is_set()
+    loop._wake.clear()
+    return was
+
+
+def test_a_task_left_queued_wakes_a_round_and_one_placed_with_its_submission_does_not(
+    log: WorkflowLog,
+) -> None:
+    loop = listening_loop(log)
+    placed = log.apply(
+        e.TaskSubmit("t-1", {"type": "noop"}),
+        e.TaskAssign([{"task_id": "t-1", "node": "n2", "attempt": 1}]),
+    )
+    assert placed[1]["placed"] == 1
+    assert not woken(loop)
+    assert log.one(e.TaskSubmit("t-2", {"type": "noop"}))["ok"]
+    assert woken(loop)
+
+
+def test_an_ended_task_wakes_a_round_only_while_tasks_may_be_queued(log: WorkflowLog) -> None:
+    """Once a round finds the queue empty, a task ending frees a slot nobody
+    waits for; a task queued since (or a round not run yet) makes it wake."""
+    loop = listening_loop(log)
+    for task_id in ("t-1", "t-2", "t-3"):
+        log.apply(
+            e.TaskSubmit(task_id, {"type": "noop"}),
+            e.TaskAssign([{"task_id": task_id, "node": "n2", "attempt": 1}]),
+        )
+    # No round has looked yet: the queue is not known to be empty.
+    assert log.one(e.TaskComplete("t-1", 1, "n2", {"exit_code": 0}), node="n2")["ok"]
+    assert woken(loop)
+
+    assert Stepper(loop.run_round()).result is False  # finds nothing queued
+    assert log.one(e.TaskComplete("t-2", 1, "n2", {"exit_code": 0}), node="n2")["ok"]
+    assert not woken(loop)
+
+    assert log.one(e.TaskSubmit("t-4", {"type": "noop"}))["ok"]
+    assert woken(loop)
+    assert log.one(e.TaskComplete("t-3", 1, "n2", {"exit_code": 0}), node="n2")["ok"]
+    assert woken(loop)
+
+
+def test_a_replaced_state_wakes_a_round_and_forgets_the_empty_queue(log: WorkflowLog) -> None:
+    loop = listening_loop(log)
+    log.apply(
+        e.TaskSubmit("t-1", {"type": "noop"}),
+        e.TaskAssign([{"task_id": "t-1", "node": "n2", "attempt": 1}]),
+    )
+    Stepper(loop.run_round())
+    loop.on_change([])  # as after a snapshot was restored
+    assert woken(loop)
+    assert log.one(e.TaskComplete("t-1", 1, "n2", {"exit_code": 0}), node="n2")["ok"]
+    assert woken(loop)

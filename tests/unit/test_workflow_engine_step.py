@@ -106,3 +106,26 @@ def test_an_abandoned_submission_is_cancelled_by_the_engines_clock(
     stepper.settle()
     workflow = log.reader.get_workflow("w-1")
     assert workflow is not None and workflow.state == "cancelled"
+
+
+def test_a_standalone_task_ending_does_not_wake_the_engine_and_a_workflow_task_does(
+    log: WorkflowLog, sandbox: ConditionSandbox
+) -> None:
+    engine, _ = engine_for(log, sandbox, FakeClock())
+    log.machine.add_listener(engine.on_change)
+    workflow_id, ids = log.submit(PIPELINE)
+    engine._wake.clear()
+    assert log.one(e.TaskSubmit("t-alone", {"type": "noop"}))["ok"]
+    assert log.complete("t-alone")["ok"]
+    assert not engine._wake.is_set()
+    assert log.complete(ids["build"])["ok"]
+    assert engine._wake.is_set()
+
+
+def test_a_follower_engine_is_not_woken(log: WorkflowLog, sandbox: ConditionSandbox) -> None:
+    context = LeaderContext("n1", lambda: False, HeldProposer(log), log.reader, FakeClock())
+    engine = WorkflowEngine(context, sandbox)
+    log.machine.add_listener(engine.on_change)
+    workflow_id, ids = log.submit(PIPELINE)
+    assert log.complete(ids["build"])["ok"]
+    assert not engine._wake.is_set()
