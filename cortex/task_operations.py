@@ -87,6 +87,10 @@ class DeadLetterRetry(TaskWrite):
     rejoined_workflow: bool = False
 
 
+# How long the nodes read to explain why a task is pending may be reused.
+CANDIDATES_MAX_AGE_S = 0.25
+
+
 def _end_submit_span(span: Span, result: dict[str, Any]) -> None:
     if result.get("ok"):
         span.end(attributes={TASK_CREATED: bool(result["created"])})
@@ -118,6 +122,8 @@ class TaskOperations:
         self._max_spec_bytes = max_spec_bytes
         self._timeout = propose_timeout_s
         self._tracer = tracer
+        # (applied index, when, the nodes) of the last `_candidates` read.
+        self._candidates_read: tuple[int, float, list[Candidate]] | None = None
 
     def submit(
         self,
@@ -306,9 +312,22 @@ class TaskOperations:
                 reasons.append([f"backing off until {task.scheduled_after} (ms since epoch)"])
             else:
                 if candidates is None:
-                    candidates = build_candidates(self._reader, self._board, self._reachable)
+                    candidates = self._candidates()
                 reasons.append(explain(pending(task), candidates))
         return reasons
+
+    def _candidates(self) -> list[Candidate]:
+        """The nodes as the scheduler sees them, read once per applied index
+        (the submissions one entry settled are all answered from one read)
+        and at most `CANDIDATES_MAX_AGE_S` ago (resource reports and
+        reachability change between entries)."""
+        index, now = self._machine.applied_index, time.monotonic()
+        last = self._candidates_read
+        if last is not None and last[0] == index and now - last[1] < CANDIDATES_MAX_AGE_S:
+            return last[2]
+        candidates = build_candidates(self._reader, self._board, self._reachable)
+        self._candidates_read = (index, now, candidates)
+        return candidates
 
     def wait(self, task_id: str, timeout_s: float) -> TaskView:
         """Returns the task once terminal, or as it is when the timeout ends."""
