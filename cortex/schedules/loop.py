@@ -60,6 +60,10 @@ class ScheduleLoop(LeaderLoop):
         # then): a run can end only after this loop read its schedule.
         self._any_schedules = True
 
+    def on_follower(self) -> None:
+        # Another leader may create schedules meanwhile.
+        self._any_schedules = True
+
     def on_ended(self) -> None:
         """Some task ended: a buffered slot may fire now, if there are schedules."""
         if self._any_schedules:

@@ -209,3 +209,20 @@ def test_a_task_ending_wakes_the_loop_only_when_there_are_schedules(
     Stepper(loop.main())
     loop.on_ended()
     assert loop._wake.is_set()
+
+
+def test_a_loop_that_was_a_follower_wakes_on_a_task_ending_until_it_reads_again(
+    log: WorkflowLog, runs: RunBuilder
+) -> None:
+    """Schedules another leader created while this node followed are not
+    known here: until it reads them again, an ending wakes it."""
+    leading = [True]
+    clock = FakeClock(wall_s=START_MS / 1000)
+    context = LeaderContext("n1", lambda: leading[0], HeldProposer(log), log.reader, clock)
+    loop = ScheduleLoop(context, runs)
+    stepper = Stepper(loop.main())  # reads the schedules (none)
+    leading[0] = False
+    stepper.resume(True)  # an interval as a follower
+    leading[0] = True
+    loop.on_ended()
+    assert loop._wake.is_set()
