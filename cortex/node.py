@@ -69,7 +69,7 @@ from cortex.spec import TaskTypes
 from cortex.state import entries as e
 from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
-from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.transitions import TaskChange
 from cortex.state.wal_checkpoints import BACKSTOP_PAGES, WalCheckpointer
 from cortex.steps import SYSTEM_CLOCK
 from cortex.task_operations import TaskOperations
@@ -390,10 +390,8 @@ class Node:
 
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)
-        self.scheduler.applied(c.task_id for c in changes)
         self.scheduler.on_change(changes)
-        if any(c.state in TERMINAL_STATES for c in changes):
-            self.schedule_loop.on_ended()  # a buffered slot may fire now
+        self.schedule_loop.on_change(changes)
         purged = [c.task_id for c in changes if c.state == PURGED]
         if purged:
             self.output.discard(purged)

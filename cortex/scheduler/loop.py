@@ -121,12 +121,15 @@ class SchedulerLoop(LeaderLoop):
         self.reservations.release(task_ids)
 
     def on_change(self, changes: list[TaskChange]) -> None:
-        """State listener (Raft thread): a round is due when an entry left a
-        task queued, or ended one while tasks may be queued (a slot came
-        free); also when the whole state was replaced (a snapshot). A task
-        submitted and placed by the same entry leaves nothing queued, and a
-        task ending when the last round found the queue empty, with nothing
-        queued since, frees a slot nobody waits for: neither wakes a round."""
+        """State listener (Raft thread): the changed tasks' placements are
+        counted by the state now (`applied`). A round is due when an entry
+        left a task queued, or ended one while tasks may be queued (a slot
+        came free); also when the whole state was replaced (a snapshot). A
+        task submitted and placed by the same entry leaves nothing queued,
+        and a task ending when the last round found the queue empty, with
+        nothing queued since, frees a slot nobody waits for: neither wakes a
+        round."""
+        self.applied(c.task_id for c in changes)
         if not changes:
             self._empty_at = None
             self.wake()

@@ -21,6 +21,7 @@ from cortex.schedules.runs import RunBuilder
 from cortex.schedules.slots import MAX_SLOTS_PER_CALL, next_slot
 from cortex.state import entries as e
 from cortex.state.schedule_queries import ScheduleView
+from cortex.state.transitions import TERMINAL_STATES, TaskChange
 from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)
@@ -56,17 +57,18 @@ class ScheduleLoop(LeaderLoop):
     def __init__(self, context: LeaderContext, runs: RunBuilder, interval_s: float = 1.0) -> None:
         super().__init__("schedules", context, interval_s)
         self._runs = runs
-        # Whether the schedules were read as any when last read (True until
-        # then): a run can end only after this loop read its schedule.
+        # Whether the last read of the schedules found any (True until the
+        # first read): a run can end only after this loop read its schedule.
         self._any_schedules = True
 
     def on_follower(self) -> None:
         # Another leader may create schedules meanwhile.
         self._any_schedules = True
 
-    def on_ended(self) -> None:
-        """Some task ended: a buffered slot may fire now, if there are schedules."""
-        if self._any_schedules:
+    def on_change(self, changes: list[TaskChange]) -> None:
+        """State listener (Raft thread): when a task ended, a buffered slot
+        may fire now, if there are schedules."""
+        if self._any_schedules and any(c.state in TERMINAL_STATES for c in changes):
             self.wake()
 
     def _schedule_rows(self) -> list[ScheduleView]:

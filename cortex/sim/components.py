@@ -31,7 +31,7 @@ from cortex.sim.steps import StepRunner
 from cortex.spec import DEFAULT_MAX_SPEC_BYTES
 from cortex.state import entries as e
 from cortex.state.queries import StateReader
-from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.transitions import TaskChange
 from cortex.workflows.engine import WorkflowEngine
 
 if TYPE_CHECKING:
@@ -133,10 +133,8 @@ class NodeComponents:
 
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)
-        self.scheduler.applied(c.task_id for c in changes)
         self.scheduler.on_change(changes)
-        if any(c.state in TERMINAL_STATES for c in changes):
-            self.schedules.on_ended()
+        self.schedules.on_change(changes)
 
     def run_due(self) -> None:
         self.launcher.run_due()

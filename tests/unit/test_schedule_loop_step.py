@@ -19,12 +19,15 @@ from cortex.scheduler.loop import SchedulerLoop
 from cortex.schedules.loop import ScheduleLoop
 from cortex.schedules.runs import RunBuilder, slot_time
 from cortex.state import entries as e
+from cortex.state.transitions import TaskChange
 from cortex.steps import WaitSignal
 from cortex.workflows.sandbox import ConditionSandbox
 from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
 from tests.workflow_sim import NODES, WorkflowLog
 
 START_MS = 1_800_000_000_000
+# A task's end, as apply's listeners hear of it.
+ENDED = TaskChange("t-ended", "completed", "n1", 1)
 
 
 @pytest.fixture
@@ -203,11 +206,11 @@ def test_a_task_ending_wakes_the_loop_only_when_there_are_schedules(
         LeaderContext("n1", lambda: True, HeldProposer(log), log.reader, clock), runs
     )
     Stepper(loop.main())  # reads the schedules (none) to know how long to sleep
-    loop.on_ended()
+    loop.on_change([ENDED])
     assert not loop._wake.is_set()
     schedule(log)
     Stepper(loop.main())
-    loop.on_ended()
+    loop.on_change([ENDED])
     assert loop._wake.is_set()
 
 
@@ -224,5 +227,5 @@ def test_a_loop_that_was_a_follower_wakes_on_a_task_ending_until_it_reads_again(
     leading[0] = False
     stepper.resume(True)  # an interval as a follower
     leading[0] = True
-    loop.on_ended()
+    loop.on_change([ENDED])
     assert loop._wake.is_set()
