@@ -22,7 +22,7 @@ from cortex.state.reasons import INVALID_PAYLOAD, Rejected
 from cortex.state.transitions import ApplyContext, EntryHandler, TaskChange
 
 # Purgeable: terminal task states but dead_letter, terminal workflow states.
-# The SQL spells the sets out literally: the partial indexes of migration 4
+# The SQL spells the sets out literally: the partial indexes (migration 14)
 # match only identical text. The queries name their index (INDEXED BY, an error if it stops
 # matching) because without statistics SQLite prefers the wider indexes and
 # sorts every finished task to find the oldest few.
@@ -31,8 +31,11 @@ MAX_PURGE_LIMIT = 10_000
 # in-process listeners (`TaskChange`).
 PURGED = "purged"
 
-_STANDALONE = "workflow_id IS NULL AND state IN ('cancelled', 'completed', 'failed', 'skipped')"
-_FINISHED = "state IN ('cancelled', 'completed', 'failed')"
+_STANDALONE = (
+    "workflow_id IS NULL AND (state = 'cancelled' OR state = 'completed'"
+    " OR state = 'failed' OR state = 'skipped')"
+)
+_FINISHED = "(state = 'cancelled' OR state = 'completed' OR state = 'failed')"
 _LOOSE = "(task_id IS NULL OR event = 'rejected')"
 # Rejections that name a task are loose only once the task is gone.
 _NO_TASK = (

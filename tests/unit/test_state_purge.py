@@ -329,3 +329,31 @@ def test_migration_4_adds_the_indexes_to_an_existing_database(tmp_path):
         assert migrate(conn) == len(MIGRATIONS)
     finally:
         conn.close()
+
+
+def test_tasks_finished_before_migration_14_are_still_purged(tmp_path):
+    """Migration 14 rebuilds the retention indexes with their states spelled
+    as comparisons: tasks that finished before it are found through them,
+    the ones still running are not."""
+    path = tmp_path / "old.db"
+    conn = connect(str(path))
+    for number, script in enumerate(MIGRATIONS[:13], start=1):
+        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    for task_id, state, completed_at in (
+        ("old-done", "completed", OLD),
+        ("old-run", "running", None),
+    ):
+        conn.execute(
+            "INSERT INTO tasks (id, type, state, priority, spec, constraints, retry_policy,"
+            " labels, created_at, updated_at, submit_index, completed_at)"
+            " VALUES (?, 'noop', ?, 0, '{}', '{}', '{}', '{}', ?, ?, 1, ?)",
+            (task_id, state, OLD, OLD, completed_at),
+        )
+    conn.close()
+    wl = WorkflowLog(path)
+    try:
+        assert wl.reader.purge_due(CUTOFF)
+        assert purge(wl, CUTOFF)["tasks"] == 1
+        assert task_ids(wl) == {"old-run"}
+    finally:
+        wl.close()
