@@ -31,6 +31,7 @@ from cortex.scheduler.model import Candidate
 from cortex.spec import TaskTypes, parse_task_spec
 from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
+from cortex.state.canonical import dump
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
@@ -293,11 +294,13 @@ class TaskOperations:
         return self.pending_reasons_all([task])[0]
 
     def pending_reasons_all(self, tasks: list[TaskView]) -> list[list[str]]:
-        """`pending_reasons` of each task, the nodes read once."""
+        """`pending_reasons` of each task, the nodes read once, and the nodes'
+        fit judged once per task type and constraints (all it depends on)."""
         now_ms = int(time.time() * 1000)
         candidates: list[Candidate] | None = None
         gate: LimitGate | None = None
         reasons: list[list[str]] = []
+        judged: dict[tuple[str, str], list[str]] = {}
         for task in tasks:
             if task.state != "queued":
                 reasons.append([])
@@ -311,9 +314,12 @@ class TaskOperations:
             if task.scheduled_after > now_ms:
                 reasons.append([f"backing off until {task.scheduled_after} (ms since epoch)"])
             else:
-                if candidates is None:
-                    candidates = self._candidates()
-                reasons.append(explain(pending(task), candidates))
+                kind = (task.type, dump(task.spec.get("constraints") or {}))
+                if kind not in judged:
+                    if candidates is None:
+                        candidates = self._candidates()
+                    judged[kind] = explain(pending(task), candidates)
+                reasons.append(list(judged[kind]))
         return reasons
 
     def _candidates(self) -> list[Candidate]:

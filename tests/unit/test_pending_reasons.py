@@ -51,3 +51,29 @@ def test_reasons_follow_the_applied_nodes_and_one_index_reads_them_once(
     assert log.one(joined)["ok"]
     assert ops.pending_reasons(waiting) == []  # read again: n4 takes it
     assert reads == [log.index - 1, log.index]
+
+
+def test_one_answer_judges_each_kind_of_task_once(
+    log: WorkflowLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judged: list[str] = []
+    explain = task_operations.explain
+
+    def counted(task: Any, nodes: Any) -> Any:
+        judged.append(task.id)
+        return explain(task, nodes)
+
+    monkeypatch.setattr(task_operations, "explain", counted)
+    proposer: Any = AppliesAtOnce(log)
+    ops = TaskOperations(
+        "n1", proposer, log.machine, log.reader, ResourceBoard(), lambda node: True, 1 << 20, 5.0
+    )
+    zone_b = {"type": "noop", "constraints": {"nodeLabels": ["zone=b"]}}
+    zone_c = {"type": "noop", "constraints": {"nodeLabels": ["zone=c"]}}
+    tasks = [ops.submit(spec).task for spec in (zone_b, zone_c, zone_b, {"type": "noop"})]
+    reasons = ops.pending_reasons_all(tasks)
+    assert all("zone=b" in reason for reason in reasons[0]) and reasons[0]
+    assert all("zone=c" in reason for reason in reasons[1]) and reasons[1]
+    assert reasons[2] == reasons[0]
+    assert reasons[3] == []  # any node takes it
+    assert judged == [tasks[0].id, tasks[1].id, tasks[3].id]
