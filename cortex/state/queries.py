@@ -306,13 +306,16 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         return int(row[0]) if row else None
 
     def next_scheduled_after(self, now_ms: int) -> int | None:
-        """When the earliest backing-off queued task becomes runnable."""
+        """When the earliest backing-off queued task becomes runnable. Read
+        from the index of backing-off tasks (migration 15: its condition is
+        repeated verbatim), not from every queued task."""
         row = (
             self._conn()
             .execute(
-                "SELECT MIN(scheduled_after) FROM tasks"
-                f" WHERE state = 'queued' AND scheduled_after > ? AND {NOT_HELD}",
-                (now_ms,),
+                "SELECT MIN(scheduled_after) FROM tasks INDEXED BY tasks_backing_off"
+                " WHERE state = 'queued' AND scheduled_after > 0"
+                f" AND scheduled_after > ? AND {NOT_HELD}",
+                (max(now_ms, 0),),
             )
             .fetchone()
         )
