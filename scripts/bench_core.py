@@ -295,6 +295,8 @@ class BenchRun:
     concurrency: int
     batch_size: int
     raft_sync: bool
+    # The nodes' task limit when the run set one (None: the node default).
+    max_tasks: int | None
     node_ids: list[str]
     load_before: float
     elapsed_s: float
@@ -353,6 +355,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "completed": len(completed),
         "cpus": os.cpu_count() or 1,
         "raft_sync": run.raft_sync,
+        "max_tasks": run.max_tasks,
         "load_before": round(run.load_before, 2),
         "elapsed_s": round(elapsed, 3),
         "tasks_per_s": round(len(completed) / elapsed, 1) if elapsed > 0 else 0.0,
@@ -396,6 +399,7 @@ def report(run: BenchRun) -> None:
     print(
         f"results: {run.tasks} noop tasks via {way}, concurrency {run.concurrency}, "
         f"{len(run.node_ids)} nodes, {cpus} CPUs, host load {run.load_before:.1f} before the run"
+        + (f", each node running at most {run.max_tasks} tasks" if run.max_tasks else "")
     )
     _line("completed", f"{len(completed)}/{run.tasks}")
     _line("wall time, first submit -> all done", f"{elapsed:.2f} s")
@@ -501,6 +505,8 @@ def _run(args: argparse.Namespace) -> int:
         f"data in {data_dir}"
     )
     extra = [] if args.raft_sync else ["--no-raft-sync"]
+    if args.max_tasks is not None:
+        extra += ["--max-tasks", str(args.max_tasks)]
     print(f"raft_sync {'on' if args.raft_sync else 'OFF (--no-raft-sync)'}")
     nodes = start_cluster(NODE_COUNT, base_port, data_dir, extra)
     clients: list[CortexClient] = []
@@ -574,6 +580,7 @@ def measure(
         concurrency=args.concurrency,
         batch_size=args.batch_size,
         raft_sync=args.raft_sync,
+        max_tasks=args.max_tasks,
         node_ids=[n.node_id for n in nodes],
         load_before=load_before,
         elapsed_s=t_done - t0,
@@ -625,12 +632,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="run the nodes without syncing their Raft journals (to measure what syncing costs)",
     )
+    parser.add_argument(
+        "--max-tasks",
+        type=int,
+        default=None,
+        help="most tasks each node runs at once (default: the node default, 64); a"
+        " higher limit shows what the engine does when the nodes' slots do not bound it",
+    )
     add_cluster_arguments(parser)
     args = parser.parse_args(argv)
     if args.concurrency is None:
         args.concurrency = 4 if args.mode == "batch" else 32
     if args.tasks < 1 or args.concurrency < 1:
         parser.error("--tasks and --concurrency must be at least 1")
+    if args.max_tasks is not None and args.max_tasks < 1:
+        parser.error("--max-tasks must be at least 1")
     if not 1 <= args.batch_size <= MAX_SUBMIT_BATCH:
         parser.error(f"--batch-size must be from 1 to {MAX_SUBMIT_BATCH}")
     return args
