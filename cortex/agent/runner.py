@@ -164,12 +164,15 @@ class Agent:
             return len(self._running)
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
-        """State listener (Raft thread): wake on new work, cancel lost work."""
-        wake = False
+        """State listener (Raft thread): wake on new work, cancel lost work.
+        Whose an attempt is is judged from each task's last change in the
+        entry: one entry may submit a task and place it here (queued, then
+        assigned), and the reconcile loop may have started the attempt
+        between the entry's commit and this call."""
+        wake = any(c.node == self._node_id and c.state == "assigned" for c in changes)
+        last = {change.task_id: change for change in changes}
         with self._lock:
-            for change in changes:
-                if change.node == self._node_id and change.state == "assigned":
-                    wake = True
+            for change in last.values():
                 running = self._running.get(change.task_id)
                 if running is None:
                     continue

@@ -167,3 +167,54 @@ def test_a_missing_program_fails_without_retries(log: WorkflowLog, tmp_path: Pat
         assert len(failed) == 1 and failed[0].detail.get("permanent") is True
     finally:
         agent.stop()
+
+
+class HeldExecutor:
+    """A shell executor whose attempts run until the test lets them end."""
+
+    name = "shell"
+    uses_work_dir = True
+    options_model = ShellOptions
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+
+    def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
+        self.calls += 1
+        self.release.wait(30)
+        return ExecutionResult(exit_code=0)
+
+
+def test_an_attempt_started_before_its_entry_reaches_the_listener_is_reported(
+    log: WorkflowLog, tmp_path: Path
+) -> None:
+    """Apply commits an entry, then calls the listeners: in between, the
+    agent's own reconcile (on its timer) may start an attempt the entry
+    placed. When the entry also submitted the task, its changes say queued
+    then assigned here: only the last says whose the attempt is, and it is
+    still this node's to run and report."""
+    executor = HeldExecutor()
+    agent = Agent(
+        "n1", LogProposer(log), log.reader, {"shell": executor}, str(tmp_path / "agent"),
+        is_ready=lambda: True,
+    )  # fmt: skip
+    delivered: list[tuple[int, Any]] = []
+    log.machine.add_listener(lambda index, changes: delivered.append((index, changes)))
+    agent.start()
+    try:
+        batch = [
+            e.Entry.create(e.TaskSubmit("t1", {"command": ["true"]}), "n1"),
+            e.Entry.create(e.TaskAssign([{"task_id": "t1", "node": "n1", "attempt": 1}]), "n1"),
+        ]
+        log.index += 1
+        log.machine.apply_batch(log.index, e.encode_batch(batch))
+        wait_until(lambda: executor.calls == 1)  # started by the reconcile timer
+        (index, changes), *_ = delivered
+        assert [c.state for c in changes] == ["queued", "assigned"]
+        agent.on_change(index, changes)  # the listener call comes after
+        executor.release.set()
+        wait_until(lambda: settled(log, agent, "t1", ("completed", "failed")))
+    finally:
+        executor.release.set()
+        agent.stop()
