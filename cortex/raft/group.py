@@ -36,6 +36,7 @@ FAIL_REASON_NAMES = {
 SNAPSHOT_FILE = "raft.snapshot"
 _REGULAR_COMMAND = bytes([pysyncobj.syncobj._COMMAND_TYPE.REGULAR])
 _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
+_LEADER = 2
 _create_journal = pysyncobj.syncobj.createJournal
 _OVERLAP_MESSAGE = "truncating already-applied log entries"
 
@@ -264,6 +265,24 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             )  # fmt: skip
             return
         super()._SyncObj__deleteEntriesTo(toIDx)
+
+    def _SyncObj__applyLogEntries(self) -> bool:  # noqa: N802 (pysyncobj's name)
+        """Applies what is committed; returns whether appends must go out
+        now. pysyncobj's leader applies the entries a new commit index
+        covers and only then sends the followers that index, so each
+        follower applied an entry one leader apply after it was committed:
+        about a millisecond for one task, tens of milliseconds for a batch
+        of hundreds. The leader here sends the index first; the followers
+        apply while it does. Nothing else changes: the index is the one the
+        leader would send after applying, and appends are not sent twice."""
+        announce = (
+            self._SyncObj__raftState == _LEADER
+            and self._SyncObj__raftCommitIndex > self._SyncObj__raftLastApplied
+        )
+        if announce:
+            self._SyncObj__sendAppendEntries()
+        applied = bool(super()._SyncObj__applyLogEntries())
+        return applied and not announce
 
     def propose_batch(self, data: bytes, callback: Callable[[Any, int], None]) -> None:
         """Proposes a batch: `apply_batch` on every node once committed, and

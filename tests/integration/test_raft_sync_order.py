@@ -3,7 +3,8 @@ nodes (three Raft members in this process, over loopback TCP, each with its
 own journal and SQLite file). An entry counts as appended on a node only once
 it is synced there: no node acknowledges an append, and none applies an
 entry, before a sync that covers it. Without `raft_sync` the same run shows
-acknowledgements nothing covers, so the check can fail."""
+acknowledgements nothing covers, so the check can fail. Followers apply a
+committed entry while the leader still applies it."""
 
 from __future__ import annotations
 
@@ -165,3 +166,37 @@ def test_without_raft_sync_acknowledgements_are_not_covered(members, recorder: R
     uncovered = recorder.uncovered()
     assert any(kind == "ack" for kind, _, _ in uncovered)
     assert any(kind == "apply" for kind, _, _ in uncovered)
+
+
+@pytest.mark.parametrize("members", [True], indirect=True, ids=["raft_sync"])
+def test_followers_apply_an_entry_while_its_leader_still_applies_it(members):
+    """The leader sends a new commit index before it applies what the index
+    covers: with the leader's apply of an entry held, its followers apply
+    the entry meanwhile, in the same term. They used to hear of the commit
+    only after the leader's apply, or from a new leader once the silent one
+    timed out."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold(_index: int, changes: list[Any]) -> None:
+        if any(change.task_id == "slow" for change in changes):
+            held.set()
+            release.wait(30)
+
+    _propose_from_every_member(members)  # a settled cluster, every member level
+    leader, leader_machine, proposer = wait_until(
+        lambda: next((m for m in members if m[0].is_leader), None), 30, what="a leader"
+    )
+    term = leader.raftCurrentTerm
+    leader_machine.add_listener(hold)
+    entry = e.Entry.create(e.TaskSubmit("slow", {"command": ["true"]}), "n1")
+    try:
+        future = proposer.submit(entry)
+        wait_until(held.is_set, 30, what="the leader to apply the entry")
+        index = leader_machine.applied_index
+        followers = [machine for group, machine, _ in members if group is not leader]
+        wait_until(lambda: all(m.applied_index >= index for m in followers), 10,
+                   what="the followers to apply it while the leader's apply is held")  # fmt: skip
+        assert {group.raftCurrentTerm for group, _, _ in members} == {term}
+    finally:
+        release.set()
+    assert future.result(timeout=30)["ok"]
