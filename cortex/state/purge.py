@@ -22,7 +22,7 @@ from cortex.state.reasons import INVALID_PAYLOAD, Rejected
 from cortex.state.transitions import ApplyContext, EntryHandler, TaskChange
 
 # Purgeable: terminal task states but dead_letter, terminal workflow states.
-# The SQL spells the sets out literally: the partial indexes (migration 14)
+# The SQL spells the sets out literally: the partial indexes (migrations 4, 14)
 # match only identical text. The queries name their index (INDEXED BY, an error if it stops
 # matching) because without statistics SQLite prefers the wider indexes and
 # sorts every finished task to find the oldest few.
