@@ -157,9 +157,18 @@ class _TimedCursor(sqlite3.Cursor):
         try:
             return super().execute(sql, parameters)
         finally:
-            _TimedCursor.spent[" ".join(sql.split("(")[0].split()[:4])] += (
-                time.thread_time_ns() - began
-            )
+            _TimedCursor._add(sql, began)
+
+    def executemany(self, sql: str, seq_of_parameters: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        began = time.thread_time_ns()
+        try:
+            return super().executemany(sql, seq_of_parameters)
+        finally:
+            _TimedCursor._add(sql, began)
+
+    @staticmethod
+    def _add(sql: str, began: int) -> None:
+        _TimedCursor.spent[" ".join(sql.split("(")[0].split()[:4])] += time.thread_time_ns() - began
 
 
 def statement_costs(tasks: int, batch: int) -> dict[str, dict[str, float]]:
