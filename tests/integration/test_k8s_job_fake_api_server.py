@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from google.protobuf import struct_pb2
 
-from cortex.errors import InvalidArgument
+from cortex.errors import FailedPrecondition, InvalidArgument, Unavailable
 from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import Cluster, ClusterNode, completion_counts, serve_cluster, wait_until
 
@@ -142,6 +142,22 @@ def test_malformed_k8s_job_spec_refused_at_submit_naming_the_field(cluster: Clus
     assert "spec.options.backoffLimit" in str(refused.value)
 
 
+def cancel_once(client: Any, task_id: str) -> None:
+    """Cancels the task. A leader change while the cancel commits says only
+    that it may not be applied (Unavailable: retry); a retry that finds it
+    cancelled already is refused with FailedPrecondition."""
+    for _ in range(3):
+        try:
+            client.cancel_task(task_id, reason="enough")
+            return
+        except Unavailable:
+            continue
+        except FailedPrecondition as err:
+            assert "already cancelled" in str(err), err
+            return
+    client.cancel_task(task_id, reason="enough")
+
+
 def test_cancel_deletes_the_job_on_the_fake_api_server(
     cluster: Cluster, fake_api_server: FakeKubernetesApiServer
 ) -> None:
@@ -150,7 +166,7 @@ def test_cancel_deletes_the_job_on_the_fake_api_server(
         task_id = client.submit_task(k8s_spec(["sleep", "3600"])).task.id
         wait_until(lambda: output_of(cluster.nodes[0], task_id) == b"working\n", 30,
                    what="the pod's output")  # fmt: skip
-        client.cancel_task(task_id, reason="enough")
+        cancel_once(client, task_id)
         task = client.get_task_result(task_id, wait=True, timeout_ms=30_000).task
 
     assert task.state == pb.TASK_STATE_CANCELLED, task
