@@ -297,6 +297,18 @@ class Cluster:
 
         return wait_until(same, timeout, interval=0.2, what="digests to converge")
 
+    def wait_level(self, node: ClusterNode, timeout: float = 90.0) -> tuple[str, int]:
+        """`wait_converged`, and `node` still level when asked alone: a
+        restarted node announces itself again (NODE_JOIN), and that entry
+        may land just after the nodes first agree, moving every digest."""
+
+        def level() -> tuple[str, int] | None:
+            agreed = self.wait_converged(timeout=timeout)
+            status = node.status()
+            return agreed if (status.state_digest, status.raft_last_applied) == agreed else None
+
+        return wait_until(level, timeout, what=f"{node.node_id} to converge with the others")
+
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()

@@ -75,8 +75,7 @@ def test_killed_follower_catches_up_after_restart(make_cluster):
         client.close()
     _wait_all_completed(cluster, first + more)
     victim.start(peers=cluster.peers)
-    digest, applied = cluster.wait_converged(timeout=90)
-    assert victim.status().state_digest == digest
+    cluster.wait_level(victim)
     counts = completion_counts(victim)
     assert set(counts) == set(first + more) and set(counts.values()) == {1}
 
@@ -166,15 +165,6 @@ def test_follower_restarted_after_compacting_its_own_log_converges(make_cluster)
     more = _submit_round_robin(cluster, 30, "during")
     _wait_all_completed(cluster, first + more)
     victim.start(peers=cluster.peers)
-
-    def victim_level() -> bool:
-        """Converged, and still level when the victim is asked alone: it
-        announces itself again once restarted (NODE_JOIN), and that entry
-        may land after the nodes first agree, moving every digest."""
-        digest, index = cluster.wait_converged(timeout=90)
-        status = victim.status()
-        return (status.state_digest, status.raft_last_applied) == (digest, index)
-
-    wait_until(victim_level, 90, what="the victim to converge with the others")
+    cluster.wait_level(victim)
     counts = completion_counts(victim)
     assert set(counts) == set(first + more) and set(counts.values()) == {1}
