@@ -28,7 +28,7 @@ from cortex.raft.proposer import EntrySubmitter
 from cortex.spec import TaskSpec, describe_validation_error, runnable_problems
 from cortex.state import entries as e
 from cortex.state.queries import StateReader, TaskView
-from cortex.state.transitions import TaskChange
+from cortex.state.transitions import TaskChange, last_changes
 from cortex.steps import (
     SYSTEM_CLOCK,
     Clock,
@@ -170,9 +170,8 @@ class Agent:
         assigned), and the reconcile loop may have started the attempt
         between the entry's commit and this call."""
         wake = any(c.node == self._node_id and c.state == "assigned" for c in changes)
-        last = {change.task_id: change for change in changes}
         with self._lock:
-            for change in last.values():
+            for change in last_changes(changes):
                 running = self._running.get(change.task_id)
                 if running is None:
                     continue

@@ -20,7 +20,7 @@ from cortex.scheduler.placement import schedule_round
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
 from cortex.state.queries import NodeView, StateReader, TaskView
-from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.transitions import TERMINAL_STATES, TaskChange, last_changes
 from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)
@@ -250,5 +250,4 @@ def _left_queued(changes: list[TaskChange]) -> bool:
     """Whether some task's last change in `changes` left it queued."""
     if not any(c.state == "queued" for c in changes):
         return False
-    last = {c.task_id: c.state for c in changes}
-    return "queued" in last.values()
+    return any(c.state == "queued" for c in last_changes(changes))

@@ -315,7 +315,7 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                 "SELECT MIN(scheduled_after) FROM tasks INDEXED BY tasks_backing_off"
                 " WHERE state = 'queued' AND scheduled_after > 0"
                 f" AND scheduled_after > ? AND {NOT_HELD}",
-                (max(now_ms, 0),),
+                (now_ms,),
             )
             .fetchone()
         )

@@ -63,6 +63,13 @@ class TaskChange:
     in_workflow: bool | None = None
 
 
+def last_changes(changes: list[TaskChange]) -> list[TaskChange]:
+    """Each task's last change among `changes` (one entry may move a task
+    more than once: submitted and placed, ended and queued again), in the
+    order the tasks first changed: where the task stands after them."""
+    return list({change.task_id: change for change in changes}.values())
+
+
 def _in_workflow(task: TaskRow) -> bool | None:
     try:
         return task["workflow_id"] is not None
