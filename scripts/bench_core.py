@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from _cluster import (
     run_main,
     wait_all_active,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
@@ -310,6 +312,9 @@ class BenchRun:
     statuses: list[pb.GetClusterStatusResponse]
     # Per node: journal syncs and entries they made durable during the run.
     journal: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Per node: how long those syncs took, p50 and p99 in ms, each as the
+    # bucket of `cortex_raft_journal_sync_seconds` it falls in (at most).
+    journal_sync_ms: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -333,6 +338,52 @@ def _aim(value: float, aim: float, higher_is_better: bool) -> str:
     met = value >= aim if higher_is_better else value <= aim
     sign = ">=" if higher_is_better else "<="
     return f"(aim {sign} {aim:g}: {'met' if met else 'MISSED'})"
+
+
+_SYNC_HISTOGRAM = "cortex_raft_journal_sync_seconds"
+
+
+def _sync_buckets(node: DevNode) -> dict[float, float]:
+    """The node's journal sync histogram: cumulative counts by bucket bound
+    in seconds (empty when its metrics cannot be read)."""
+    if not node.http:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://{node.http}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return {}
+    return {
+        float(sample.labels["le"]): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == _SYNC_HISTOGRAM
+        for sample in family.samples
+        if sample.name == f"{_SYNC_HISTOGRAM}_bucket"
+    }
+
+
+def _bucket_quantile(
+    before: dict[float, float], after: dict[float, float], q: float
+) -> float | None:
+    """The bound, in ms, of the bucket holding quantile `q` of what was
+    observed between two scrapes; None when nothing was."""
+    bounds = sorted(after)
+    counts = [after[bound] - before.get(bound, 0.0) for bound in bounds]
+    if not counts or counts[-1] <= 0:
+        return None
+    return next(
+        bound * 1000 for bound, count in zip(bounds, counts, strict=True) if count >= q * counts[-1]
+    )
+
+
+def _at_most(ms: float | None) -> str:
+    if ms is None:
+        return "?"
+    return "beyond the last bucket" if math.isinf(ms) else f"<= {ms:g} ms"
+
+
+def _json_bound(ms: float | None) -> float | str | None:
+    return "inf" if ms is not None and math.isinf(ms) else ms
 
 
 def _line(label: str, text: str) -> None:
@@ -375,6 +426,12 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "entries_per_s": round(entries / elapsed, 1) if elapsed > 0 else 0.0,
         "tasks_per_entry": round(len(accepted) / entries, 2) if entries > 0 else None,
         "digests_equal": len({(s.state_digest, s.applied_index) for s in run.statuses}) == 1,
+        # Per node, the bounds of the buckets the syncs' p50 and p99 fall in
+        # ("inf": beyond the last; null: no sync seen).
+        "journal_sync_ms": {
+            node: {"p50": _json_bound(p50), "p99": _json_bound(p99)}
+            for node, (p50, p99) in run.journal_sync_ms.items()
+        },
     }
 
 
@@ -439,7 +496,9 @@ def report(run: BenchRun) -> None:
         _line("  task events per entry", f"{events / entries:.2f} (4 events per noop task)")
     for node_id, (syncs, synced) in run.journal.items():
         per_sync = f", {synced / syncs:.2f} entries per sync" if syncs else ""
-        _line(f"journal syncs on {node_id}", f"{syncs / elapsed:.0f}/s{per_sync}")
+        p50, p99 = run.journal_sync_ms.get(node_id, (None, None))
+        took = f", each p50 {_at_most(p50)}, p99 {_at_most(p99)}" if p50 is not None else ""
+        _line(f"journal syncs on {node_id}", f"{syncs / elapsed:.0f}/s{per_sync}{took}")
     busy = sum(run.cpu_seconds.values())
     _line(
         "CPU seconds during the run",
@@ -551,6 +610,7 @@ def measure(
     task's events and every node's final status."""
     before = clients[leader].get_cluster_status()
     journal_before = [c.get_cluster_status() for c in clients]
+    syncs_before = [_sync_buckets(node) for node in nodes]
     baseline = _terminal_count(clients[leader])
     load_before = os.getloadavg()[0]
     way = f"in batches of {args.batch_size}" if args.mode == "batch" else "one per call"
@@ -573,6 +633,7 @@ def measure(
     cpu_after = _cpu_seconds(nodes)
     applied_after = clients[leader].get_cluster_status().applied_index
     journal_after = [c.get_cluster_status() for c in clients]
+    syncs_after = [_sync_buckets(node) for node in nodes]
     task_ids = [r.task_id for r in records if r.task_id]
     return BenchRun(
         tasks=args.tasks,
@@ -598,6 +659,10 @@ def measure(
                 after.journal_synced_entries - start.journal_synced_entries,
             )
             for node, start, after in zip(nodes, journal_before, journal_after, strict=True)
+        },
+        journal_sync_ms={
+            node.node_id: (_bucket_quantile(start, end, 0.5), _bucket_quantile(start, end, 0.99))
+            for node, start, end in zip(nodes, syncs_before, syncs_after, strict=True)
         },
     )
 

@@ -25,6 +25,7 @@ METRICS = {
     "cortex_raft_is_leader": "gauge",
     "cortex_raft_commit_latency_seconds": "histogram",
     "cortex_raft_apply_seconds": "histogram",
+    "cortex_raft_journal_sync_seconds": "histogram",
     "cortex_raft_elections_total": "counter",
     "cortex_node_up": "gauge",
     "cortex_node_capacity": "gauge",

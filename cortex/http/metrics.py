@@ -4,8 +4,9 @@ and the collectors that read the rest at scrape time.
 
 Fed by events: `cortex_tasks_total{state}` from the state machine's change
 listener (every node counts what it applied); the task histograms from the
-same changes, which carry the tasks' timestamps as apply wrote them; the two
-Raft histograms from `cortex.http.timing`. Read at scrape time: see
+same changes, which carry the tasks' timestamps as apply wrote them; the
+commit and apply histograms from `cortex.http.timing`, the journal's sync
+time from the journal itself. Read at scrape time: see
 `cortex.http.collectors`."""
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from cortex.state.transitions import TERMINAL_STATES, TaskChange
 # Seconds. Applying one batch and committing one entry take milliseconds;
 # a task waits and runs for anything from milliseconds to a day.
 APPLY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# A sync of the journal takes well under a millisecond on a quiet SSD and
+# tens of milliseconds when the disk is busy (etcd's WAL fsync buckets).
+SYNC_BUCKETS = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256,
+                0.512, 1.024, 2.048, 4.096)  # fmt: skip
 COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SCHEDULE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                     30.0, 60.0, 300.0, 900.0, 3600.0)  # fmt: skip
@@ -65,6 +70,14 @@ class NodeMetrics:
             "cortex_raft_apply_seconds",
             "Time applying one Raft entry (a batch of commands) to the state, listeners included.",
             buckets=APPLY_BUCKETS,
+            registry=self.registry,
+        )
+
+        self.journal_sync_seconds = Histogram(
+            "cortex_raft_journal_sync_seconds",
+            "Time of one sync (fdatasync) of the Raft journal's appended entries; every"
+            " entry this node acknowledges or commits waits for one.",
+            buckets=SYNC_BUCKETS,
             registry=self.registry,
         )
 

@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import struct
+import time
 import zlib
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -235,6 +236,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._syncs = 0
         self._synced_entries = 0
         self._synced_last_index = 0
+        # Told the seconds of each sync of appended entries (the node's
+        # `cortex_raft_journal_sync_seconds`): every entry this node
+        # acknowledges, and every one it commits as leader, waits for one.
+        self.on_sync: Callable[[float], None] | None = None
         self._meta: dict[str, Any] = {"term": 0, "voted_for": None, "commit_index": 1}
         self._meta_dirty = False
         # What a power cut would leave: the log file up to here, this meta.
@@ -381,10 +386,13 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if not self._dirty:
             return
         if self.sync_enabled:
+            began = time.monotonic()
             try:
                 self.disk.fdatasync(self._fd)
             except OSError as err:
                 self._on_fault("syncing the Raft journal failed", err)
+            if self.on_sync is not None:
+                self.on_sync(time.monotonic() - began)
             self._syncs += 1
             self._synced_entries += self._unsynced_entries
             self._synced_end = self._end

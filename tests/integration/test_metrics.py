@@ -62,6 +62,8 @@ def test_completed_tasks_are_counted_on_every_node(cluster: Cluster) -> None:
         )
         assert scraped.value("cortex_tasks_total", state="queued") >= TASKS
         assert scraped.value("cortex_raft_apply_seconds") > 0
+        # Every node synced the entries it appended (raft_sync is on).
+        assert scraped.value("cortex_raft_journal_sync_seconds") > 0
 
     def observed(node: ClusterNode) -> bool:
         # The histograms are observed off the Raft thread, a moment later.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,6 +20,7 @@ from cortex.raft.journal import (
     _READ_WINDOW,
     LOG_FILE,
     META_FILE,
+    Disk,
     DurableJournal,
     journal_last_index,
     migrate_legacy_journal,
@@ -75,6 +77,36 @@ def test_one_sync_covers_every_append_since_the_last(tmp_path: Path) -> None:
     stats = journal.stats()
     assert (stats.syncs, stats.synced_entries) == (2, 4)
     assert not journal.dirty
+
+
+class _SlowDisk(Disk):
+    """A disk whose every fdatasync takes at least `SECONDS`."""
+
+    SECONDS = 0.01
+
+    def fdatasync(self, fd: int) -> None:
+        time.sleep(self.SECONDS)
+        super().fdatasync(fd)
+
+
+def test_each_sync_tells_how_long_the_disk_took(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    journal.disk = _SlowDisk()
+    heard: list[float] = []
+    journal.on_sync = heard.append
+    journal.add(b"x", 1, 1)
+    journal.sync()
+    journal.sync()  # nothing new: no fdatasync, nothing to tell
+    journal.add(b"y", 2, 1)
+    journal.sync()
+    assert len(heard) == journal.stats().syncs == 2
+    assert all(seconds >= _SlowDisk.SECONDS for seconds in heard), heard
+
+    unsynced = _journal(tmp_path / "unsynced", sync=False)
+    unsynced.on_sync = heard.append
+    unsynced.add(b"x", 1, 1)
+    unsynced.sync()
+    assert len(heard) == 2
 
 
 def test_without_sync_nothing_is_synced(tmp_path: Path) -> None:
