@@ -51,7 +51,12 @@ _STREAMS = ("stdout", "stderr")
 # of the attempt's directory, its handle included, stays out of reach).
 CONTAINER_DIR = "/cortex"
 CONTAINER_CONTEXT_FILE = f"{CONTAINER_DIR}/context.json"
-_FINGERPRINT_BUDGET_S = 1.8
+# What finding the runtime may take: `podman info` answers in a quarter of a
+# second on an idle machine, and took over 1.8 s (the budget then) on a busy
+# one while other containers started, which left the node without container
+# tasks until it restarted. Within the wait for every fingerprint
+# (`discovery.FINGERPRINT_TIMEOUT_S`).
+_FINGERPRINT_BUDGET_S = 8.0
 _FINGERPRINT_TTL_S = 30.0
 
 
@@ -202,10 +207,13 @@ class ContainerExecutor:
             path = shutil.which(candidate)
             if path is None:
                 continue
-            if quick_output(path, ["info"], deadline) is None:
-                log.info("container runtime %s does not answer `info`", path)
+            info, why = quick_output(path, ["info"], deadline)
+            if info is None:
+                log.warning("container runtime %s does not answer `info`: %s", path, why)
                 continue
-            version = quick_output(path, ["version", "--format", "{{.Client.Version}}"], deadline)
+            version, _ = quick_output(
+                path, ["version", "--format", "{{.Client.Version}}"], deadline
+            )
             return _Runtime(path, os.path.basename(candidate), (version or "").strip() or "unknown")
         return None
 

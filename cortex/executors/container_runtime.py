@@ -41,18 +41,23 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no message"
 
 
-def quick_output(path: str, args: list[str], deadline: float) -> str | None:
-    """`path args` within the time left before `deadline`: its stdout, or None."""
+def quick_output(path: str, args: list[str], deadline: float) -> tuple[str | None, str]:
+    """`path args` within the time left before `deadline`: its stdout, or
+    None and why there is none."""
     left = deadline - time.monotonic()
     if left <= 0:
-        return None
+        return None, "no time was left to ask"
     try:
         done = subprocess.run(
             [path, *args], capture_output=True, text=True, timeout=left, stdin=subprocess.DEVNULL
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
+    except subprocess.TimeoutExpired:
+        return None, f"no answer within {left:.1f} s"
+    except OSError as err:
+        return None, f"cannot run it: {err.strerror}"
+    if done.returncode != 0:
+        return None, f"exit code {done.returncode}: {_last_line(done.stderr) or 'no message'}"
+    return done.stdout, ""
 
 
 def runtime_call(

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "cortex.executors"
 # A fingerprint that has not answered by then counts as "cannot run here".
-FINGERPRINT_TIMEOUT_S = 5.0
+# The node's start waits this long at most, and only for a slow fingerprint.
+FINGERPRINT_TIMEOUT_S = 10.0
 # The capability that says why a type is left out on a node (`cortex
 # executors list` shows it): `executors.unavailable.<type>`.
 UNAVAILABLE_PREFIX = "executors.unavailable."

@@ -281,6 +281,9 @@ def test_restarted_node_recovers_its_running_container(make_cluster: Any, tmp_pa
     observer = restart.leader()
     command = "for i in $(seq 1 40); do echo line $i; sleep 0.2; done"
     with observer.client() as client:
+        registered = {n.id: n for n in client.list_nodes().nodes}[worker.node_id]
+        # Found at its start (`podman info`), or the pinned task can never run.
+        assert "container" in registered.executors, dict(registered.capabilities)
         task_id = client.submit_task(container_spec(command, constraints=pinned(worker))).task.id
     try:
         wait_until(
