@@ -56,7 +56,7 @@ def quick_output(path: str, args: list[str], deadline: float) -> tuple[str | Non
     except OSError as err:
         return None, f"cannot run it: {err.strerror}"
     if done.returncode != 0:
-        return None, f"exit code {done.returncode}: {_last_line(done.stderr) or 'no message'}"
+        return None, f"exit code {done.returncode}: {_last_line(done.stderr)}"
     return done.stdout, ""
 
 

@@ -72,7 +72,6 @@ class NodeMetrics:
             buckets=APPLY_BUCKETS,
             registry=self.registry,
         )
-
         self.journal_sync_seconds = Histogram(
             "cortex_raft_journal_sync_seconds",
             "Time of one sync (fdatasync) of the Raft journal's appended entries; every"
