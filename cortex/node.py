@@ -71,7 +71,7 @@ from cortex.state.purge import PURGED
 from cortex.state.queries import StateReader
 from cortex.state.transitions import TaskChange
 from cortex.state.wal_checkpoints import BACKSTOP_PAGES, WalCheckpointer
-from cortex.steps import SYSTEM_CLOCK
+from cortex.steps import SYSTEM_CLOCK, Sleep, Step, start_thread
 from cortex.task_operations import TaskOperations
 from cortex.tracing import build_tracer
 from cortex.workflows.engine import WorkflowEngine
@@ -80,6 +80,9 @@ from cortex.workflows.run_spans import WorkflowRunSpans
 from cortex.workflows.sandbox import ConditionSandbox
 
 log = logging.getLogger(__name__)
+
+# How often a node looks again at executors whose fingerprint found nothing.
+EXECUTOR_RETRY_S = 15.0
 
 
 def _check_can_listen(address: str, key: str) -> None:
@@ -315,12 +318,7 @@ class Node:
             self.board,
             self.reader,
             lambda: self.agent.running_count,
-            # What the executors found here, then what the operator declares.
-            {
-                **self.executors.capabilities,
-                **self.executors.left_out_capabilities(),
-                **config.capabilities,
-            },
+            self._capabilities(),
             self.peer_client,
             config.heartbeat_interval_s,
             clock,
@@ -365,6 +363,26 @@ class Node:
             self.metrics.add_collector(collector)
         self._grpc_server = None
         self._stopped = threading.Event()
+
+    def _capabilities(self) -> dict[str, str]:
+        """What the executors found here, then what the operator declares."""
+        return {
+            **self.executors.capabilities,
+            **self.executors.left_out_capabilities(),
+            **self.config.capabilities,
+        }
+
+    def _late_executors(self) -> Step[None]:
+        """Looks again, every `EXECUTOR_RETRY_S`, at the executors whose
+        fingerprint found nothing at start (a container runtime that starts
+        after the node, or was too busy to answer); one that answers now is
+        run here, registered and advertised."""
+        while self.executors.waiting:
+            yield Sleep(EXECUTOR_RETRY_S)
+            found = self.executors.retry()
+            if found:
+                self.heartbeats.set_capabilities(self._capabilities())
+                self.registration.set_executors(sorted(self.executors.usable))
 
     def _cluster_task_types(self) -> set[str]:
         """The task types the cluster's nodes run, as they registered them."""
@@ -466,6 +484,8 @@ class Node:
         )
         self.registration.start()
         self.heartbeats.start()
+        if self.executors.waiting and not self.config.observer:
+            start_thread("late-executors", self._late_executors(), self._stopped)
         self.supervisor.start()
         self.scheduler.start()
         self.schedule_loop.start()

@@ -61,10 +61,39 @@ class NodeExecutors:
     capabilities: dict[str, str] = field(default_factory=dict)
     options: dict[str, type[BaseModel]] = field(default_factory=dict)
     left_out: dict[str, str] = field(default_factory=dict)
+    # Left out because their fingerprint found nothing or failed: looked at
+    # again by `retry`, so a runtime that comes up after the node (or was too
+    # busy to answer at its start) is used once it answers.
+    waiting: dict[str, Executor] = field(default_factory=dict)
 
     def left_out_capabilities(self) -> dict[str, str]:
         """The reasons as capabilities, so every node's are seen cluster-wide."""
         return {f"{UNAVAILABLE_PREFIX}{name}": why for name, why in sorted(self.left_out.items())}
+
+    def retry(self, timeout_s: float = FINGERPRINT_TIMEOUT_S) -> list[str]:
+        """Fingerprints the waiting executors again: each that now finds what
+        it needs becomes usable, with its capabilities and without its reason
+        to be left out. Returns their names. `usable` is changed in place
+        (the agent reads it); the capabilities are replaced whole, never
+        seen half changed."""
+        if not self.waiting:
+            return []
+        fingerprints = _fingerprints(dict(self.waiting), timeout_s)
+        found = sorted(name for name, result in fingerprints.items() if isinstance(result, dict))
+        if not found:
+            return []
+        capabilities = dict(self.capabilities)
+        left_out = dict(self.left_out)
+        for name in found:
+            result = fingerprints[name]
+            assert isinstance(result, dict)
+            capabilities.update({key: str(value) for key, value in result.items()})
+            left_out.pop(name, None)
+        self.capabilities, self.left_out = capabilities, left_out
+        for name in found:
+            self.usable[name] = self.waiting.pop(name)
+            log.info("executor %s is usable now: its fingerprint found what it needs", name)
+        return found
 
 
 def _describe(err: BaseException) -> str:
@@ -155,10 +184,12 @@ def load_executors(
         result = fingerprints[name]
         if isinstance(result, BaseException):
             found.left_out[name] = f"its fingerprint failed: {_describe(result)}"
+            found.waiting[name] = executor
         elif result is None:
             found.left_out[name] = (
                 "not available here (its fingerprint found nothing to run it with)"
             )
+            found.waiting[name] = executor
         else:
             found.usable[name] = executor
             found.capabilities.update({key: str(value) for key, value in result.items()})

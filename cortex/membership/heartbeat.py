@@ -166,6 +166,10 @@ class HeartbeatSender:
     def start(self) -> None:
         start_thread("heartbeat", self.main(), self._stop)
 
+    def set_capabilities(self, capabilities: dict[str, str]) -> None:
+        """What the next reports advertise (an executor usable since the start)."""
+        self._capabilities = dict(capabilities)
+
     def stop(self) -> None:
         self._stop.set()
 

@@ -58,6 +58,11 @@ class NodeRegistration:
     def stop(self) -> None:
         self._stop.set()
 
+    def set_executors(self, executors: list[str]) -> None:
+        """The executors this node runs now: registered again (NODE_JOIN) at
+        the next look, as the registered row no longer matches."""
+        self._join = dataclasses.replace(self._join, executors=sorted(executors))
+
     def _own_row(self) -> NodeView | None:
         return next(
             (n for n in self._reader.nodes(include_removed=True) if n.id == self._join.node_id),

@@ -144,3 +144,61 @@ def test_plugins_that_fail_are_left_out_saying_why(
 def test_a_configured_type_that_is_not_installed_is_named() -> None:
     found = load_executors(ExecutorSettings(), ["shell", "nothing_like_it"])
     assert found.left_out == {"nothing_like_it": "not installed on this node"}
+
+
+LATE = """
+import os
+from pydantic import BaseModel
+
+class Options(BaseModel):
+    pass
+
+class Late:
+    name = "late"
+    uses_work_dir = False
+    options_model = Options
+    def __init__(self, settings):
+        self.marker = settings.options_for("late")["marker"]
+    def fingerprint(self):
+        # Nothing to run with until its runtime is "installed".
+        return {"late.runtime": "up"} if os.path.exists(self.marker) else None
+    def run(self, execution, cancel):
+        raise NotImplementedError
+    def recover(self, execution, handle, cancel):
+        raise LookupError("no")
+
+class Crashing(Late):
+    name = "crashing"
+    def fingerprint(self):
+        raise OSError("probe crashed")
+"""
+
+
+def test_an_executor_whose_fingerprint_found_nothing_is_used_once_it_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "runtime-up"
+    points = {"late": "late_executors:Late", "crashing": "late_executors:Crashing"}
+    use_path(monkeypatch, make_plugin_package(tmp_path / "pkg", "late_executors", LATE, points))
+    settings = ExecutorSettings(
+        extra={"late": {"marker": str(marker)}, "crashing": {"marker": str(marker)}}
+    )
+    found = load_executors(settings, ["late", "crashing", "noop"], fingerprint_timeout_s=2.0)
+    usable = found.usable  # what the agent holds
+    assert set(usable) == {"noop"} and set(found.waiting) == {"late", "crashing"}
+    assert found.left_out["late"].startswith("not available here")
+    assert f"{UNAVAILABLE_PREFIX}late" in found.left_out_capabilities()
+
+    assert found.retry(2.0) == []  # still nothing
+    assert "late" not in usable and "late" in found.left_out
+
+    marker.touch()
+    assert found.retry(2.0) == ["late"]
+    assert type(usable["late"]).__name__ == "Late" and set(usable) == {"noop", "late"}
+    assert found.capabilities == {"late.runtime": "up"}
+    assert "late" not in found.left_out and "late" not in found.waiting
+    assert f"{UNAVAILABLE_PREFIX}late" not in found.left_out_capabilities()
+    # One whose fingerprint keeps failing stays left out, and waiting.
+    assert found.left_out["crashing"] == "its fingerprint failed: OSError: probe crashed"
+    assert set(found.waiting) == {"crashing"}
+    assert found.retry(2.0) == []
