@@ -182,17 +182,23 @@ class ContainerExecutor:
 
     def fingerprint(self) -> dict[str, str] | None:
         """The runtime found (configured, else podman then docker on PATH)
-        and its version; None when none answers `info`. Cached briefly:
-        heartbeats ask often and `info` costs a fraction of a second."""
+        and its version; None when none answers `info`."""
         runtime = self._find_runtime()
         if runtime is None:
             return None
         return {"container.runtime": runtime.name, "container.version": runtime.version}
 
-    def _find_runtime(self, fresh: bool = False) -> _Runtime | None:
+    def _find_runtime(self) -> _Runtime | None:
+        """The runtime, found again after `_FINGERPRINT_TTL_S` (every attempt
+        asks, and `info` costs a fraction of a second); none found is never
+        remembered: the next ask looks again."""
         with self._lock:
             now = time.monotonic()
-            if fresh or self._checked_at is None or now - self._checked_at > _FINGERPRINT_TTL_S:
+            if (
+                self._runtime is None
+                or self._checked_at is None
+                or now - self._checked_at > _FINGERPRINT_TTL_S
+            ):
                 try:
                     self._runtime = self._probe(now + _FINGERPRINT_BUDGET_S)
                 except Exception:
@@ -231,7 +237,7 @@ class ContainerExecutor:
         problems = mount_problems(options.mounts, self._settings.container_mounts)
         if problems:
             return ExecutionResult(exit_code=-1, error="; ".join(problems), permanent=True)
-        runtime = self._find_runtime() or self._find_runtime(fresh=True)
+        runtime = self._find_runtime()
         if runtime is None:
             return ExecutionResult(exit_code=-1, error="no container runtime on this node")
         name = container_name(execution.task_id, execution.attempt)
@@ -270,7 +276,7 @@ class ContainerExecutor:
         ):
             raise LookupError(f"the handle names no container of this attempt: {handle!r}")
         # The node's own runtime, never a program the handle names.
-        runtime = self._find_runtime() or self._find_runtime(fresh=True)
+        runtime = self._find_runtime()
         if runtime is None:
             raise LookupError("no container runtime on this node any more")
         path = runtime.path

@@ -78,22 +78,26 @@ class NodeExecutors:
         seen half changed."""
         if not self.waiting:
             return []
-        fingerprints = _fingerprints(dict(self.waiting), timeout_s)
-        found = sorted(name for name, result in fingerprints.items() if isinstance(result, dict))
+        found = {
+            name: result
+            for name, result in sorted(_fingerprints(dict(self.waiting), timeout_s).items())
+            if isinstance(result, dict)
+        }
         if not found:
             return []
         capabilities = dict(self.capabilities)
-        left_out = dict(self.left_out)
-        for name in found:
-            result = fingerprints[name]
-            assert isinstance(result, dict)
-            capabilities.update({key: str(value) for key, value in result.items()})
-            left_out.pop(name, None)
-        self.capabilities, self.left_out = capabilities, left_out
+        for result in found.values():
+            capabilities.update(_capabilities_of(result))
+        self.capabilities = capabilities
+        self.left_out = {name: why for name, why in self.left_out.items() if name not in found}
         for name in found:
             self.usable[name] = self.waiting.pop(name)
             log.info("executor %s is usable now: its fingerprint found what it needs", name)
-        return found
+        return list(found)
+
+
+def _capabilities_of(fingerprint: dict[str, Any]) -> dict[str, str]:
+    return {key: str(value) for key, value in fingerprint.items()}
 
 
 def _describe(err: BaseException) -> str:
@@ -192,7 +196,7 @@ def load_executors(
             found.waiting[name] = executor
         else:
             found.usable[name] = executor
-            found.capabilities.update({key: str(value) for key, value in result.items()})
+            found.capabilities.update(_capabilities_of(result))
     for name, why in sorted(found.left_out.items()):
         log.log(
             logging.INFO if why.startswith("not available") else logging.WARNING,

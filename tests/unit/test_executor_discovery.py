@@ -19,7 +19,7 @@ from tests.executor_plugins import install_http_plugin, make_plugin_package, use
 BUILT_IN = {"shell", "noop", "container", "subagent", "k8s_job"}
 
 FAULTY = """
-import threading, time
+import os, threading, time
 from pydantic import BaseModel
 
 class Options(BaseModel):
@@ -57,6 +57,14 @@ class Slow(Base):
 
 class Misnamed(Base):
     name = "other"
+
+class Late(Base):
+    # Nothing to run with until its runtime is "installed" (its marker file).
+    name = "late"
+    def __init__(self, settings):
+        self.marker = settings.options_for("late")["marker"]
+    def fingerprint(self):
+        return {"late.runtime": "up"} if os.path.exists(self.marker) else None
 
 class Fine(Base):
     name = "fine"
@@ -146,46 +154,16 @@ def test_a_configured_type_that_is_not_installed_is_named() -> None:
     assert found.left_out == {"nothing_like_it": "not installed on this node"}
 
 
-LATE = """
-import os
-from pydantic import BaseModel
-
-class Options(BaseModel):
-    pass
-
-class Late:
-    name = "late"
-    uses_work_dir = False
-    options_model = Options
-    def __init__(self, settings):
-        self.marker = settings.options_for("late")["marker"]
-    def fingerprint(self):
-        # Nothing to run with until its runtime is "installed".
-        return {"late.runtime": "up"} if os.path.exists(self.marker) else None
-    def run(self, execution, cancel):
-        raise NotImplementedError
-    def recover(self, execution, handle, cancel):
-        raise LookupError("no")
-
-class Crashing(Late):
-    name = "crashing"
-    def fingerprint(self):
-        raise OSError("probe crashed")
-"""
-
-
 def test_an_executor_whose_fingerprint_found_nothing_is_used_once_it_finds_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     marker = tmp_path / "runtime-up"
-    points = {"late": "late_executors:Late", "crashing": "late_executors:Crashing"}
-    use_path(monkeypatch, make_plugin_package(tmp_path / "pkg", "late_executors", LATE, points))
-    settings = ExecutorSettings(
-        extra={"late": {"marker": str(marker)}, "crashing": {"marker": str(marker)}}
-    )
-    found = load_executors(settings, ["late", "crashing", "noop"], fingerprint_timeout_s=2.0)
+    points = {"late": "faulty_executors:Late", "faulty": "faulty_executors:Faulty"}
+    use_path(monkeypatch, make_plugin_package(tmp_path / "pkg", "faulty_executors", FAULTY, points))
+    settings = ExecutorSettings(extra={"late": {"marker": str(marker)}})
+    found = load_executors(settings, ["late", "faulty", "noop"], fingerprint_timeout_s=2.0)
     usable = found.usable  # what the agent holds
-    assert set(usable) == {"noop"} and set(found.waiting) == {"late", "crashing"}
+    assert set(usable) == {"noop"} and set(found.waiting) == {"late", "faulty"}
     assert found.left_out["late"].startswith("not available here")
     assert f"{UNAVAILABLE_PREFIX}late" in found.left_out_capabilities()
 
@@ -199,6 +177,6 @@ def test_an_executor_whose_fingerprint_found_nothing_is_used_once_it_finds_it(
     assert "late" not in found.left_out and "late" not in found.waiting
     assert f"{UNAVAILABLE_PREFIX}late" not in found.left_out_capabilities()
     # One whose fingerprint keeps failing stays left out, and waiting.
-    assert found.left_out["crashing"] == "its fingerprint failed: OSError: probe crashed"
-    assert set(found.waiting) == {"crashing"}
+    assert found.left_out["faulty"] == "its fingerprint failed: OSError: probe crashed"
+    assert set(found.waiting) == {"faulty"}
     assert found.retry(2.0) == []
