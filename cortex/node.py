@@ -40,6 +40,7 @@ from cortex.http.collectors import (
     QueueCollector,
     RaftCollector,
 )
+from cortex.http.thread_cpu import ThreadCpuCollector
 from cortex.http.timing import TimedProposer, TimedStateMachine
 from cortex.limit_operations import LimitOperations
 from cortex.membership import (
@@ -359,6 +360,7 @@ class Node:
             RaftCollector(self.group, lambda: self.machine.applied_index),
             NodesCollector(self.cluster, self.reader),
             OutputStreamsCollector(lambda: self.streaming.output_streams),
+            ThreadCpuCollector(),
         ):
             self.metrics.add_collector(collector)
         self._grpc_server = None

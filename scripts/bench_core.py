@@ -38,6 +38,7 @@ from _cluster import (
     run_main,
     wait_all_active,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from cortex.api.client import CortexClient
@@ -315,6 +316,10 @@ class BenchRun:
     # Per node: how long those syncs took, p50 and p99 in ms, each as the
     # bucket of `cortex_raft_journal_sync_seconds` it falls in (at most).
     journal_sync_ms: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    # CPU seconds each kind of thread used during the run, summed over the
+    # nodes (`cortex_thread_cpu_seconds`; threads Python did not start are
+    # in the processes' CPU only).
+    thread_cpu_s: dict[str, float] = field(default_factory=dict)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -341,25 +346,54 @@ def _aim(value: float, aim: float, higher_is_better: bool) -> str:
 
 
 _SYNC_HISTOGRAM = "cortex_raft_journal_sync_seconds"
+_THREAD_CPU = "cortex_thread_cpu_seconds"
+# Kinds of thread the report names, the busiest first; the rest are summed.
+_THREADS_SHOWN = 8
 
 
-def _sync_buckets(node: DevNode) -> dict[float, float]:
-    """The node's journal sync histogram: cumulative counts by bucket bound
-    in seconds (empty when its metrics cannot be read)."""
+def _scrape(node: DevNode) -> list[Metric]:
+    """The node's metrics now (none when they cannot be read)."""
     if not node.http:
-        return {}
+        return []
     try:
         with urllib.request.urlopen(f"http://{node.http}/metrics", timeout=5) as answer:
             text = answer.read().decode()
     except OSError:
-        return {}
+        return []
+    return list(text_string_to_metric_families(text))
+
+
+def _sync_buckets(families: list[Metric]) -> dict[float, float]:
+    """A node's journal sync histogram: cumulative counts by bucket bound
+    in seconds (empty when its metrics could not be read)."""
     return {
         float(sample.labels["le"]): sample.value
-        for family in text_string_to_metric_families(text)
+        for family in families
         if family.name == _SYNC_HISTOGRAM
         for sample in family.samples
         if sample.name == f"{_SYNC_HISTOGRAM}_bucket"
     }
+
+
+def _thread_cpu(families: list[Metric]) -> dict[str, float]:
+    """A node's CPU seconds by kind of thread (`cortex_thread_cpu_seconds`)."""
+    return {
+        sample.labels["thread"]: sample.value
+        for family in families
+        if family.name == _THREAD_CPU
+        for sample in family.samples
+        if sample.name == f"{_THREAD_CPU}_total"
+    }
+
+
+def _thread_cpu_used(before: list[list[Metric]], after: list[list[Metric]]) -> dict[str, float]:
+    """CPU seconds by kind of thread between two scrapes, summed over nodes."""
+    used: dict[str, float] = {}
+    for start, end in zip(before, after, strict=True):
+        earlier = _thread_cpu(start)
+        for kind, seconds in _thread_cpu(end).items():
+            used[kind] = used.get(kind, 0.0) + seconds - earlier.get(kind, 0.0)
+    return used
 
 
 def _bucket_quantile(
@@ -432,6 +466,13 @@ def figures(run: BenchRun) -> dict[str, Any]:
             node: {"p50": _json_bound(p50), "p99": _json_bound(p99)}
             for node, (p50, p99) in run.journal_sync_ms.items()
         },
+        # Microseconds of CPU per completed task, by kind of thread, all nodes.
+        "thread_cpu_us_per_task": {
+            kind: round(seconds * 1e6 / len(completed))
+            for kind, seconds in sorted(run.thread_cpu_s.items(), key=lambda item: -item[1])
+        }
+        if completed
+        else {},
     }
 
 
@@ -512,6 +553,7 @@ def report(run: BenchRun) -> None:
             f"{per_task_ms:.2f} ms {_aim(per_task_ms, AIM_CPU_MS_PER_TASK, False)}, so at most"
             f" ~{cpus * 1000 / per_task_ms:.0f} tasks/s on {cpus} idle CPUs",
         )
+        _thread_lines(run.thread_cpu_s, len(completed), busy)
 
     print()
     print("convergence")
@@ -523,6 +565,28 @@ def report(run: BenchRun) -> None:
         )
     converged = len({(s.state_digest, s.applied_index) for s in run.statuses}) == 1
     print(f"  {'all nodes agree' if converged else 'NODES DISAGREE'}")
+
+
+def _thread_lines(used: dict[str, float], completed: int, busy: float) -> None:
+    """Where the nodes' CPU went, by kind of thread, per completed task."""
+    ranked = sorted(used.items(), key=lambda item: -item[1])
+    if not ranked:
+        return
+    shown = ranked[:_THREADS_SHOWN]
+    rest = sum(seconds for _, seconds in ranked[_THREADS_SHOWN:])
+    unlisted = busy - sum(seconds for _, seconds in ranked)
+    for kind, seconds in shown:
+        _line(
+            f"  {kind} threads", f"{seconds * 1e6 / completed:.0f} us/task ({seconds / busy:.0%})"
+        )
+    if rest > 0:
+        _line("  other threads", f"{rest * 1e6 / completed:.0f} us/task ({rest / busy:.0%})")
+    if unlisted > 0:
+        _line(
+            "  not by thread",
+            f"{unlisted * 1e6 / completed:.0f} us/task ({unlisted / busy:.0%}: the client,"
+            " threads Python did not start, ended threads' last moments)",
+        )
 
 
 def problems_of(run: BenchRun) -> list[str]:
@@ -610,7 +674,6 @@ def measure(
     task's events and every node's final status."""
     before = clients[leader].get_cluster_status()
     journal_before = [c.get_cluster_status() for c in clients]
-    syncs_before = [_sync_buckets(node) for node in nodes]
     baseline = _terminal_count(clients[leader])
     load_before = os.getloadavg()[0]
     way = f"in batches of {args.batch_size}" if args.mode == "batch" else "one per call"
@@ -618,6 +681,7 @@ def measure(
         f"submitting {args.tasks} noop tasks {way} from {args.concurrency} threads, "
         f"round-robin over {len(nodes)} nodes ..."
     )
+    scraped_before = [_scrape(node) for node in nodes]
     cpu_before = _cpu_seconds(nodes)
     run_id = f"{time.time_ns()}"
     t0 = time.perf_counter()
@@ -631,9 +695,9 @@ def measure(
     finished = _wait_terminal(clients[leader], baseline + args.tasks, args.timeout)
     t_done = time.perf_counter()
     cpu_after = _cpu_seconds(nodes)
+    scraped_after = [_scrape(node) for node in nodes]
     applied_after = clients[leader].get_cluster_status().applied_index
     journal_after = [c.get_cluster_status() for c in clients]
-    syncs_after = [_sync_buckets(node) for node in nodes]
     task_ids = [r.task_id for r in records if r.task_id]
     return BenchRun(
         tasks=args.tasks,
@@ -661,9 +725,13 @@ def measure(
             for node, start, after in zip(nodes, journal_before, journal_after, strict=True)
         },
         journal_sync_ms={
-            node.node_id: (_bucket_quantile(start, end, 0.5), _bucket_quantile(start, end, 0.99))
-            for node, start, end in zip(nodes, syncs_before, syncs_after, strict=True)
+            node.node_id: (
+                _bucket_quantile(_sync_buckets(start), _sync_buckets(end), 0.5),
+                _bucket_quantile(_sync_buckets(start), _sync_buckets(end), 0.99),
+            )
+            for node, start, end in zip(nodes, scraped_before, scraped_after, strict=True)
         },
+        thread_cpu_s=_thread_cpu_used(scraped_before, scraped_after),
     )
 
 

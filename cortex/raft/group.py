@@ -220,6 +220,10 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             ),
         )
         self.addOnTickCallback(self.compaction.tick)
+        ticking = self._SyncObj__thread
+        if ticking is not None:
+            # pysyncobj leaves it unnamed ("Thread-N (_autoTickThread)").
+            ticking.name = "raft"
         if settings.observer:
             self._note_leader_contact()
 
