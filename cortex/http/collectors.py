@@ -61,9 +61,11 @@ class QueueCollector(Collector):
 
 
 class RaftCollector(Collector):
-    """The Raft member's term, commit and applied indexes and role, and
+    """The Raft member's term, commit and applied indexes and role,
     `cortex_raft_elections_total`: the terms begun since this node started
-    (each new term is an election, whoever held it)."""
+    (each new term is an election, whoever held it), and
+    `cortex_raft_merged_batches_total`: the batches this node, as leader,
+    logged in one entry with others (`cortex.raft.merging`)."""
 
     def __init__(self, group: RaftGroup, applied_index: Callable[[], int]) -> None:
         self._group = group
@@ -92,6 +94,11 @@ class RaftCollector(Collector):
             "cortex_raft_elections",
             "Raft elections (new terms) seen since this node started.",
             value=max(term - self._first_term, 0),
+        )
+        yield CounterMetricFamily(
+            "cortex_raft_merged_batches",
+            "Batches this node, as leader, logged in one Raft entry with others.",
+            value=self._group.commands.merged_batches,
         )
 
 

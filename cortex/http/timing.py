@@ -28,9 +28,9 @@ class TimedStateMachine(StateMachine):
         super().__init__(path, autocheckpoint_pages=autocheckpoint_pages)
         self._on_applied = on_applied
 
-    def apply_batch(self, index: int, data: bytes) -> list[dict[str, Any]] | None:
+    def apply_batches(self, index: int, batches: list[bytes]) -> list[list[dict[str, Any]]] | None:
         started = time.perf_counter()
-        results = super().apply_batch(index, data)
+        results = super().apply_batches(index, batches)
         if results is not None:
             self._on_applied(time.perf_counter() - started)
         return results

@@ -7,7 +7,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +21,13 @@ from cortex.errors import Unavailable
 from cortex.failstop import stop_node
 from cortex.raft.compaction import DEFAULT_FLOOR_BYTES, CompactionGate, CompactionPolicy
 from cortex.raft.journal import DurableJournal, JournalStats, discard_temporary_files
+from cortex.raft.merging import (
+    PART_KEY,
+    REGULAR_COMMAND,
+    MergingQueue,
+    Part,
+    batch_call,
+)
 from cortex.raft.snapshot import SnapshotStore
 from cortex.raft.transport import DurableTransport, install_bounded_connections
 from cortex.state.machine import StateMachine
@@ -34,7 +41,6 @@ FAIL_REASON_NAMES = {
 }
 
 SNAPSHOT_FILE = "raft.snapshot"
-_REGULAR_COMMAND = bytes([pysyncobj.syncobj._COMMAND_TYPE.REGULAR])
 _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 _LEADER = 2
 _create_journal = pysyncobj.syncobj.createJournal
@@ -84,35 +90,15 @@ class BatchPlacer(Protocol):
         ...
 
 
-def _forwarded_call(command: Any) -> tuple[Any, bytes] | None:
-    """A follower's forwarded `apply_batch`: pysyncobj's command type byte,
-    then the pickle of (method id, (batch,)). Its method id and batch."""
-    if not isinstance(command, bytes) or command[:1] != _REGULAR_COMMAND:
-        return None
-    try:
-        call = pysyncobj.pickle.loads(command[1:])
-    except Exception:
-        return None
-    if (
-        isinstance(call, tuple)
-        and len(call) == 2
-        and isinstance(call[1], tuple)
-        and len(call[1]) == 1
-        and isinstance(call[1][0], bytes)
-    ):
-        return call[0], call[1][0]
-    return None
-
-
 def _placed_forwarded(placer: BatchPlacer, command: Any) -> Any:
     """A forwarded command as the `placer` has the leader log it. A command
     forwarded again (its leader stepped down before logging it) is placed
     again; apply refuses the second placement of a task."""
-    call = _forwarded_call(command)
+    call = batch_call(command)
     placed = placer.place(call[1]) if call is not None else None
     if call is None or placed is None:
         return command
-    return _REGULAR_COMMAND + pysyncobj.pickle.dumps((call[0], (placed,)))
+    return REGULAR_COMMAND + pysyncobj.pickle.dumps((call[0], (placed,)))
 
 
 @dataclass(frozen=True)
@@ -224,8 +210,64 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         if ticking is not None:
             # pysyncobj leaves it unnamed ("Thread-N (_autoTickThread)").
             ticking.name = "raft"
+        self.commands = MergingQueue(getattr(self, "_SyncObj__commandsQueue"), self)  # noqa: B009
+        setattr(self, "_SyncObj__commandsQueue", self.commands)  # noqa: B010 (pysyncobj's name)
+        self._take_parts()
         if settings.observer:
             self._note_leader_contact()
+
+    # -- merged entries (cortex.raft.merging) --------------------------------
+
+    def merges_now(self) -> bool:
+        return bool(self._SyncObj__raftState == _LEADER)
+
+    def batch_of(self, command: bytes) -> bytes | None:
+        call = batch_call(command)
+        return call[1] if call is not None and call[0] == self._method_id("apply_batch") else None
+
+    def merged(self, batches: Sequence[bytes]) -> bytes:
+        call = (self._method_id("apply_merged"), (tuple(batches),))
+        return REGULAR_COMMAND + pysyncobj.pickle.dumps(call)
+
+    def announce_part(self, requester: tuple[Any, Any], part: int) -> None:
+        """pysyncobj's answer to a forwarded command, sent as it logs one
+        (the entry goes at the next index, in this term), plus the part."""
+        node, request_id = requester
+        self._SyncObj__transport.send(
+            node,
+            {
+                "type": "apply_command_response",
+                "request_id": request_id,
+                "log_idx": self._SyncObj__getCurrentLogIndex() + 1,
+                "log_term": self._SyncObj__raftCurrentTerm,
+                PART_KEY: part,
+            },
+        )
+
+    def _method_id(self, name: str) -> Any:
+        return self._methodToID[self._getFuncName(name)]
+
+    def _take_parts(self) -> None:
+        """Wraps pysyncobj's message handler: the callback of a batch this
+        node forwarded, logged in a merged entry, gets its part of the
+        entry's results."""
+        transport = self._SyncObj__transport
+        deliver = transport._onMessageReceivedCallback
+
+        def received(node: Any, message: Any) -> None:
+            if (
+                isinstance(message, dict)
+                and message.get("type") == "apply_command_response"
+                and isinstance(message.get(PART_KEY), int)
+            ):
+                # pysyncobj replaces this dict when the leader changes.
+                waiting = self._SyncObj__commandsWaitingReply
+                callback = waiting.get(message.get("request_id"))
+                if callback is not None:
+                    waiting[message["request_id"]] = Part(callback, message[PART_KEY])
+            deliver(node, message)
+
+        transport.setOnMessageReceivedCallback(received)
 
     def _note_leader_contact(self) -> None:
         """Wraps pysyncobj's message handler to time each append from the
@@ -311,6 +353,15 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         index = self.raftLastApplied + 1
         try:
             return self._machine.apply_batch(index, data)
+        except BaseException as err:  # never let an exception reach pysyncobj
+            stop_node(f"applying raft index {index} failed", err, "Start the node again.")
+
+    @replicated
+    def apply_merged(self, batches: tuple[bytes, ...]) -> list[list[dict[str, Any]]] | None:
+        """Batches the leader logged together (`cortex.raft.merging`)."""
+        index = self.raftLastApplied + 1
+        try:
+            return self._machine.apply_batches(index, list(batches))
         except BaseException as err:  # never let an exception reach pysyncobj
             stop_node(f"applying raft index {index} failed", err, "Start the node again.")
 

@@ -90,11 +90,20 @@ class StateMachine:
     def apply_batch(self, index: int, data: bytes) -> list[dict[str, Any]] | None:
         """Applies one replicated batch at Raft index `index`. Returns one result
         per entry, or None when the index was already applied (journal replay)."""
+        results = self.apply_batches(index, [data])
+        return None if results is None else results[0]
+
+    def apply_batches(self, index: int, batches: list[bytes]) -> list[list[dict[str, Any]]] | None:
+        """Applies the batches a leader logged together at Raft index `index`
+        (`cortex.raft.merging`) in order, in one transaction, as one batch
+        of all their entries: each decoded on its own (a batch that cannot
+        be decoded is refused alone). Returns each batch's results, or None
+        when the index was already applied (journal replay)."""
         if index <= self._applied_index:
             return None
         changes: list[TaskChange] = []
         try:
-            results = self._apply_in_transaction(index, data, changes)
+            results = self._apply_in_transaction(index, batches, changes)
         except BaseException as err:
             log.debug("apply of index %d failed", index, exc_info=True)
             self._on_fault(index, self._applied_index, err)
@@ -109,14 +118,17 @@ class StateMachine:
         return results
 
     def _apply_in_transaction(
-        self, index: int, data: bytes, changes: list[TaskChange]
-    ) -> list[dict[str, Any]]:
-        """Applies the batch first without a savepoint per entry, as almost no
-        entry is refused; when one is, the transaction is rolled back and the
-        batch applied again with each entry under its own savepoint, so the
-        refused entry's partial writes are undone and the others kept. Both
-        passes are the same deterministic function of the batch and the state."""
-        items, plain_json = e.decode_batch_scanned(data)
+        self, index: int, batches: list[bytes], changes: list[TaskChange]
+    ) -> list[list[dict[str, Any]]]:
+        """Applies the batches' entries first without a savepoint per entry,
+        as almost no entry is refused; when one is, the transaction is rolled
+        back and the entries applied again each under its own savepoint, so
+        the refused entry's partial writes are undone and the others kept.
+        Both passes are the same deterministic function of the batches and
+        the state."""
+        decoded = [e.decode_batch_scanned(data) for data in batches]
+        items = [item for batch_items, _ in decoded for item in batch_items]
+        plain_json = all(plain for _, plain in decoded)
         cur = self._conn.cursor()
         try:
             try:
@@ -145,7 +157,12 @@ class StateMachine:
                 except sqlite3.Error:
                     log.debug("rollback failed", exc_info=True)
             raise
-        return results
+        split = []
+        start = 0
+        for batch_items, _ in decoded:
+            split.append(results[start : start + len(batch_items)])
+            start += len(batch_items)
+        return split
 
     def _apply_entries(
         self,

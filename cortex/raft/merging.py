@@ -1,0 +1,189 @@
+"""Group commit at the leader: batches proposed by different nodes at the
+same moment share one Raft entry.
+
+Every node's proposer keeps one batch in flight, so a busy three-node
+cluster has three proposers (and the scheduler's placements, through the
+leader's) each sending a batch per commit. Each batch was its own log
+entry, and an entry costs every node about a millisecond of CPU whatever it
+holds (the append and its acknowledgement on the wire, a sync, a SQLite
+transaction, the listeners). The leader now takes the batches waiting in
+pysyncobj's command queue together, in their order, into one entry of
+`RaftGroup.apply_merged`: every node applies them in one transaction, as
+one batch of all their entries, and returns each batch's results apart.
+
+Who proposed what is kept: a batch of the leader's own gets its results
+through its callback, handed its part (`Part`); a follower that forwarded a
+batch is told the entry's index as pysyncobj tells it (an
+`apply_command_response`) plus the batch's position in the entry
+(`PART_KEY`), and its node hands its callback that part. The command queue
+is read by the Raft thread alone; a command read but not taken (it is not
+a batch, or would make the entry too large) is handed out first next time,
+so nothing is reordered.
+
+Every node of a cluster must run code that knows `apply_merged` and
+`PART_KEY`; a node that does not would misread a merged entry."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import pysyncobj.pickle
+import pysyncobj.syncobj
+
+# The field of an `apply_command_response` naming the forwarded batch's
+# position in a merged entry (pysyncobj ignores fields it does not know).
+PART_KEY = "cortex_part"
+# An entry holds at most this many batches and bytes of them: the
+# proposer's own bounds for one batch.
+MAX_MERGED_BATCHES = 64
+MAX_MERGED_BYTES = 4 * 1024 * 1024
+
+Callback = Callable[[Any, int], None]
+# pysyncobj's queued command: its bytes and its callback, which is a
+# callable, a forwarding follower's (node, request id), or None.
+Queued = tuple[bytes, Any]
+
+
+class CommandQueue(Protocol):
+    def put_nowait(self, value: Queued) -> None: ...
+
+    def get_nowait(self) -> Queued: ...
+
+
+class Leader(Protocol):
+    """What the queue asks of the Raft group it serves."""
+
+    def merges_now(self) -> bool:
+        """Whether this node is the leader taking commands into its log now."""
+        ...
+
+    def batch_of(self, command: bytes) -> bytes | None:
+        """The batch an `apply_batch` command carries, or None for any other."""
+        ...
+
+    def merged(self, batches: Sequence[bytes]) -> bytes:
+        """The command applying `batches` together (`apply_merged`)."""
+        ...
+
+    def announce_part(self, requester: tuple[Any, Any], part: int) -> None:
+        """Tells a follower that forwarded a batch where the entry about to
+        be logged will hold it."""
+        ...
+
+
+class Part:
+    """A callback given its own batch's results out of a merged entry's."""
+
+    __slots__ = ("_callback", "_number")
+
+    def __init__(self, callback: Callback, number: int) -> None:
+        self._callback = callback
+        self._number = number
+
+    def __call__(self, result: Any, error: int) -> None:
+        self._callback(part_of(result, self._number), error)
+
+
+def part_of(result: Any, number: int) -> Any:
+    """Batch `number`'s results out of a merged entry's; None when this node
+    has none for it (its state came from a snapshot that held the entry)."""
+    if isinstance(result, list) and 0 <= number < len(result):
+        return result[number]
+    return None
+
+
+class Parts:
+    """The merged entry's callback on the leader: each of its own batches'
+    callbacks, handed its part."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, parts: list[Part]) -> None:
+        self._parts = parts
+
+    def __call__(self, result: Any, error: int) -> None:
+        for part in self._parts:
+            part(result, error)
+
+
+class MergingQueue:
+    """pysyncobj's command queue, which on the leader hands out the batches
+    waiting in it, in order, as one `apply_merged` command."""
+
+    def __init__(self, inner: CommandQueue, leader: Leader) -> None:
+        self._inner = inner
+        self._leader = leader
+        self._held: Queued | None = None
+        # Batches that went into merged entries, and those entries.
+        self.merged_batches = 0
+        self.merged_entries = 0
+
+    def put_nowait(self, value: Queued) -> None:
+        self._inner.put_nowait(value)
+
+    def get_nowait(self) -> Queued:
+        first = self._next()
+        if not self._leader.merges_now():
+            return first
+        batch = self._leader.batch_of(first[0])
+        if batch is None:
+            return first
+        taken: list[tuple[Queued, bytes]] = [(first, batch)]
+        size = len(batch)
+        while len(taken) < MAX_MERGED_BATCHES:
+            try:
+                queued = self._next()
+            except queue.Empty:
+                break
+            more = self._leader.batch_of(queued[0])
+            if more is None or size + len(more) > MAX_MERGED_BYTES:
+                self._held = queued
+                break
+            taken.append((queued, more))
+            size += len(more)
+        if len(taken) == 1:
+            return first
+        return self._merge(taken)
+
+    def _next(self) -> Queued:
+        held, self._held = self._held, None
+        return held if held is not None else self._inner.get_nowait()
+
+    def _merge(self, taken: list[tuple[Queued, bytes]]) -> Queued:
+        own: list[Part] = []
+        for number, ((_, callback), _) in enumerate(taken):
+            if isinstance(callback, tuple):
+                self._leader.announce_part(callback, number)
+            elif callback is not None:
+                own.append(Part(callback, number))
+        self.merged_batches += len(taken)
+        self.merged_entries += 1
+        command = self._leader.merged([batch for _, batch in taken])
+        return command, Parts(own) if own else None
+
+
+def batch_call(command: Any) -> tuple[Any, bytes] | None:
+    """A queued command calling a replicated method with one batch (a
+    follower's forwarded `apply_batch`, or this node's own): pysyncobj's
+    command type byte, then the pickle of (method id, (batch,)). Its method
+    id and batch."""
+    if not isinstance(command, bytes) or command[:1] != REGULAR_COMMAND:
+        return None
+    try:
+        call = pysyncobj.pickle.loads(command[1:])
+    except Exception:
+        return None
+    if (
+        isinstance(call, tuple)
+        and len(call) == 2
+        and isinstance(call[1], tuple)
+        and len(call[1]) == 1
+        and isinstance(call[1][0], bytes)
+    ):
+        return call[0], call[1][0]
+    return None
+
+
+REGULAR_COMMAND = bytes([pysyncobj.syncobj._COMMAND_TYPE.REGULAR])

@@ -1,0 +1,147 @@
+"""`cortex.raft.merging.MergingQueue`: what the leader's Raft thread takes
+from pysyncobj's command queue. Its Raft group here is a stand-in that
+records what the queue asks of it; the real group, with real nodes, is in
+tests/integration/test_merged_entries.py and the simulator."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Sequence
+from typing import Any
+
+import pysyncobj.pickle
+from pysyncobj.fast_queue import FastQueue
+
+from cortex.raft.merging import (
+    MAX_MERGED_BATCHES,
+    MAX_MERGED_BYTES,
+    REGULAR_COMMAND,
+    MergingQueue,
+    batch_call,
+    part_of,
+)
+
+BATCH_METHOD = 0
+OTHER_METHOD = 7
+
+
+def command(batch: bytes, method: int = BATCH_METHOD) -> bytes:
+    return REGULAR_COMMAND + pysyncobj.pickle.dumps((method, (batch,)))
+
+
+class StandInGroup:
+    def __init__(self, leader: bool = True) -> None:
+        self.leader = leader
+        self.announced: list[tuple[Any, int]] = []
+
+    def merges_now(self) -> bool:
+        return self.leader
+
+    def batch_of(self, queued: bytes) -> bytes | None:
+        call = batch_call(queued)
+        return call[1] if call is not None and call[0] == BATCH_METHOD else None
+
+    def merged(self, batches: Sequence[bytes]) -> bytes:
+        return b"merged:" + b"|".join(batches)
+
+    def announce_part(self, requester: tuple[Any, Any], part: int) -> None:
+        self.announced.append((requester, part))
+
+
+def queue_of(group: StandInGroup, *items: tuple[bytes, Any]) -> MergingQueue:
+    merging = MergingQueue(FastQueue(0), group)
+    for item in items:
+        merging.put_nowait(item)
+    return merging
+
+
+def drain(merging: MergingQueue) -> list[tuple[bytes, Any]]:
+    out = []
+    while True:
+        try:
+            out.append(merging.get_nowait())
+        except queue.Empty:
+            return out
+
+
+def test_waiting_batches_leave_as_one_command_and_each_callback_gets_its_part() -> None:
+    group = StandInGroup()
+    got: dict[str, Any] = {}
+    merging = queue_of(
+        group,
+        (command(b"[a]"), lambda result, error: got.update(first=(result, error))),
+        (command(b"[b]"), ("node-2", 41)),
+        (command(b"[c]"), None),
+        (command(b"[d]"), lambda result, error: got.update(fourth=(result, error))),
+    )
+    ((merged, callback),) = drain(merging)
+    assert merged == b"merged:[a]|[b]|[c]|[d]"
+    # The follower that forwarded the second batch is told its part.
+    assert group.announced == [(("node-2", 41), 1)]
+    callback([["ra"], ["rb"], ["rc"], ["rd"]], 0)
+    assert got == {"first": (["ra"], 0), "fourth": (["rd"], 0)}
+    assert (merging.merged_batches, merging.merged_entries) == (4, 1)
+
+
+def test_a_failed_entry_fails_every_batch_in_it() -> None:
+    group = StandInGroup()
+    got: list[tuple[Any, int]] = []
+    merging = queue_of(
+        group,
+        (command(b"[a]"), lambda result, error: got.append((result, error))),
+        (command(b"[b]"), lambda result, error: got.append((result, error))),
+    )
+    ((_, callback),) = drain(merging)
+    callback(None, 3)
+    assert got == [(None, 3), (None, 3)]
+
+
+def test_order_is_kept_around_commands_that_are_not_batches() -> None:
+    group = StandInGroup()
+    other = command(b"[x]", OTHER_METHOD)
+    merging = queue_of(
+        group,
+        (command(b"[a]"), None),
+        (command(b"[b]"), None),
+        (other, None),
+        (command(b"[c]"), None),
+        (command(b"[d]"), None),
+    )
+    assert [queued for queued, _ in drain(merging)] == [
+        b"merged:[a]|[b]",
+        other,
+        b"merged:[c]|[d]",
+    ]
+
+
+def test_a_lone_batch_and_a_follower_pass_through_unchanged() -> None:
+    lone = command(b"[a]")
+    assert drain(queue_of(StandInGroup(), (lone, None))) == [(lone, None)]
+    follower = StandInGroup(leader=False)
+    items = [(command(b"[a]"), None), (command(b"[b]"), ("node-3", 1))]
+    assert drain(queue_of(follower, *items)) == items
+    assert follower.announced == []
+
+
+def test_an_entry_stops_at_its_count_and_the_rest_follows() -> None:
+    batches = [f"[{n}]".encode() for n in range(MAX_MERGED_BATCHES + 3)]
+    merging = queue_of(StandInGroup(), *[(command(batch), None) for batch in batches])
+    assert [queued for queued, _ in drain(merging)] == [
+        b"merged:" + b"|".join(batches[:MAX_MERGED_BATCHES]),
+        b"merged:" + b"|".join(batches[MAX_MERGED_BATCHES:]),
+    ]
+
+
+def test_an_entry_stops_at_its_size_and_the_rest_follows() -> None:
+    batches = [b"[" + bytes([97 + n]) * (MAX_MERGED_BYTES // 2 - 10) + b"]" for n in range(3)]
+    merging = queue_of(StandInGroup(), *[(command(batch), None) for batch in batches])
+    assert [queued for queued, _ in drain(merging)] == [
+        b"merged:" + b"|".join(batches[:2]),
+        command(batches[2]),
+    ]
+
+
+def test_a_part_this_node_has_no_results_for_is_unknown() -> None:
+    assert part_of([["a"], ["b"]], 1) == ["b"]
+    assert part_of([["a"]], 3) is None
+    assert part_of(None, 0) is None
