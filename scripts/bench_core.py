@@ -466,10 +466,12 @@ def figures(run: BenchRun) -> dict[str, Any]:
             node: {"p50": _json_bound(p50), "p99": _json_bound(p99)}
             for node, (p50, p99) in run.journal_sync_ms.items()
         },
-        # Microseconds of CPU per completed task, by kind of thread, all nodes.
+        # Microseconds of CPU per completed task, by kind of thread, all
+        # nodes; the kinds that used at least one.
         "thread_cpu_us_per_task": {
-            kind: round(seconds * 1e6 / len(completed))
+            kind: used
             for kind, seconds in sorted(run.thread_cpu_s.items(), key=lambda item: -item[1])
+            if (used := round(seconds * 1e6 / len(completed))) >= 1
         }
         if completed
         else {},
