@@ -248,40 +248,42 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         return self._methodToID[self._getFuncName(name)]
 
     def _take_parts(self) -> None:
-        """Wraps pysyncobj's message handler: the callback of a batch this
-        node forwarded, logged in a merged entry, gets its part of the
-        entry's results."""
-        transport = self._SyncObj__transport
-        deliver = transport._onMessageReceivedCallback
+        """The callback of a batch this node forwarded, logged in a merged
+        entry, gets its part of the entry's results."""
 
-        def received(node: Any, message: Any) -> None:
-            if (
-                isinstance(message, dict)
-                and message.get("type") == "apply_command_response"
-                and isinstance(message.get(PART_KEY), int)
+        def look(node: Any, message: dict[str, Any]) -> None:
+            if message.get("type") == "apply_command_response" and isinstance(
+                message.get(PART_KEY), int
             ):
                 # pysyncobj replaces this dict when the leader changes.
                 waiting = self._SyncObj__commandsWaitingReply
                 callback = waiting.get(message.get("request_id"))
                 if callback is not None:
                     waiting[message["request_id"]] = Part(callback, message[PART_KEY])
-            deliver(node, message)
 
-        transport.setOnMessageReceivedCallback(received)
+        self._watch_messages(look)
 
     def _note_leader_contact(self) -> None:
-        """Wraps pysyncobj's message handler to time each append from the
-        leader (of the current term or a newer one)."""
+        """Times each append from the leader (of the current term or a newer one)."""
+
+        def look(node: Any, message: dict[str, Any]) -> None:
+            if (
+                message.get("type") == "append_entries"
+                and message.get("term", 0) >= self.raftCurrentTerm
+            ):
+                self._leader_heard_at = pysyncobj.syncobj.monotonicTime()
+
+        self._watch_messages(look)
+
+    def _watch_messages(self, look: Callable[[Any, dict[str, Any]], None]) -> None:
+        """Wraps pysyncobj's message handler: `look` sees each message (a
+        dict) before pysyncobj handles it."""
         transport = self._SyncObj__transport
         deliver = transport._onMessageReceivedCallback
 
         def received(node: Any, message: Any) -> None:
-            if (
-                isinstance(message, dict)
-                and message.get("type") == "append_entries"
-                and message.get("term", 0) >= self.raftCurrentTerm
-            ):
-                self._leader_heard_at = pysyncobj.syncobj.monotonicTime()
+            if isinstance(message, dict):
+                look(node, message)
             deliver(node, message)
 
         transport.setOnMessageReceivedCallback(received)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
@@ -114,6 +117,45 @@ def _tasks(conn: sqlite3.Connection) -> dict[str, tuple[str, int, str | None]]:
     }
 
 
+def first_batch() -> bytes:
+    """The nodes join and the gpu key is limited to one running task (a run
+    that took in its tasks would place a second one). Entry ids and times
+    are made here, once for every machine it is fed to."""
+    joins = [
+        Entry.create(NodeJoin(node, f"127.0.0.1:{7100 + i}", f"127.0.0.1:{7200 + i}"), node)
+        for i, node in enumerate(NODES)
+    ]
+    return encode_batch([*joins, Entry.create(LimitSet("gpu", max_running=1), "n1")])
+
+
+@dataclass
+class SideBySide:
+    """Two state machines fed the same entries, what their listeners were
+    handed, and a connection to each one's database."""
+
+    one: StateMachine
+    other: StateMachine
+    seen: dict[str, list[tuple[int, list[TaskChange]]]]
+    peek_one: sqlite3.Connection
+    peek_other: sqlite3.Connection
+
+
+@contextmanager
+def side_by_side(
+    tmp: str, one: type[StateMachine], other: type[StateMachine]
+) -> Iterator[SideBySide]:
+    machines = [one(os.path.join(tmp, "one.db")), other(os.path.join(tmp, "other.db"))]
+    seen: dict[str, list[tuple[int, list[TaskChange]]]] = {"one": [], "other": []}
+    for name, machine in zip(seen, machines, strict=True):
+        machine.add_listener(lambda index, changes, n=name: seen[n].append((index, list(changes))))
+    peeks = [sqlite3.connect(machine.path) for machine in machines]
+    try:
+        yield SideBySide(machines[0], machines[1], seen, peeks[0], peeks[1])
+    finally:
+        for closable in [*peeks, *machines]:
+            closable.close()
+
+
 def _dump(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows, with their row ids where a table has them."""
     tables = {}
@@ -137,42 +179,28 @@ def test_a_batch_applied_in_runs_ends_as_applied_entry_by_entry(data: st.DataObj
                 formed.append(len(part.items))
             yield part
 
-    with tempfile.TemporaryDirectory() as tmp:
-        in_runs = StateMachine(os.path.join(tmp, "runs.db"))
-        apart = EntryByEntry(os.path.join(tmp, "apart.db"))
-        seen: dict[str, list[tuple[int, list[TaskChange]]]] = {"runs": [], "apart": []}
-        in_runs.add_listener(lambda index, changes: seen["runs"].append((index, list(changes))))
-        apart.add_listener(lambda index, changes: seen["apart"].append((index, list(changes))))
-        peek = sqlite3.connect(os.path.join(tmp, "runs.db"))
-        peek_apart = sqlite3.connect(os.path.join(tmp, "apart.db"))
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        side_by_side(tmp, StateMachine, EntryByEntry) as both,
+    ):
         runs.split = counting_split  # type: ignore[assignment]
         try:
-            joins = [
-                Entry.create(NodeJoin(node, f"127.0.0.1:{7100 + i}", f"127.0.0.1:{7200 + i}"), node)
-                for i, node in enumerate(NODES)
-            ]
-            # One task of the key at a time: a run that took in its tasks
-            # would place a second one.
-            first = encode_batch([*joins, Entry.create(LimitSet("gpu", max_running=1), "n1")])
-            assert in_runs.apply_batch(1, first) == apart.apply_batch(1, first)
+            first = first_batch()
+            assert both.one.apply_batch(1, first) == both.other.apply_batch(1, first)
             number = 0
             for index in range(2, 2 + data.draw(st.integers(1, 8), label="batches")):
-                entries = data.draw(_batch(_tasks(peek), number), label=f"batch {index}")
+                entries = data.draw(_batch(_tasks(both.peek_one), number), label=f"batch {index}")
                 number += len(entries)
                 raw = encode_batch(entries)
                 before = len(formed)
-                results = in_runs.apply_batch(index, raw)
-                assert results == apart.apply_batch(index, raw)
-                assert in_runs.digest() == apart.digest()
+                results = both.one.apply_batch(index, raw)
+                assert results == both.other.apply_batch(index, raw)
+                assert both.one.digest() == both.other.digest()
                 if len(formed) > before and results and all(r["ok"] for r in results):
                     event("a batch was applied in runs")
-            assert seen["runs"] == seen["apart"]
-            assert _dump(peek) == _dump(peek_apart)
+            assert both.seen["one"] == both.seen["other"]
+            assert _dump(both.peek_one) == _dump(both.peek_other)
         finally:
             runs.split = original_split  # type: ignore[assignment]
-            peek.close()
-            peek_apart.close()
-            in_runs.close()
-            apart.close()
     if formed:
         event(f"a run of {min(max(formed), 5)}+ entries was formed")

@@ -18,66 +18,51 @@ import tempfile
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cortex.state.entries import Entry, LimitSet, NodeJoin, encode_batch
+from cortex.state.entries import Entry, encode_batch
 from cortex.state.machine import StateMachine
-from cortex.state.transitions import TaskChange
-from tests.property.test_apply_runs_properties import NODES, _batch, _dump, _tasks
-
-
-def _first_batch() -> bytes:
-    """The nodes join and a concurrency limit is set (entry ids and times
-    are made here, once, for every machine fed it)."""
-    joins = [
-        Entry.create(NodeJoin(node, f"127.0.0.1:{7100 + i}", f"127.0.0.1:{7200 + i}"), node)
-        for i, node in enumerate(NODES)
-    ]
-    return encode_batch([*joins, Entry.create(LimitSet("gpu", max_running=1), "n1")])
+from tests.property.test_apply_runs_properties import (
+    _batch,
+    _dump,
+    _tasks,
+    first_batch,
+    side_by_side,
+)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_merged_batches_apply_as_one_batch_of_their_entries(data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        merged = StateMachine(os.path.join(tmp, "merged.db"))
-        whole = StateMachine(os.path.join(tmp, "whole.db"))
-        seen: dict[str, list[tuple[int, list[TaskChange]]]] = {"merged": [], "whole": []}
-        merged.add_listener(lambda index, changes: seen["merged"].append((index, list(changes))))
-        whole.add_listener(lambda index, changes: seen["whole"].append((index, list(changes))))
-        peek = sqlite3.connect(os.path.join(tmp, "merged.db"))
-        peek_whole = sqlite3.connect(os.path.join(tmp, "whole.db"))
-        try:
-            first = _first_batch()
-            assert merged.apply_batch(1, first) == whole.apply_batch(1, first)
-            number = 0
-            for index in range(2, 2 + data.draw(st.integers(1, 6), label="entries")):
-                batches = []
-                for part in range(data.draw(st.integers(1, 4), label="batches")):
-                    entries = data.draw(_batch(_tasks(peek), number), label=f"{index}.{part}")
-                    number += len(entries)
-                    batches.append(entries)
-                results = merged.apply_batches(index, [encode_batch(b) for b in batches])
-                reference = whole.apply_batch(index, encode_batch([e for b in batches for e in b]))
-                assert results is not None and reference is not None
-                sizes = [len(b) for b in batches]
-                assert [len(r) for r in results] == sizes
-                assert [r for part in results for r in part] == reference
-                assert merged.digest() == whole.digest()
-                if len(batches) > 1 and any(not r["ok"] for r in reference):
-                    event("a merged entry held a refused entry")
-            assert seen["merged"] == seen["whole"]
-            assert _dump(peek) == _dump(peek_whole)
-        finally:
-            peek.close()
-            peek_whole.close()
-            merged.close()
-            whole.close()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        side_by_side(tmp, StateMachine, StateMachine) as both,
+    ):
+        merged, whole = both.one, both.other
+        first = first_batch()
+        assert merged.apply_batch(1, first) == whole.apply_batch(1, first)
+        number = 0
+        for index in range(2, 2 + data.draw(st.integers(1, 6), label="entries")):
+            batches = []
+            for part in range(data.draw(st.integers(1, 4), label="batches")):
+                entries = data.draw(_batch(_tasks(both.peek_one), number), label=f"{index}.{part}")
+                number += len(entries)
+                batches.append(entries)
+            results = merged.apply_batches(index, [encode_batch(b) for b in batches])
+            reference = whole.apply_batch(index, encode_batch([e for b in batches for e in b]))
+            assert results is not None and reference is not None
+            assert [len(r) for r in results] == [len(b) for b in batches]
+            assert [r for part in results for r in part] == reference
+            assert merged.digest() == whole.digest()
+            if len(batches) > 1 and any(not r["ok"] for r in reference):
+                event("a merged entry held a refused entry")
+        assert both.seen["one"] == both.seen["other"]
+        assert _dump(both.peek_one) == _dump(both.peek_other)
 
 
 def test_a_batch_that_cannot_be_decoded_is_refused_alone() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         machine = StateMachine(os.path.join(tmp, "state.db"))
         try:
-            machine.apply_batch(1, _first_batch())
+            machine.apply_batch(1, first_batch())
             good = [
                 encode_batch([
                     Entry(type="TASK_SUBMIT", id=f"submit-{n}", ts=1000 + n, node="n1",
