@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,6 +40,7 @@ from _cluster import (
 )
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
@@ -363,26 +364,26 @@ def _scrape(node: DevNode) -> list[Metric]:
     return list(text_string_to_metric_families(text))
 
 
+def _samples(families: list[Metric], family: str, sample: str) -> Iterator[Sample]:
+    """The samples named `sample` of the metric family `family`."""
+    for found in families:
+        if found.name == family:
+            yield from (s for s in found.samples if s.name == sample)
+
+
 def _sync_buckets(families: list[Metric]) -> dict[float, float]:
     """A node's journal sync histogram: cumulative counts by bucket bound
     in seconds (empty when its metrics could not be read)."""
     return {
-        float(sample.labels["le"]): sample.value
-        for family in families
-        if family.name == _SYNC_HISTOGRAM
-        for sample in family.samples
-        if sample.name == f"{_SYNC_HISTOGRAM}_bucket"
+        float(s.labels["le"]): s.value
+        for s in _samples(families, _SYNC_HISTOGRAM, f"{_SYNC_HISTOGRAM}_bucket")
     }
 
 
 def _thread_cpu(families: list[Metric]) -> dict[str, float]:
     """A node's CPU seconds by kind of thread (`cortex_thread_cpu_seconds`)."""
     return {
-        sample.labels["thread"]: sample.value
-        for family in families
-        if family.name == _THREAD_CPU
-        for sample in family.samples
-        if sample.name == f"{_THREAD_CPU}_total"
+        s.labels["thread"]: s.value for s in _samples(families, _THREAD_CPU, f"{_THREAD_CPU}_total")
     }
 
 
@@ -394,6 +395,12 @@ def _thread_cpu_used(before: list[list[Metric]], after: list[list[Metric]]) -> d
         for kind, seconds in _thread_cpu(end).items():
             used[kind] = used.get(kind, 0.0) + seconds - earlier.get(kind, 0.0)
     return used
+
+
+def _sync_p50_p99(
+    before: dict[float, float], after: dict[float, float]
+) -> tuple[float | None, float | None]:
+    return _bucket_quantile(before, after, 0.5), _bucket_quantile(before, after, 0.99)
 
 
 def _bucket_quantile(
@@ -727,10 +734,7 @@ def measure(
             for node, start, after in zip(nodes, journal_before, journal_after, strict=True)
         },
         journal_sync_ms={
-            node.node_id: (
-                _bucket_quantile(_sync_buckets(start), _sync_buckets(end), 0.5),
-                _bucket_quantile(_sync_buckets(start), _sync_buckets(end), 0.99),
-            )
+            node.node_id: _sync_p50_p99(_sync_buckets(start), _sync_buckets(end))
             for node, start, end in zip(nodes, scraped_before, scraped_after, strict=True)
         },
         thread_cpu_s=_thread_cpu_used(scraped_before, scraped_after),

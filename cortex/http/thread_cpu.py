@@ -7,9 +7,10 @@ without attaching a profiler.
 Read at scrape time from `/proc/self/task/<tid>/stat` for every live
 Python thread (`threading.enumerate`). Threads of one kind share a label:
 `grpc_3` and `grpc_7` are both `grpc`, an unnamed `Thread-4 (_serve)`
-is `_serve`; the Raft thread (applying entries included) is `raft`. A thread that ended keeps what it
-had when last seen, so each series only grows (the little it spent between
-that scrape and its end is not counted). Threads Python did not start (the
+is `_serve`; the Raft thread (applying entries included) is `raft`. A
+thread that ended keeps what it had when last seen, so each series only
+grows (the little it spent between that scrape and its end is not
+counted). Threads Python did not start (the
 gRPC core's own) are not listed. Nothing is served where `/proc` is
 missing. Several nodes sharing a process (tests) share its threads."""
 
@@ -24,6 +25,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 _TASKS = "/proc/self/task"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # "Thread-12 (_serve)" -> "_serve"; "grpc_3", "agent-steps-0" -> "grpc", "agent-steps".
 _UNNAMED = re.compile(r"Thread-\d+ \((?P<target>.+)\)")
 _NUMBERED = re.compile(r"[-_]\d+$")
@@ -47,9 +49,6 @@ def thread_cpu_seconds(native_id: int) -> float | None:
         return None
     # After the command name: state is field 3, utime 14 and stime 15.
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 # A live thread: its native id and kind.

@@ -210,6 +210,8 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         if ticking is not None:
             # pysyncobj leaves it unnamed ("Thread-N (_autoTickThread)").
             ticking.name = "raft"
+        self._batch_method = self._method_id("apply_batch")
+        self._merged_method = self._method_id("apply_merged")
         self.commands = MergingQueue(getattr(self, "_SyncObj__commandsQueue"), self)  # noqa: B009
         setattr(self, "_SyncObj__commandsQueue", self.commands)  # noqa: B010 (pysyncobj's name)
         self._take_parts()
@@ -223,10 +225,10 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
 
     def batch_of(self, command: bytes) -> bytes | None:
         call = batch_call(command)
-        return call[1] if call is not None and call[0] == self._method_id("apply_batch") else None
+        return call[1] if call is not None and call[0] == self._batch_method else None
 
     def merged(self, batches: Sequence[bytes]) -> bytes:
-        call = (self._method_id("apply_merged"), (tuple(batches),))
+        call = (self._merged_method, (tuple(batches),))
         return REGULAR_COMMAND + pysyncobj.pickle.dumps(call)
 
     def announce_part(self, requester: tuple[Any, Any], part: int) -> None:
@@ -350,20 +352,20 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
 
     @replicated
     def apply_batch(self, data: bytes) -> list[dict[str, Any]] | None:
-        # pysyncobj advances raftLastApplied after this returns, so this
-        # entry's index is one past it.
-        index = self.raftLastApplied + 1
-        try:
-            return self._machine.apply_batch(index, data)
-        except BaseException as err:  # never let an exception reach pysyncobj
-            stop_node(f"applying raft index {index} failed", err, "Start the node again.")
+        results = self._apply_next([data])
+        return None if results is None else results[0]
 
     @replicated
     def apply_merged(self, batches: tuple[bytes, ...]) -> list[list[dict[str, Any]]] | None:
         """Batches the leader logged together (`cortex.raft.merging`)."""
+        return self._apply_next(list(batches))
+
+    def _apply_next(self, batches: list[bytes]) -> list[list[dict[str, Any]]] | None:
+        # pysyncobj advances raftLastApplied after this returns, so this
+        # entry's index is one past it.
         index = self.raftLastApplied + 1
         try:
-            return self._machine.apply_batches(index, list(batches))
+            return self._machine.apply_batches(index, batches)
         except BaseException as err:  # never let an exception reach pysyncobj
             stop_node(f"applying raft index {index} failed", err, "Start the node again.")
 
