@@ -423,7 +423,9 @@ def test_cortex_logs_follow_as_a_person_uses_it(make_cluster) -> None:
 import sys, time
 for i in range(20):
     print("line", i, flush=True)
-    time.sleep(0.1)
+    # Long enough (6 s) that the first line is read while it runs, even
+    # on a loaded machine where the CLI takes seconds to start.
+    time.sleep(0.3)
 print("oops", file=sys.stderr, flush=True)
 sys.exit(3)
 """
