@@ -64,7 +64,13 @@ def is_blank(text: str) -> bool:
 def plain_json_problem(value: Any) -> str | None:
     """The first place found where `value` is not plain JSON text, or None: a number that is NaN or infinite, or a string or key
     holding a lone surrogate. Walks without recursion, so depth cannot
-    exhaust the stack."""
+    exhaust the stack. Almost every value is plain: it is first walked
+    without building the paths a problem is named by."""
+    return None if is_plain(value) else first_problem(value)
+
+
+def first_problem(value: Any) -> str | None:
+    """`plain_json_problem`'s walk with the paths it names problems by."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, where = stack.pop()
@@ -80,6 +86,29 @@ def plain_json_problem(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend((child, f"{where}[{i}]") for i, child in reversed(list(enumerate(item))))
     return None
+
+
+def is_plain(value: Any) -> bool:
+    """Whether `plain_json_problem` finds nothing, without naming where."""
+    search = _SURROGATE.search
+    stack = [value]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        item = pop()
+        if isinstance(item, str):
+            # An ASCII string (flagged by CPython, no scan) has no surrogate.
+            if not item.isascii() and search(item):
+                return False
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and not key.isascii() and search(key):
+                    return False
+                push(child)
+        elif isinstance(item, list):
+            extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            return False
+    return True
 
 
 # -- checks of one value -----------------------------------------------------------
@@ -253,6 +282,10 @@ class Field:
         return (self.name, self.alias) if self.alias else (self.name,)
 
 
+# Paths kept per model, one set per place it is checked under.
+_PATHS_KEPT = 16
+
+
 @dataclass(frozen=True)
 class Model:
     """A JSON object of known fields, each given by its name or its alias;
@@ -269,16 +302,28 @@ class Model:
     def names(self) -> frozenset[str]:
         return frozenset(f.name for f in self.fields)
 
+    @functools.cached_property
+    def _paths(self) -> dict[str, tuple[tuple[Field, str], ...]]:
+        return {}
+
+    def _at(self, where: str) -> tuple[tuple[Field, str], ...]:
+        """Each field with its path under `where`, made once per `where`
+        (a model is checked under a handful of them)."""
+        paths = self._paths.get(where)
+        if paths is None:
+            paths = tuple((f, _path(where, f.name)) for f in self.fields)
+            if len(self._paths) < _PATHS_KEPT:
+                self._paths[where] = paths
+        return paths
+
     def __call__(self, value: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise SpecError(f"{where or 'spec'} must be an object")
         if value.keys() <= self.names:
             # Field names only (what the edge proposes): no alias to look for.
             out = {
-                f.name: f.check(value[f.name], _path(where, f.name))
-                if f.name in value
-                else f.default()
-                for f in self.fields
+                f.name: f.check(value[f.name], at) if f.name in value else f.default()
+                for f, at in self._at(where)
             }
             return self._ruled(out)
         unknown = sorted(str(key) for key in value if key not in self.known)

@@ -24,7 +24,13 @@ from pydantic import ValidationError
 
 from cortex.spec import TaskSpec
 from cortex.state import entries as e
-from cortex.state.spec_rules import SpecError, check_task_spec, plain_json_problem
+from cortex.state.spec_rules import (
+    SpecError,
+    check_task_spec,
+    first_problem,
+    is_plain,
+    plain_json_problem,
+)
 
 WRONG = st.one_of(
     st.none(),
@@ -258,3 +264,33 @@ def test_the_batch_scan_is_not_plain_where_json_is_not(value: Any) -> None:
     assert e.decode_batch_scanned(batch)[1] is (value == "é")
     utf8 = json.dumps([{"x": value}], ensure_ascii=False).encode("utf-8", "surrogatepass")
     assert e.decode_batch_scanned(utf8)[1] is False
+
+
+# JSON-like values with a problem now and then: NaN and infinities, lone
+# surrogates in strings and in keys, beside ASCII and other text.
+NOT_QUITE_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(max_size=4),
+        st.sampled_from(["\ud800", "a\udfffb", "é\udc00", "\U0001f600"]),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(
+            st.one_of(st.text(max_size=3), st.sampled_from(["\udbff", "é"])), inner, max_size=4
+        ),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(deadline=None, max_examples=1500)
+@given(NOT_QUITE_JSON)
+def test_the_quick_plain_walk_agrees_with_the_walk_that_names_the_place(value: Any) -> None:
+    """`plain_json_problem` walks once without paths (`is_plain`) and names
+    the place only when that walk finds a problem: both walks must agree."""
+    assert is_plain(value) is (first_problem(value) is None), ascii(value)
+    assert plain_json_problem(value) == first_problem(value)
