@@ -123,8 +123,11 @@ class TaskOperations:
         self._max_spec_bytes = max_spec_bytes
         self._timeout = propose_timeout_s
         self._tracer = tracer
-        # (applied index, when, the nodes) of the last `_candidates` read.
-        self._candidates_read: tuple[int, float, list[Candidate]] | None = None
+        # (applied index, when, the nodes, the verdicts judged against them
+        # by task type and constraints) of the last `_judging` read.
+        self._candidates_read: (
+            tuple[int, float, list[Candidate], dict[tuple[str, str], list[str]]] | None
+        ) = None
 
     def submit(
         self,
@@ -297,10 +300,9 @@ class TaskOperations:
         """`pending_reasons` of each task, the nodes read once, and the nodes'
         fit judged once per task type and constraints (all it depends on)."""
         now_ms = int(time.time() * 1000)
-        candidates: list[Candidate] | None = None
+        judging: tuple[list[Candidate], dict[tuple[str, str], list[str]]] | None = None
         gate: LimitGate | None = None
         reasons: list[list[str]] = []
-        judged: dict[tuple[str, str], list[str]] = {}
         for task in tasks:
             if task.state != "queued":
                 reasons.append([])
@@ -315,25 +317,29 @@ class TaskOperations:
                 reasons.append([f"backing off until {task.scheduled_after} (ms since epoch)"])
             else:
                 kind = (task.type, dump(task.spec.get("constraints") or {}))
-                if kind not in judged:
-                    if candidates is None:
-                        candidates = self._candidates()
-                    judged[kind] = explain(pending(task), candidates)
-                reasons.append(list(judged[kind]))
+                judging = judging or self._judging()
+                candidates, judged = judging
+                verdict = judged.get(kind)
+                if verdict is None:
+                    verdict = judged[kind] = explain(pending(task), candidates)
+                reasons.append(list(verdict))
         return reasons
 
-    def _candidates(self) -> list[Candidate]:
-        """The nodes as the scheduler sees them, read once per applied index
-        (the submissions one entry settled are all answered from one read)
-        and at most `CANDIDATES_MAX_AGE_S` ago (resource reports and
+    def _judging(self) -> tuple[list[Candidate], dict[tuple[str, str], list[str]]]:
+        """The nodes as the scheduler sees them, and what was judged against
+        them so far (all a verdict depends on is the task's type and
+        constraints), read once per applied index (the submissions one entry
+        settled are all answered from one read, each kind of task judged
+        once) and at most `CANDIDATES_MAX_AGE_S` ago (resource reports and
         reachability change between entries)."""
         index, now = self._machine.applied_index, time.monotonic()
         last = self._candidates_read
         if last is not None and last[0] == index and now - last[1] < CANDIDATES_MAX_AGE_S:
-            return last[2]
+            return last[2], last[3]
         candidates = build_candidates(self._reader, self._board, self._reachable)
-        self._candidates_read = (index, now, candidates)
-        return candidates
+        judged: dict[tuple[str, str], list[str]] = {}
+        self._candidates_read = (index, now, candidates, judged)
+        return candidates, judged
 
     def wait(self, task_id: str, timeout_s: float) -> TaskView:
         """Returns the task once terminal, or as it is when the timeout ends."""
