@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,7 +233,28 @@ class ApplyContext:
                        task["type"], task["created_at"], p.started_at)
         )  # fmt: skip
         self.carried = {"started_at": p.started_at}
-        return {**dict(task), "state": "running", "started_at": p.started_at}
+        return _Moved(task, {"state": "running", "started_at": p.started_at})
+
+
+class _Moved(Mapping[str, Any]):
+    """A task row as a transition left it before its update is written: the
+    `changed` columns over the row read (no copy of the row's other columns)."""
+
+    __slots__ = ("_changed", "_row")
+
+    def __init__(self, row: TaskRow, changed: dict[str, Any]) -> None:
+        self._row = row
+        self._changed = changed
+
+    def __getitem__(self, name: str) -> Any:
+        changed = self._changed
+        return changed[name] if name in changed else self._row[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._row.keys())
+
+    def __len__(self) -> int:
+        return len(self._row.keys())
 
 
 _EVENT_INSERT = (
