@@ -5,18 +5,24 @@ network. The entries are shaped as a node writes them: the submission
 carries the spec in the canonical form the API proposes, an idempotency key
 and a trace context; the completion carries the attempt's start (a short
 attempt reports both at once) and the whole result. Entries are applied
-`--batch` to a Raft entry, phase by phase, as a busy leader batches them. Prints microseconds of CPU per task (the
-applying thread's, so other work on a shared machine barely moves it) for
-each phase and in total, and with `--without-digest` the same with the state
-digest's triggers dropped, to show what keeping the digest costs. With
-`--row-costs`, also what one task row's state update and one event row's
-insert cost in SQLite, with the digest's triggers and without (the best of
-seven runs over every task row), the digest's share being the difference.
-With `--statements`, per phase, the CPU each kind of SQL statement takes
-(its triggers included) and what apply spends outside SQL.
+`--batch` to a Raft entry, phase by phase, as a busy leader batches them.
+
+Prints microseconds of CPU per task (the applying thread's, so other work
+on a shared machine barely moves it) for each phase and in total. With
+`--without-digest`, the same with the state digest's triggers dropped, to
+show what keeping the digest costs. With `--row-costs`, also what one task
+row's state update and one event row's insert cost in SQLite, with the
+digest's triggers and without (the best of seven runs over every task row),
+the digest's share being the difference. With `--statements`, per phase,
+the CPU each kind of SQL statement takes (its triggers included) and what
+apply spends outside SQL. With `--anatomy`, what the digest (its hashing and
+its triggers), the task table's secondary indexes and the task-count
+triggers each cost, by taking each away in turn, and what is left without
+them all.
 
     python scripts/bench_apply.py --tasks 5000 --batch 100
     python scripts/bench_apply.py --row-costs --json
+    python scripts/bench_apply.py --tasks 3000 --batch 25 --anatomy
 
 Every node applies every entry, so a 3-node cluster spends about three times
 the total per task on apply alone."""
@@ -31,7 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +86,58 @@ def _drop_digest_triggers(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TRIGGER {name}")
 
 
+def _drop_task_indexes(conn: sqlite3.Connection) -> None:
+    """The task table's secondary indexes (its primary key's stays)."""
+    names = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks'"
+        " AND sql IS NOT NULL"
+    ).fetchall()
+    for (name,) in names:
+        conn.execute(f"DROP INDEX {name}")
+
+
+def _drop_count_triggers(conn: sqlite3.Connection) -> None:
+    for change in ("insert", "update", "delete"):
+        conn.execute(f"DROP TRIGGER task_counts_{change}")
+
+
+def _unhashed(conn: sqlite3.Connection) -> None:
+    """The digest's triggers still fire, but the functions they call do nothing."""
+    for name in ("cortex_digest_row_add", "cortex_digest_row_sub", "cortex_digest_row_swap"):
+        conn.create_function(name, -1, lambda *_: None)
+
+
+# What `--anatomy` takes away, one at a time, to see what each costs.
+_WITHOUT: dict[str, Callable[[sqlite3.Connection], None]] = {
+    "digest_hashing": _unhashed,
+    "digest": _drop_digest_triggers,
+    "task_indexes": _drop_task_indexes,
+    "task_counts": _drop_count_triggers,
+}
+_ANATOMY_RUNS = 5
+
+
+def anatomy(tasks: int, batch: int) -> dict[str, float]:
+    """CPU microseconds per task of apply as it is, and what each part
+    costs: the difference made by taking it away (the best of five runs
+    each), and what is left with all of them gone: the handlers' Python,
+    decoding, and writing the rows with their primary keys."""
+
+    def best(*drops: Callable[[sqlite3.Connection], None]) -> float:
+        return min(
+            measure(tasks, batch, digest=True, drops=drops)["total_us"]
+            for _ in range(_ANATOMY_RUNS)
+        )
+
+    whole = best()
+    figures = {"apply_us": whole}
+    for name, drop in _WITHOUT.items():
+        figures[f"{name}_us"] = whole - best(drop)
+    figures["digest_triggers_us"] = figures["digest_us"] - figures["digest_hashing_us"]
+    figures["rest_us"] = best(_drop_digest_triggers, _drop_task_indexes, _drop_count_triggers)
+    return {name: round(value, 1) for name, value in figures.items()}
+
+
 def _phases(machine: StateMachine, tasks: int, batch: int) -> Iterator[tuple[str, int]]:
     """Applies the nodes' joins, then each phase of `tasks` noop tasks,
     `batch` entries to a Raft entry; yields each phase with the applying
@@ -101,13 +159,21 @@ def _phases(machine: StateMachine, tasks: int, batch: int) -> Iterator[tuple[str
         yield phase, spent
 
 
-def measure(tasks: int, batch: int, digest: bool) -> dict[str, float]:
-    """CPU microseconds per task of each phase, and their total."""
+def measure(
+    tasks: int,
+    batch: int,
+    digest: bool,
+    drops: Sequence[Callable[[sqlite3.Connection], None]] = (),
+) -> dict[str, float]:
+    """CPU microseconds per task of each phase, and their total; `drops`
+    take parts of the schema away first."""
     with tempfile.TemporaryDirectory(prefix="cortex-apply-") as tmp:
         machine = StateMachine(str(Path(tmp) / "state.db"))
         try:
             if not digest:
                 _drop_digest_triggers(machine._conn)  # the bench's own machine
+            for drop in drops:
+                drop(machine._conn)
             spent = dict(_phases(machine, tasks, batch))
         finally:
             machine.close()
@@ -227,6 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also show, per phase, the CPU each kind of SQL statement takes (triggers"
         " included) and what apply spends outside SQL",
     )
+    parser.add_argument(
+        "--anatomy",
+        action="store_true",
+        help="also show what the digest (hashing and triggers), the task table's secondary"
+        " indexes and the task-count triggers each cost, and what is left without them",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.batch < 1:
@@ -236,10 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs["without_digest"] = measure(args.tasks, args.batch, digest=False)
     rows = row_costs(args.tasks) if args.row_costs else None
     statements = statement_costs(args.tasks, args.batch) if args.statements else None
+    parts = anatomy(args.tasks, args.batch) if args.anatomy else None
     if args.json:
         print(json.dumps({"tasks": args.tasks, "batch": args.batch, **runs,
                           **({"row_costs": rows} if rows else {}),
-                          **({"statements": statements} if statements else {})}))  # fmt: skip
+                          **({"statements": statements} if statements else {}),
+                          **({"anatomy": parts} if parts else {})}))  # fmt: skip
         return 0
     print(f"apply cost per noop task on one node: {args.tasks} tasks, {args.batch} per entry")
     for name, figures in runs.items():
@@ -251,6 +325,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" {rows['task_update_digest_us']:.1f}), an event row's insert"
             f" {rows['event_insert_us']:.1f} us (digest {rows['event_insert_digest_us']:.1f})"
         )
+    if parts:
+        print(f"  anatomy (best of {_ANATOMY_RUNS} runs each), us/task of {parts['apply_us']:.0f}:")
+        for name, label in (
+            ("digest_hashing_us", "the digest's hashing (Python, called by its triggers)"),
+            ("digest_triggers_us", "the digest's triggers (calling it, passing the rows)"),
+            ("task_indexes_us", "the task table's secondary indexes"),
+            ("task_counts_us", "the task-count triggers"),
+            ("rest_us", "the rest: decoding, handlers, rows with their primary keys"),
+        ):
+            print(f"    {parts[name]:6.1f}  {label}")
     for phase, costs in (statements or {}).items():
         print(f"  {phase}, us/task by statement (triggers included):")
         for sql, us in sorted(costs.items(), key=lambda item: -item[1]):
