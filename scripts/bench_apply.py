@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cortex.executors.base import ExecutionResult
+from cortex.state import digest
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.spec_rules import check_task_spec
@@ -103,7 +104,7 @@ def _drop_count_triggers(conn: sqlite3.Connection) -> None:
 
 def _unhashed(conn: sqlite3.Connection) -> None:
     """The digest's triggers still fire, but the functions they call do nothing."""
-    for name in ("cortex_digest_row_add", "cortex_digest_row_sub", "cortex_digest_row_swap"):
+    for name in digest.ROW_FUNCTIONS:
         conn.create_function(name, -1, lambda *_: None)
 
 
@@ -124,10 +125,7 @@ def anatomy(tasks: int, batch: int) -> dict[str, float]:
     decoding, and writing the rows with their primary keys."""
 
     def best(*drops: Callable[[sqlite3.Connection], None]) -> float:
-        return min(
-            measure(tasks, batch, digest=True, drops=drops)["total_us"]
-            for _ in range(_ANATOMY_RUNS)
-        )
+        return min(measure(tasks, batch, drops)["total_us"] for _ in range(_ANATOMY_RUNS))
 
     whole = best()
     figures = {"apply_us": whole}
@@ -160,20 +158,15 @@ def _phases(machine: StateMachine, tasks: int, batch: int) -> Iterator[tuple[str
 
 
 def measure(
-    tasks: int,
-    batch: int,
-    digest: bool,
-    drops: Sequence[Callable[[sqlite3.Connection], None]] = (),
+    tasks: int, batch: int, drops: Sequence[Callable[[sqlite3.Connection], None]] = ()
 ) -> dict[str, float]:
     """CPU microseconds per task of each phase, and their total; `drops`
     take parts of the schema away first."""
     with tempfile.TemporaryDirectory(prefix="cortex-apply-") as tmp:
         machine = StateMachine(str(Path(tmp) / "state.db"))
         try:
-            if not digest:
-                _drop_digest_triggers(machine._conn)  # the bench's own machine
             for drop in drops:
-                drop(machine._conn)
+                drop(machine._conn)  # the bench's own machine
             spent = dict(_phases(machine, tasks, batch))
         finally:
             machine.close()
@@ -303,9 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.batch < 1:
         parser.error("--tasks and --batch must be at least 1")
-    runs = {"with_digest": measure(args.tasks, args.batch, digest=True)}
+    runs = {"with_digest": measure(args.tasks, args.batch)}
     if args.without_digest:
-        runs["without_digest"] = measure(args.tasks, args.batch, digest=False)
+        runs["without_digest"] = measure(args.tasks, args.batch, [_drop_digest_triggers])
     rows = row_costs(args.tasks) if args.row_costs else None
     statements = statement_costs(args.tasks, args.batch) if args.statements else None
     parts = anatomy(args.tasks, args.batch) if args.anatomy else None

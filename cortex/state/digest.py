@@ -43,6 +43,8 @@ _MOD = 1 << 256
 _ADD = "cortex_digest_row_add"
 _SUB = "cortex_digest_row_sub"
 _SWAP = "cortex_digest_row_swap"
+# All three, for whoever replaces them (`scripts/bench_apply.py --anatomy`).
+ROW_FUNCTIONS = (_ADD, _SUB, _SWAP)
 # What triggers made before the pending delta call: they rewrite the stored sum
 # row by row. Kept registered so such triggers still work while an older
 # database's migrations run, before `install` replaces them.
