@@ -4,7 +4,6 @@ propose, read. Interfaces translate; the rules live here."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -149,7 +148,7 @@ class TaskOperations:
             raise known
         if known is not None:
             return known
-        task_id = str(uuid.uuid4())
+        task_id = e.new_id()
         span = self._tracer.submit_task(TraceParent.parse(traceparent), task_id, canonical["type"])
         try:
             entry = e.Entry.create(
@@ -202,7 +201,7 @@ class TaskOperations:
             if known is not None:
                 outcomes[number] = known
             else:
-                task_id = str(uuid.uuid4())
+                task_id = e.new_id()
                 span = self._tracer.submit_task(incoming, task_id, spec["type"])
                 spans.append(span)
                 task = e.TaskSubmit(task_id, spec, key or None, traceparent=span.traceparent)

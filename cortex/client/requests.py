@@ -4,7 +4,6 @@ the blocking and the asyncio client."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.json_format import ParseDict
 
 from cortex.client.models import enum_value
+from cortex.ids import new_time_ordered_id
 from cortex.v1 import cortex_pb2 as pb
 
 # Seconds, or a timedelta.
@@ -36,8 +36,9 @@ def duration(value: Seconds) -> Duration:
 
 def new_idempotency_key() -> str:
     """A key for a submission the caller gave none: retries of the same call
-    then never create a second task."""
-    return f"client-{uuid.uuid4()}"
+    then never create a second task. Time ordered (`cortex.ids`), as the
+    submissions table it keys grows at one edge."""
+    return f"client-{new_time_ordered_id()}"
 
 
 def task_spec(

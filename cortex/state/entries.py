@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from itertools import accumulate
 from typing import Any, ClassVar
 
+from cortex.ids import time_ordered
 from cortex.state.backoff import MAX_BACKOFF_MS
 from cortex.state.reasons import (
     INVALID_ENTRY,
@@ -597,9 +598,10 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
 
 
 def new_id() -> str:
-    """A fresh random id for something an entry creates (a task, a
-    workflow), drawn where entry ids are (a simulation seeds both)."""
-    return str(uuid.uuid4())
+    """A fresh id for something an entry creates (a task, a workflow): time
+    ordered (`cortex.ids`), from the clock and randomness entries are stamped
+    with (a simulation seeds both)."""
+    return str(time_ordered(time.time(), uuid.uuid4().int))
 
 
 @dataclass(frozen=True)

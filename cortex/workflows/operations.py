@@ -178,7 +178,7 @@ class WorkflowOperations:
             text, fmt, self.sandbox, self._max_spec_bytes, self._task_types
         )
         digest = definition_digest(definition)
-        workflow_id = str(uuid.uuid4())
+        workflow_id = e.new_id()
         span = self._tracer.submit_workflow(
             TraceParent.parse(traceparent), workflow_id, definition.name, len(definition.tasks)
         )

@@ -40,7 +40,9 @@ OUTER_LAYER = (
     "cortex.node",
     "cortex.__main__",
 )
-STATE_MAY_IMPORT = ("cortex.state", "cortex.failstop")
+# Besides itself: how a node stops, and how ids are made (both import only the
+# standard library).
+STATE_MAY_IMPORT = ("cortex.state", "cortex.failstop", "cortex.ids")
 
 
 @dataclass(frozen=True)
