@@ -1,23 +1,27 @@
-"""Ids that sort by when they were made: UUIDs (version 8, RFC 9562's layout
-of one's own) whose first 24 bits count tenths of a second since the epoch,
-modulo 2^24 (the count wraps every 19.4 days), and whose other 98 bits are
-random (the version and variant take 6).
+"""Ids made close in time that sit close together in an index, yet whose
+short prefixes still tell them apart: UUIDs (version 8, RFC 9562's layout of
+one's own) whose first 12 bits count tenths of a second modulo 4,096 (the
+count goes round every 409.6 s) and whose other 110 bits are random (the
+version and variant take 6).
 
 A task's id keys the task table's primary-key index and the events' by-task
 index; an idempotency key keys the submissions table. Random keys put every
-new row on its own page of those indexes, which SQLite writes to the WAL at
-commit and later checkpoints: with 50 tasks to a Raft entry, one page per task
-per index. Ids made in the same tenth of a second share their first six
-characters, so the rows a busy second writes land on a few pages at the
-index's growing edge. Ids made a few seconds apart still differ within the
-first six characters, so a short prefix (the CLI shows eight) names one."""
+new row on a page of its own in those indexes, a page SQLite writes to the
+WAL at commit and checkpoints later: with 50 tasks to a Raft entry, 50 pages
+per index. Ids made in the same tenth of a second share their first three
+characters, so the rows one entry writes land among the few index entries
+with that prefix (a 4,096th of the index: three pages at a million tasks).
+
+Three characters are all ids share: from the fourth on, an id is as random as
+a version 4 UUID, so a prefix that is unique among a million random ids is,
+as near as makes no difference, unique among a million of these."""
 
 from __future__ import annotations
 
 import time
 import uuid
 
-_TENTHS_BITS = 24
+_TENTHS_BITS = 12
 _RANDOM_BITS = 128 - _TENTHS_BITS
 _VERSION = 8
 # The version's four bits and the variant's two (0b10), as RFC 9562 places them.
@@ -25,14 +29,14 @@ _VERSION_MASK = (0xF << 76) | (0x3 << 62)
 _VERSION_BITS = (_VERSION << 76) | (0x2 << 62)
 
 
-def time_ordered(seconds: float, random_bits: int) -> uuid.UUID:
+def time_local(seconds: float, random_bits: int) -> uuid.UUID:
     """The id made at `seconds` (since the epoch) from `random_bits` (any
-    int: its low 104 bits are used, less the 6 the version and variant take)."""
+    int: its low 116 bits are used, less the 6 the version and variant take)."""
     tenths = int(seconds * 10) % (1 << _TENTHS_BITS)
     value = (tenths << _RANDOM_BITS) | (random_bits & ((1 << _RANDOM_BITS) - 1))
     return uuid.UUID(int=(value & ~_VERSION_MASK) | _VERSION_BITS)
 
 
-def new_time_ordered_id() -> str:
+def new_time_local_id() -> str:
     """A fresh id made now, from the operating system's randomness."""
-    return str(time_ordered(time.time(), uuid.uuid4().int))
+    return str(time_local(time.time(), uuid.uuid4().int))

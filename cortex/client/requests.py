@@ -13,7 +13,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.json_format import ParseDict
 
 from cortex.client.models import enum_value
-from cortex.ids import new_time_ordered_id
+from cortex.ids import new_time_local_id
 from cortex.v1 import cortex_pb2 as pb
 
 # Seconds, or a timedelta.
@@ -36,9 +36,9 @@ def duration(value: Seconds) -> Duration:
 
 def new_idempotency_key() -> str:
     """A key for a submission the caller gave none: retries of the same call
-    then never create a second task. Time ordered (`cortex.ids`), as the
-    submissions table it keys grows at one edge."""
-    return f"client-{new_time_ordered_id()}"
+    then never create a second task. Keys made close in time sit close
+    together in the submissions table they key (`cortex.ids`)."""
+    return f"client-{new_time_local_id()}"
 
 
 def task_spec(

@@ -14,7 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from itertools import accumulate
 from typing import Any, ClassVar
 
-from cortex.ids import time_ordered
+from cortex.ids import time_local
 from cortex.state.backoff import MAX_BACKOFF_MS
 from cortex.state.reasons import (
     INVALID_ENTRY,
@@ -598,10 +598,10 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
 
 
 def new_id() -> str:
-    """A fresh id for something an entry creates (a task, a workflow): time
-    ordered (`cortex.ids`), from the clock and randomness entries are stamped
-    with (a simulation seeds both)."""
-    return str(time_ordered(time.time(), uuid.uuid4().int))
+    """A fresh id for something an entry creates (a task, a workflow): ids made
+    close in time sit close together in an index (`cortex.ids`). Made from the
+    clock and randomness entries are stamped with (a simulation seeds both)."""
+    return str(time_local(time.time(), uuid.uuid4().int))
 
 
 @dataclass(frozen=True)

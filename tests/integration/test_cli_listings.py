@@ -348,6 +348,15 @@ def test_output_formats_agree(cluster: Cluster) -> None:
 # -- ids by unique prefix -------------------------------------------------------------
 
 
+def unique_prefix(ids: list[str], full: str, at_least: int) -> str:
+    """`full`'s shortest prefix of `at_least` or more characters that no other
+    id of the sorted `ids` starts with."""
+    length = at_least
+    while len(matching(ids, full[:length])) > 1:
+        length += 1
+    return full[:length]
+
+
 def test_unique_id_prefixes_are_accepted_wherever_an_id_is_taken(cluster: Cluster) -> None:
     node, other = cluster.nodes[0], cluster.nodes[2]
     with node.client() as client:
@@ -357,22 +366,29 @@ def test_unique_id_prefixes_are_accepted_wherever_an_id_is_taken(cluster: Cluste
         dead = dead_letter(client).id
         finished = submit_workflow(client, "prefixes", SHELL_TASK)
         running = submit_workflow(client, "to-cancel", {"s": {"spec": {"command": "sleep 120"}}})
+        # Ids made in the same tenth of a second share three characters
+        # (`cortex.ids`): a prefix is taken as long as it is unique.
+        ids = every_id(client)
 
-    assert json.loads(ok(other, "task", "get", done[:8], "-o", "json"))["id"] == done
-    assert done in ok(other, "task", "get", done[:6])
-    assert ok(other, "logs", done[:5]) == "prefix-output\n"
+    def short(full: str, at_least: int) -> str:
+        return unique_prefix(ids, full, at_least)
+
+    assert json.loads(ok(other, "task", "get", short(done, 8), "-o", "json"))["id"] == done
+    assert done in ok(other, "task", "get", short(done, 6))
+    assert ok(other, "logs", short(done, 5)) == "prefix-output\n"
     events = [
-        json.loads(line) for line in ok(other, "events", "--task", done[:7], "--json").splitlines()
+        json.loads(line)
+        for line in ok(other, "events", "--task", short(done, 7), "--json").splitlines()
     ]
     assert events and {event["task_id"] for event in events} == {done}
-    status = json.loads(ok(other, "workflow", "status", finished[:8], "-o", "json"))
+    status = json.loads(ok(other, "workflow", "status", short(finished, 8), "-o", "json"))
     assert status["id"] == finished
-    assert finished in ok(other, "workflow", "status", finished[:4])
+    assert finished in ok(other, "workflow", "status", short(finished, 4))
 
     # Writes resolve the prefix before proposing: the entry carries the full id.
-    assert ok(other, "task", "cancel", sleeper[:8]).split() == [sleeper, "cancelled"]
-    assert ok(other, "workflow", "cancel", running[:8]).split() == [running, "cancelled"]
-    assert ok(other, "dlq", "retry", dead[:8]) == (
+    assert ok(other, "task", "cancel", short(sleeper, 8)).split() == [sleeper, "cancelled"]
+    assert ok(other, "workflow", "cancel", short(running, 8)).split() == [running, "cancelled"]
+    assert ok(other, "dlq", "retry", short(dead, 8)) == (
         f"{dead} queued again with a fresh retry budget (1 retry)\n"
     )
     with node.client() as client:
@@ -381,9 +397,9 @@ def test_unique_id_prefixes_are_accepted_wherever_an_id_is_taken(cluster: Cluste
         retried = client.get_task(dead, include_events=True).events
         assert pb.EVENT_TYPE_RETRIED in [event.type for event in retried]
         # The gRPC API resolves prefixes for every client (the MCP tools too).
-        assert client.get_task(done[:4]).task.id == done
-        assert client.get_task_result(done[:9]).task.id == done
-        assert client.get_workflow(finished[:6]).workflow.id == finished
+        assert client.get_task(short(done, 4)).task.id == done
+        assert client.get_task_result(short(done, 9)).task.id == done
+        assert client.get_workflow(short(finished, 6)).workflow.id == finished
         with pytest.raises(NotFound, match="at least 4 characters"):
             client.get_task(done[:3])
     cluster.wait_converged()
