@@ -4,8 +4,10 @@ costs one node: a StateMachine on a temporary SQLite file, no Raft, no
 network. The entries are shaped as a node writes them: the submission
 carries the spec in the canonical form the API proposes, an idempotency key
 and a trace context; the completion carries the attempt's start (a short
-attempt reports both at once) and the whole result. Entries are applied
-`--batch` to a Raft entry, phase by phase, as a busy leader batches them.
+attempt reports both at once) and the whole result. Task ids are made as
+the API makes them (`cortex.ids`), one a millisecond (a thousand tasks a
+second), from a fixed seed. Entries are applied `--batch` to a Raft entry,
+phase by phase, as a busy leader batches them.
 
 Prints microseconds of CPU per task (the applying thread's, so other work
 on a shared machine barely moves it) for each phase and in total. With
@@ -32,16 +34,17 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import random
 import sqlite3
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from cortex.executors.base import ExecutionResult
+from cortex.ids import time_local
 from cortex.state import digest
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
@@ -142,7 +145,11 @@ def _phases(machine: StateMachine, tasks: int, batch: int) -> Iterator[tuple[str
     thread's CPU nanoseconds it took."""
     index = 1
     machine.apply_batch(index, e.encode_batch(_joins()))
-    placed = [(str(uuid.UUID(int=k, version=4)), NODES[k % len(NODES)]) for k in range(tasks)]
+    rng = random.Random(tasks)
+    placed = [
+        (str(time_local(STARTED_AT / 1000 + k / 1000, rng.getrandbits(128))), NODES[k % len(NODES)])
+        for k in range(tasks)
+    ]
     for phase in PHASES:
         spent = 0
         for start in range(0, tasks, batch):
