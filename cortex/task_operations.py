@@ -91,6 +91,17 @@ class DeadLetterRetry(TaskWrite):
 CANDIDATES_MAX_AGE_S = 0.25
 
 
+@dataclass(frozen=True)
+class _NodesRead:
+    """The nodes as the scheduler saw them at an applied index, and the
+    verdicts judged against them so far, by task type and constraints."""
+
+    index: int
+    at: float  # time.monotonic() of the read
+    candidates: list[Candidate]
+    judged: dict[tuple[str, str], list[str]]
+
+
 def _end_submit_span(span: Span, result: dict[str, Any]) -> None:
     if result.get("ok"):
         span.end(attributes={TASK_CREATED: bool(result["created"])})
@@ -122,11 +133,7 @@ class TaskOperations:
         self._max_spec_bytes = max_spec_bytes
         self._timeout = propose_timeout_s
         self._tracer = tracer
-        # (applied index, when, the nodes, the verdicts judged against them
-        # by task type and constraints) of the last `_judging` read.
-        self._candidates_read: (
-            tuple[int, float, list[Candidate], dict[tuple[str, str], list[str]]] | None
-        ) = None
+        self._nodes_read: _NodesRead | None = None
 
     def submit(
         self,
@@ -299,7 +306,7 @@ class TaskOperations:
         """`pending_reasons` of each task, the nodes read once, and the nodes'
         fit judged once per task type and constraints (all it depends on)."""
         now_ms = int(time.time() * 1000)
-        judging: tuple[list[Candidate], dict[tuple[str, str], list[str]]] | None = None
+        read: _NodesRead | None = None
         gate: LimitGate | None = None
         reasons: list[list[str]] = []
         for task in tasks:
@@ -316,15 +323,14 @@ class TaskOperations:
                 reasons.append([f"backing off until {task.scheduled_after} (ms since epoch)"])
             else:
                 kind = (task.type, dump(task.spec.get("constraints") or {}))
-                judging = judging or self._judging()
-                candidates, judged = judging
-                verdict = judged.get(kind)
+                read = read or self._read_nodes()
+                verdict = read.judged.get(kind)
                 if verdict is None:
-                    verdict = judged[kind] = explain(pending(task), candidates)
+                    verdict = read.judged[kind] = explain(pending(task), read.candidates)
                 reasons.append(list(verdict))
         return reasons
 
-    def _judging(self) -> tuple[list[Candidate], dict[tuple[str, str], list[str]]]:
+    def _read_nodes(self) -> _NodesRead:
         """The nodes as the scheduler sees them, and what was judged against
         them so far (all a verdict depends on is the task's type and
         constraints), read once per applied index (the submissions one entry
@@ -332,13 +338,12 @@ class TaskOperations:
         once) and at most `CANDIDATES_MAX_AGE_S` ago (resource reports and
         reachability change between entries)."""
         index, now = self._machine.applied_index, time.monotonic()
-        last = self._candidates_read
-        if last is not None and last[0] == index and now - last[1] < CANDIDATES_MAX_AGE_S:
-            return last[2], last[3]
+        last = self._nodes_read
+        if last is not None and last.index == index and now - last.at < CANDIDATES_MAX_AGE_S:
+            return last
         candidates = build_candidates(self._reader, self._board, self._reachable)
-        judged: dict[tuple[str, str], list[str]] = {}
-        self._candidates_read = (index, now, candidates, judged)
-        return candidates, judged
+        self._nodes_read = _NodesRead(index, now, candidates, {})
+        return self._nodes_read
 
     def wait(self, task_id: str, timeout_s: float) -> TaskView:
         """Returns the task once terminal, or as it is when the timeout ends."""
