@@ -109,6 +109,21 @@ def _end_submit_span(span: Span, result: dict[str, Any]) -> None:
         span.end(error=str(result.get("reason", "rejected")))
 
 
+def _resubmitted(
+    key: str, spec: dict[str, Any], task: TaskView | None
+) -> SubmitOutcome | CortexError | None:
+    """The outcome of submitting `spec` again under `key`, which names
+    `task` (None: the key is new, or its task was purged)."""
+    if task is None:
+        return None
+    if not same_spec(task.spec, spec):
+        return AlreadyExists(
+            f"idempotency key {key!r} is already used by task {task.id},"
+            " submitted with a different spec"
+        )
+    return SubmitOutcome(task.id, False, task.submit_index, task)
+
+
 class TaskOperations:
     def __init__(
         self,
@@ -203,8 +218,12 @@ class TaskOperations:
         proposed: list[tuple[int, e.Entry]] = []
         spans: list[Span] = []
         incoming = TraceParent.parse(traceparent)
+        # The keys already in use and their tasks, read in two queries
+        # rather than two per key.
+        used = self._reader.tasks_by_idempotency_keys(key for _, key in items if key)
+        used_tasks = {task.id: task for task in self._reader.get_tasks(used.values())}
         for number, ((_, key), spec) in enumerate(zip(items, canonical, strict=True)):
-            known = self._known_submission(key, spec) if key else None
+            known = _resubmitted(key, spec, used_tasks.get(used[key])) if key in used else None
             if known is not None:
                 outcomes[number] = known
             else:
@@ -264,15 +283,7 @@ class TaskOperations:
         """The task an idempotency key already names: the outcome of submitting
         `spec` under it again, or None when the key is new."""
         known = self._reader.task_by_idempotency_key(key)
-        task = self._reader.get_task(known) if known is not None else None
-        if task is None:
-            return None
-        if not same_spec(task.spec, spec):
-            return AlreadyExists(
-                f"idempotency key {key!r} is already used by task {task.id},"
-                " submitted with a different spec"
-            )
-        return SubmitOutcome(task.id, False, task.submit_index, task)
+        return _resubmitted(key, spec, self._reader.get_task(known) if known is not None else None)
 
     def _committed(self, entry: e.Entry, task_id: str) -> TaskWrite:
         """The task after `entry` was applied, with the index it was applied

@@ -190,6 +190,12 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         )
         return row["task_id"] if row else None
 
+    def tasks_by_idempotency_keys(self, keys: Iterable[str]) -> dict[str, str]:
+        """The task each of `keys` names, for the keys in use, read together."""
+        wanted = list(dict.fromkeys(keys))
+        query = "SELECT idempotency_key, task_id FROM submissions WHERE idempotency_key IN ({})"
+        return {row[0]: row[1] for row in select_in(self._conn(), query, wanted)}
+
     def list_tasks(
         self,
         states: list[str] | None = None,

@@ -492,6 +492,18 @@ def test_idempotency_key_returns_the_first_task(log: Log, reader: StateReader) -
     assert task is not None and task.spec["command"] == ["true"]
 
 
+def test_keys_in_use_are_read_together_past_one_statement(log: Log, reader: StateReader) -> None:
+    # More keys than one IN (...) binds: the read goes in chunks.
+    count = 1200
+    log.apply(*(TaskSubmit(f"t{i}", SHELL, idempotency_key=f"key-{i}") for i in range(count)))
+    asked = [f"key-{i}" for i in range(0, count, 2)] + ["key-none", "key-1", "key-1"]
+    assert reader.tasks_by_idempotency_keys(asked) == {
+        **{f"key-{i}": f"t{i}" for i in range(0, count, 2)},
+        "key-1": "t1",
+    }
+    assert reader.tasks_by_idempotency_keys([]) == {}
+
+
 def test_resubmitting_an_existing_task_id_creates_nothing(log: Log, reader: StateReader) -> None:
     log.one(TaskSubmit("t1", SHELL))
     again = log.one(TaskSubmit("t1", {"command": ["other"]}))
