@@ -321,6 +321,9 @@ class BenchRun:
     # nodes (`cortex_thread_cpu_seconds`; threads Python did not start are
     # in the processes' CPU only).
     thread_cpu_s: dict[str, float] = field(default_factory=dict)
+    # Context switches during the run by (kind of thread, "voluntary" or
+    # "involuntary"), summed over the nodes (`cortex_thread_context_switches`).
+    thread_switches: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -348,6 +351,7 @@ def _aim(value: float, aim: float, higher_is_better: bool) -> str:
 
 _SYNC_HISTOGRAM = "cortex_raft_journal_sync_seconds"
 _THREAD_CPU = "cortex_thread_cpu_seconds"
+_THREAD_SWITCHES = "cortex_thread_context_switches"
 # Kinds of thread the report names, the busiest first; the rest are summed.
 _THREADS_SHOWN = 8
 
@@ -387,14 +391,30 @@ def _thread_cpu(families: list[Metric]) -> dict[str, float]:
     }
 
 
-def _thread_cpu_used(before: list[list[Metric]], after: list[list[Metric]]) -> dict[str, float]:
-    """CPU seconds by kind of thread between two scrapes, summed over nodes."""
-    used: dict[str, float] = {}
+def _thread_switches(families: list[Metric]) -> dict[tuple[str, str], float]:
+    """A node's context switches by kind of thread and of switch."""
+    return {
+        (s.labels["thread"], s.labels["switch"]): s.value
+        for s in _samples(families, _THREAD_SWITCHES, f"{_THREAD_SWITCHES}_total")
+    }
+
+
+K = TypeVar("K")
+
+
+def _counted_between(
+    before: list[list[Metric]],
+    after: list[list[Metric]],
+    read: Callable[[list[Metric]], dict[K, float]],
+) -> dict[K, float]:
+    """How much of a counter (`read` from each node's metrics, by key) grew
+    between two scrapes, summed over nodes."""
+    grown: dict[K, float] = {}
     for start, end in zip(before, after, strict=True):
-        earlier = _thread_cpu(start)
-        for kind, seconds in _thread_cpu(end).items():
-            used[kind] = used.get(kind, 0.0) + seconds - earlier.get(kind, 0.0)
-    return used
+        earlier = read(start)
+        for key, value in read(end).items():
+            grown[key] = grown.get(key, 0.0) + value - earlier.get(key, 0.0)
+    return grown
 
 
 def _sync_p50_p99(
@@ -482,6 +502,29 @@ def figures(run: BenchRun) -> dict[str, Any]:
         }
         if completed
         else {},
+        # Context switches per completed task, all nodes: voluntary ones
+        # (a thread waiting: each hand-off of work between threads) and
+        # involuntary ones (preemption), and both by kind of thread.
+        "context_switches_per_task": _switches_per_task(run.thread_switches, len(completed)),
+    }
+
+
+def _switches_per_task(switches: dict[tuple[str, str], float], completed: int) -> dict[str, Any]:
+    if not completed:
+        return {}
+    by_thread: dict[str, float] = {}
+    by_switch: dict[str, float] = {}
+    for (kind, switch), count in switches.items():
+        by_thread[kind] = by_thread.get(kind, 0.0) + count
+        by_switch[switch] = by_switch.get(switch, 0.0) + count
+    return {
+        "voluntary": round(by_switch.get("voluntary", 0.0) / completed, 2),
+        "involuntary": round(by_switch.get("involuntary", 0.0) / completed, 2),
+        "by_thread": {
+            kind: per_task
+            for kind, count in sorted(by_thread.items(), key=lambda item: -item[1])
+            if (per_task := round(count / completed, 2)) >= 0.01
+        },
     }
 
 
@@ -563,6 +606,7 @@ def report(run: BenchRun) -> None:
             f" ~{cpus * 1000 / per_task_ms:.0f} tasks/s on {cpus} idle CPUs",
         )
         _thread_lines(run.thread_cpu_s, len(completed), busy)
+        _switch_line(run.thread_switches, len(completed))
 
     print()
     print("convergence")
@@ -574,6 +618,19 @@ def report(run: BenchRun) -> None:
         )
     converged = len({(s.state_digest, s.applied_index) for s in run.statuses}) == 1
     print(f"  {'all nodes agree' if converged else 'NODES DISAGREE'}")
+
+
+def _switch_line(switches: dict[tuple[str, str], float], completed: int) -> None:
+    """Context switches per task, and the kinds of thread that made most."""
+    figures = _switches_per_task(switches, completed)
+    if not figures or not figures["by_thread"]:
+        return
+    busiest = list(figures["by_thread"].items())[:_THREADS_SHOWN]
+    _line(
+        "context switches per task",
+        f"{figures['voluntary']:.1f} voluntary, {figures['involuntary']:.1f} involuntary"
+        f" ({', '.join(f'{kind} {count:.2f}' for kind, count in busiest)})",
+    )
 
 
 def _thread_lines(used: dict[str, float], completed: int, busy: float) -> None:
@@ -737,7 +794,8 @@ def measure(
             node.node_id: _sync_p50_p99(_sync_buckets(start), _sync_buckets(end))
             for node, start, end in zip(nodes, scraped_before, scraped_after, strict=True)
         },
-        thread_cpu_s=_thread_cpu_used(scraped_before, scraped_after),
+        thread_cpu_s=_counted_between(scraped_before, scraped_after, _thread_cpu),
+        thread_switches=_counted_between(scraped_before, scraped_after, _thread_switches),
     )
 
 

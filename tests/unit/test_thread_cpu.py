@@ -1,15 +1,22 @@
-"""`cortex_thread_cpu_seconds_total{thread}`: CPU by kind of thread, read
-from /proc for this very process."""
+"""`cortex_thread_cpu_seconds_total{thread}`: CPU by kind of thread, and
+`cortex_thread_context_switches_total{thread, switch}`, read from /proc for
+this very process."""
 
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 
 import pytest
 
-from cortex.http.thread_cpu import ThreadCpuCollector, thread_cpu_seconds, thread_kind
+from cortex.http.thread_cpu import (
+    ThreadCpuCollector,
+    thread_cpu_seconds,
+    thread_kind,
+    thread_switches,
+)
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
 
@@ -65,10 +72,48 @@ def test_a_busy_thread_is_counted_under_its_kind_and_kept_after_it_ends() -> Non
 
 
 def test_it_serves_a_counter_labelled_by_thread() -> None:
-    (family,) = ThreadCpuCollector().collect()
+    family, _ = ThreadCpuCollector().collect()
     assert family.name == "cortex_thread_cpu_seconds"
     assert family.type == "counter"
     kinds = {sample.labels["thread"] for sample in family.samples}
     assert threading.current_thread().name in kinds
     assert all(sample.name == "cortex_thread_cpu_seconds_total" for sample in family.samples)
     assert all(sample.value >= 0 for sample in family.samples)
+
+
+HANDOFFS = 200
+
+
+def _switches(collector: ThreadCpuCollector, kind: str) -> dict[str, float]:
+    _, family = collector.collect()
+    return {s.labels["switch"]: s.value for s in family.samples if s.labels["thread"] == kind}
+
+
+def test_a_thread_waiting_for_work_counts_a_voluntary_switch_per_wait() -> None:
+    collector = ThreadCpuCollector()
+    work: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    done: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+    def serve() -> None:
+        while (item := work.get()) is not None:
+            done.put(item)
+
+    server = threading.Thread(target=serve, name="handoff_1", daemon=True)
+    server.start()
+    assert server.native_id is not None
+    before = thread_switches(server.native_id)
+    assert before is not None
+    # Each item is handed over only after the last came back: the server
+    # waits, with nothing to do, before every one.
+    for number in range(HANDOFFS):
+        work.put(number)
+        assert done.get(timeout=30) == number
+    after = thread_switches(server.native_id)
+    assert after is not None and after[0] - before[0] >= HANDOFFS
+    served = _switches(collector, "handoff")
+    assert set(served) == {"voluntary", "involuntary"}
+    assert served["voluntary"] >= HANDOFFS
+    work.put(None)
+    server.join(30)
+    # Ended, its switches stay counted.
+    assert _switches(collector, "handoff")["voluntary"] >= served["voluntary"]
