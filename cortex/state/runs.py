@@ -18,12 +18,22 @@ because no entry of a run reads what another entry of it writes:
   sequence numbers and the task rows' ids are those of entry-by-entry
   application; the digest and the task counts are sums, whatever the order.
 
+Held inserts go in statements of many rows each (`INSERT ... VALUES (...),
+(...), ...`): SQLite inserts them one after the other and fires each row's
+triggers as it goes, as for one statement a row, but Python gives up the
+GIL once per statement instead of once per row. Each time it does, a busy
+thread of the node can take it, and the Raft thread waits to win it back:
+with another thread running Python half the time, apply cost a quarter
+more CPU (`scripts/bench_handoff.py` shows what one such wait costs).
+
 Runs are formed on the optimistic pass only: an entry refused sends the
 whole batch back through the guarded pass, entry by entry. A run's reads
 happen after every entry before it is applied (`split` is lazy)."""
 
 from __future__ import annotations
 
+import functools
+import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,6 +49,11 @@ _TYPE_NAMES = frozenset(
 )
 # A candidate entry: its payload and the tasks it names.
 _Candidate = tuple[e.Payload, list[str]]
+# Rows an insert of many rows holds at most (fewer when they would bind
+# more parameters than SQLite allows); a power of two.
+ROWS_PER_INSERT = 64
+# An insert of one row whose values are all parameters: `INSERT ... VALUES (?, ?)`.
+_ONE_ROW_INSERT = re.compile(r"(?s)(INSERT INTO .+ VALUES\s*)(\(\?(?:\s*,\s*\?)*\))\s*")
 
 
 @dataclass
@@ -57,8 +72,48 @@ class Run:
     def flush(self, cur: sqlite3.Cursor) -> None:
         """Writes the held rows, statement by statement, each in the order made."""
         for sql, rows in self._held.items():
-            cur.executemany(sql, rows)
+            _write(cur, sql, rows)
         self._held.clear()
+
+
+def _write(cur: sqlite3.Cursor, sql: str, rows: list[tuple[Any, ...]]) -> None:
+    """Rows of one statement, in order: an insert's in statements of as
+    many rows as `_rows_per_insert` allows, and of halves of that for what
+    is left (at most a few sizes of statement, each prepared once), any
+    other statement's one row at a time."""
+    most = _rows_per_insert(cur.connection, sql, len(rows[0])) if len(rows) > 1 else 1
+    if most == 1:
+        cur.executemany(sql, rows)
+        return
+    start = 0
+    while start < len(rows):
+        size = most
+        while size > len(rows) - start:
+            size //= 2
+        chunk = rows[start : start + size]
+        start += size
+        if size == 1:
+            cur.execute(sql, chunk[0])
+        else:
+            cur.execute(_many_rows(sql, size), [value for row in chunk for value in row])
+
+
+def _rows_per_insert(conn: sqlite3.Connection, sql: str, columns: int) -> int:
+    """How many rows one statement of `sql` writes (1: it is not an insert
+    of one row of parameters)."""
+    if not columns or _ONE_ROW_INSERT.fullmatch(sql) is None:
+        return 1
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    fits = max(1, min(ROWS_PER_INSERT, limit // columns))
+    return 1 << (fits.bit_length() - 1)  # a power of two: see `_write`
+
+
+@functools.cache
+def _many_rows(sql: str, rows: int) -> str:
+    """`sql`, an insert of one row of parameters, made to insert `rows`."""
+    matched = _ONE_ROW_INSERT.fullmatch(sql)
+    assert matched is not None
+    return matched.group(1) + ", ".join([matched.group(2)] * rows)
 
 
 @dataclass
