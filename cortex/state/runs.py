@@ -20,8 +20,12 @@ because no entry of a run reads what another entry of it writes:
 
 Held inserts go in statements of many rows each (`INSERT ... VALUES (...),
 (...), ...`): SQLite inserts them one after the other and fires each row's
-triggers as it goes, as for one statement a row, but Python gives up the
-GIL once per statement instead of once per row. Each time it does, a busy
+triggers as it goes, as for one statement a row. Held updates of rows by
+their key go the same way (`UPDATE ... FROM (VALUES ...)`) when no key comes
+twice: each row is updated once, with its own values, its triggers fired,
+and the digest and the task counts are sums, so the order SQLite takes them
+in does not matter. Either way Python gives up the GIL once per statement
+instead of once per row. Each time it does, a busy
 thread of the node can take it, and the Raft thread waits to win it back:
 with another thread running Python half the time, apply cost a quarter
 more CPU (`scripts/bench_handoff.py` shows what one such wait costs).
@@ -49,11 +53,18 @@ _TYPE_NAMES = frozenset(
 )
 # A candidate entry: its payload and the tasks it names.
 _Candidate = tuple[e.Payload, list[str]]
-# Rows an insert of many rows holds at most (fewer when they would bind
+# Rows a statement of many rows writes at most (fewer when they would bind
 # more parameters than SQLite allows); a power of two.
-ROWS_PER_INSERT = 64
+ROWS_PER_STATEMENT = 64
 # An insert of one row whose values are all parameters: `INSERT ... VALUES (?, ?)`.
 _ONE_ROW_INSERT = re.compile(r"(?s)(INSERT INTO .+ VALUES\s*)(\(\?(?:\s*,\s*\?)*\))\s*")
+# An update of one row by its key, every value a parameter:
+# `UPDATE t SET a = ?, b = ? WHERE id = ?`.
+_ONE_ROW_UPDATE = re.compile(
+    r"UPDATE (?P<table>\w+) SET (?P<columns>\w+ = \?(?:, \w+ = \?)*) WHERE (?P<key>\w+) = \?"
+)
+# SQLite's first release with UPDATE ... FROM.
+_UPDATE_FROM = (3, 33, 0)
 
 
 @dataclass
@@ -77,11 +88,13 @@ class Run:
 
 
 def _write(cur: sqlite3.Cursor, sql: str, rows: list[tuple[Any, ...]]) -> None:
-    """Rows of one statement, in order: an insert's in statements of as
-    many rows as `_rows_per_insert` allows, and of halves of that for what
-    is left (at most a few sizes of statement, each prepared once), any
-    other statement's one row at a time."""
-    most = _rows_per_insert(cur.connection, sql, len(rows[0])) if len(rows) > 1 else 1
+    """Rows of one statement, in order: an insert's, or an update's by
+    distinct keys, in statements of as many rows as `_rows_per_statement`
+    allows, and of halves of that for what is left (at most a few sizes of
+    statement, each prepared once); any other statement's one row at a time."""
+    most = _rows_per_statement(cur.connection, sql, len(rows[0])) if len(rows) > 1 else 1
+    if most > 1 and _ONE_ROW_UPDATE.fullmatch(sql) and len({row[-1] for row in rows}) < len(rows):
+        most = 1  # a key updated twice: in order, one statement a row
     if most == 1:
         cur.executemany(sql, rows)
         return
@@ -98,22 +111,39 @@ def _write(cur: sqlite3.Cursor, sql: str, rows: list[tuple[Any, ...]]) -> None:
             cur.execute(_many_rows(sql, size), [value for row in chunk for value in row])
 
 
-def _rows_per_insert(conn: sqlite3.Connection, sql: str, columns: int) -> int:
-    """How many rows one statement of `sql` writes (1: it is not an insert
-    of one row of parameters)."""
-    if not columns or _ONE_ROW_INSERT.fullmatch(sql) is None:
+def _rows_per_statement(conn: sqlite3.Connection, sql: str, columns: int) -> int:
+    """How many rows one statement of `sql` writes at most (1: it is
+    neither an insert of one row of parameters nor an update of one row by
+    its key)."""
+    if not columns:
+        return 1
+    if _ONE_ROW_INSERT.fullmatch(sql) is None and (
+        _ONE_ROW_UPDATE.fullmatch(sql) is None or sqlite3.sqlite_version_info < _UPDATE_FROM
+    ):
         return 1
     limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    fits = max(1, min(ROWS_PER_INSERT, limit // columns))
+    fits = max(1, min(ROWS_PER_STATEMENT, limit // columns))
     return 1 << (fits.bit_length() - 1)  # a power of two: see `_write`
 
 
 @functools.cache
 def _many_rows(sql: str, rows: int) -> str:
-    """`sql`, an insert of one row of parameters, made to insert `rows`."""
-    matched = _ONE_ROW_INSERT.fullmatch(sql)
-    assert matched is not None
-    return matched.group(1) + ", ".join([matched.group(2)] * rows)
+    """`sql`, an insert of one row of parameters or an update of one row
+    by its key, made to write `rows`."""
+    inserted = _ONE_ROW_INSERT.fullmatch(sql)
+    if inserted is not None:
+        return inserted.group(1) + ", ".join([inserted.group(2)] * rows)
+    updated = _ONE_ROW_UPDATE.fullmatch(sql)
+    assert updated is not None
+    table, key = updated.group("table"), updated.group("key")
+    columns = [part.split(" = ")[0] for part in updated.group("columns").split(", ")]
+    values = "(" + ", ".join(["?"] * (len(columns) + 1)) + ")"
+    return (
+        f"UPDATE {table} SET "
+        + ", ".join(f"{column} = v.column{n}" for n, column in enumerate(columns, start=1))
+        + f" FROM (VALUES {', '.join([values] * rows)}) AS v"
+        + f" WHERE {table}.{key} = v.column{len(columns) + 1}"
+    )
 
 
 @dataclass
