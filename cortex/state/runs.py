@@ -25,10 +25,10 @@ their key go the same way (`UPDATE ... FROM (VALUES ...)`) when no key comes
 twice: each row is updated once, with its own values, its triggers fired,
 and the digest and the task counts are sums, so the order SQLite takes them
 in does not matter. Either way Python gives up the GIL once per statement
-instead of once per row. Each time it does, a busy
-thread of the node can take it, and the Raft thread waits to win it back:
-with another thread running Python half the time, apply cost a quarter
-more CPU (`scripts/bench_handoff.py` shows what one such wait costs).
+instead of once per row. Each time it does, a busy thread of the node can
+take it, and the Raft thread waits to win it back: with another thread
+running Python half the time, apply cost a quarter more CPU
+(`scripts/bench_handoff.py` shows what one such wait costs).
 
 Runs are formed on the optimistic pass only: an entry refused sends the
 whole batch back through the guarded pass, entry by entry. A run's reads
@@ -65,6 +65,7 @@ _ONE_ROW_UPDATE = re.compile(
 )
 # SQLite's first release with UPDATE ... FROM.
 _UPDATE_FROM = (3, 33, 0)
+_INSERT, _UPDATE = "insert", "update"
 
 
 @dataclass
@@ -92,9 +93,10 @@ def _write(cur: sqlite3.Cursor, sql: str, rows: list[tuple[Any, ...]]) -> None:
     distinct keys, in statements of as many rows as `_rows_per_statement`
     allows, and of halves of that for what is left (at most a few sizes of
     statement, each prepared once); any other statement's one row at a time."""
-    most = _rows_per_statement(cur.connection, sql, len(rows[0])) if len(rows) > 1 else 1
-    if most > 1 and _ONE_ROW_UPDATE.fullmatch(sql) and len({row[-1] for row in rows}) < len(rows):
-        most = 1  # a key updated twice: in order, one statement a row
+    shape = _shape(sql)
+    if shape == _UPDATE and len({row[-1] for row in rows}) < len(rows):
+        shape = None  # a key updated twice: in order, one statement a row
+    most = _rows_per_statement(cur.connection, len(rows[0])) if shape and len(rows) > 1 else 1
     if most == 1:
         cur.executemany(sql, rows)
         return
@@ -111,18 +113,22 @@ def _write(cur: sqlite3.Cursor, sql: str, rows: list[tuple[Any, ...]]) -> None:
             cur.execute(_many_rows(sql, size), [value for row in chunk for value in row])
 
 
-def _rows_per_statement(conn: sqlite3.Connection, sql: str, columns: int) -> int:
-    """How many rows one statement of `sql` writes at most (1: it is
-    neither an insert of one row of parameters nor an update of one row by
-    its key)."""
-    if not columns:
-        return 1
-    if _ONE_ROW_INSERT.fullmatch(sql) is None and (
-        _ONE_ROW_UPDATE.fullmatch(sql) is None or sqlite3.sqlite_version_info < _UPDATE_FROM
-    ):
-        return 1
+@functools.cache
+def _shape(sql: str) -> str | None:
+    """`_INSERT` for an insert of one row of parameters, `_UPDATE` for an
+    update of one row by its key (where this SQLite can update many rows
+    from a list of values), None for any other statement."""
+    if _ONE_ROW_INSERT.fullmatch(sql):
+        return _INSERT
+    if _ONE_ROW_UPDATE.fullmatch(sql) and sqlite3.sqlite_version_info >= _UPDATE_FROM:
+        return _UPDATE
+    return None
+
+
+def _rows_per_statement(conn: sqlite3.Connection, columns: int) -> int:
+    """How many rows of `columns` values one statement writes at most."""
     limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-    fits = max(1, min(ROWS_PER_STATEMENT, limit // columns))
+    fits = max(1, min(ROWS_PER_STATEMENT, limit // max(1, columns)))
     return 1 << (fits.bit_length() - 1)  # a power of two: see `_write`
 
 
