@@ -127,6 +127,10 @@ class Agent:
         self._running: dict[str, RunningAttempt] = {}
         self._lock = threading.Lock()
         self._wake = Signal()
+        # The attempts applied entries assigned here since the loop last
+        # looked, for it to start without reading every attempt of this node;
+        # None when the loop should look at them all.
+        self._fresh: list[tuple[str, int]] | None = []
         # Set when an attempt begins with its start held back (see above).
         self._held_starts = Signal()
         # Taking a held start and proposing it happen under this lock, so an
@@ -169,8 +173,16 @@ class Agent:
         entry: one entry may submit a task and place it here (queued, then
         assigned), and the reconcile loop may have started the attempt
         between the entry's commit and this call."""
-        wake = any(c.node == self._node_id and c.state == "assigned" for c in changes)
+        fresh = [
+            (c.task_id, c.attempt)
+            for c in changes
+            if c.node == self._node_id and c.state == "assigned"
+        ]
         with self._lock:
+            if not changes:
+                self._fresh = None
+            elif fresh and self._fresh is not None:
+                self._fresh.extend(fresh)
             for change in last_changes(changes):
                 running = self._running.get(change.task_id)
                 if running is None:
@@ -183,20 +195,50 @@ class Agent:
                 if not still_ours:
                     running.superseded = True
                     running.cancel.set()
-        if wake or not changes:
+        if fresh or not changes:
             self._wake.set()
 
     def main(self) -> Step[None]:
-        """The reconcile loop: every interval, or at once when woken, starts
-        the attempts assigned here and stops those no longer this node's."""
+        """The reconcile loop: every interval, and when a state it cannot
+        follow change by change is loaded (a snapshot), looks at every attempt
+        assigned here, starts those not started and stops those no longer
+        this node's; woken by new assignments, starts just those."""
         while not self._stop.is_set():
-            yield WaitSignal(self._wake, RECONCILE_INTERVAL_S)
+            woken = yield WaitSignal(self._wake, RECONCILE_INTERVAL_S)
+            with self._lock:
+                fresh, self._fresh = self._fresh, []
             if self._stop.is_set() or not self._is_ready():
+                with self._lock:
+                    self._fresh = None  # the next pass looks at every attempt
                 continue
             try:
-                self._reconcile()
+                if woken and fresh:
+                    self._start_fresh(fresh)
+                else:
+                    self._reconcile()
             except Exception:
                 log.exception("agent reconcile failed")
+
+    def _not_started(self, attempts: list[tuple[str, int]]) -> list[str]:
+        """The tasks of `attempts` not started by this process (running, or
+        ended and reporting while the caller read them): an attempt must never
+        run twice."""
+        with self._lock:
+            running = {r.task_id: r.attempt for r in self._running.values()}
+        return list(
+            dict.fromkeys(
+                task_id
+                for task_id, attempt in attempts
+                if running.get(task_id) != attempt and (task_id, attempt) not in self._started
+            )
+        )
+
+    def _start_fresh(self, fresh: list[tuple[str, int]]) -> None:
+        """Starts the attempts just assigned here, read as they are now: one
+        the log has moved on from is left to the next full pass."""
+        new = self._not_started(fresh)
+        if new:
+            self._start_read(self._reader.get_tasks(new), None)
 
     def _reconcile(self) -> None:
         mine = self._reader.attempts_on_node(self._node_id, ("assigned", "running"))
@@ -204,20 +246,19 @@ class Agent:
         self._stop_lost_attempts(held)
         self._started &= held
         self._reported_lost &= held
-        with self._lock:
-            running = {r.task_id: r.attempt for r in self._running.values()}
-        # Started here already (running, or ended and reporting while this
-        # read was taken): an attempt must never run twice. Only the others
-        # are read whole.
-        new = [
-            a.task_id
-            for a in mine
-            if running.get(a.task_id) != a.attempt and (a.task_id, a.attempt) not in self._started
-        ]
-        for task in self._reader.get_tasks(new) if new else []:
+        # Only the attempts not started here already are read whole.
+        new = self._not_started([(a.task_id, a.attempt) for a in mine])
+        if new:
+            self._start_read(self._reader.get_tasks(new), held)
+
+    def _start_read(self, tasks: list[TaskView], held: set[tuple[str, int]] | None) -> None:
+        """Starts (or recovers, or reports lost) the attempts of `tasks` that
+        are this node's and not started by this process; with `held`, only
+        those among it (what an earlier read found assigned here)."""
+        for task in tasks:
             attempt = (task.id, task.attempt)
             if (
-                attempt not in held
+                (held is not None and attempt not in held)
                 or task.node != self._node_id
                 or task.state not in ("assigned", "running")
                 or attempt in self._started
@@ -336,7 +377,6 @@ class Agent:
             with self._lock:
                 if self._running.get(task.id) is running:
                     del self._running[task.id]
-            self._wake.set()
 
     def _outcome(
         self, task: TaskView, result: ExecutionResult, started_at: int | None

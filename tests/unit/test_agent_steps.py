@@ -205,6 +205,63 @@ def test_a_pass_reading_before_the_attempt_ended_does_not_start_it_again(
     assert hand.proposer.submitted == []  # its start went with its outcome
 
 
+def _no_full_pass(*_: object) -> None:
+    raise AssertionError("a full pass read every attempt of the node")
+
+
+def test_a_pass_woken_by_assignments_reads_only_those_attempts(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Assignments applied wake the loop with their attempts: it starts
+    those, read as they are now, without reading every attempt of the
+    node; one the log has moved on from meanwhile is not started."""
+    hand = ByHand(log, tmp_path / "data")
+    for task_id in ("t-20", "t-21", "t-22"):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
+    assign(log, "t-20")
+    assign(log, "t-21")
+    assign(log, "t-22", node="n2")  # not this node's: not among the woken
+    assert log.one(e.TaskCancel("t-21"))["ok"]
+    monkeypatch.setattr(log.reader, "attempts_on_node", _no_full_pass)
+    (attempt,) = hand.reconcile()
+    assert [x.task_id for x, _, _ in hand.launcher.launched] == ["t-20"]
+    # Woken again with nothing new: a full pass, which starts nothing more.
+    monkeypatch.undo()
+    hand.agent._wake.set()
+    assert hand.reconcile() == []
+    assert attempt.waiting is hand.launcher.launched[0][2]
+
+
+def test_a_pass_after_a_loaded_state_or_on_the_interval_reads_every_attempt(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state loaded whole (a snapshot) tells the listener nothing change by
+    change: the next pass reads every attempt of the node, as does the pass
+    at the end of each interval; a pass woken by assignments does not."""
+    hand = ByHand(log, tmp_path / "data")
+    full_passes: list[str] = []
+    read_all = log.reader.attempts_on_node
+
+    def counted(*args: object) -> object:
+        full_passes.append("full")
+        return read_all(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log.reader, "attempts_on_node", counted)
+    assert log.one(e.TaskSubmit("t-23", {"type": "noop"}))["ok"]
+    assign(log, "t-23")
+    hand.agent.on_change(log.machine.applied_index, [])  # as after a snapshot
+    (first,) = hand.reconcile()
+    assert full_passes == ["full"]
+    assert log.one(e.TaskSubmit("t-24", {"type": "noop"}))["ok"]
+    assign(log, "t-24")
+    (second,) = hand.reconcile()
+    assert full_passes == ["full"]
+    hand.main.resume(False)  # the interval passed, nobody woke the loop
+    assert full_passes == ["full", "full"]
+    assert [x.task_id for x, _, _ in hand.launcher.launched] == ["t-23", "t-24"]
+    assert first.waiting is not None and second.waiting is not None
+
+
 def test_an_executor_launch_that_fails_fails_the_attempt(log: WorkflowLog, tmp_path: Path) -> None:
     hand = ByHand(log, tmp_path / "data")
     assert log.one(e.TaskSubmit("t-4", {"type": "noop", "retryPolicy": {"maxRetries": 0}}))["ok"]
