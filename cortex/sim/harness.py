@@ -142,7 +142,7 @@ def _not_kept(sync_obj: Any, message: Any) -> tuple[Any, None]:
 
 
 class _SeededIds:
-    """`uuid.uuid4()` for the entries' ids, from the seed."""
+    """Random UUIDs for entries and new ids (`entries.randomness`), from the seed."""
 
     def __init__(self, rng: random.Random) -> None:
         self._rng = rng
@@ -167,13 +167,13 @@ def _pinned(clock: SimClock, rng: random.Random, planted_bug: str | None) -> Ite
         pysyncobj.syncobj.monotonicTime,
         pysyncobj.syncobj.random,
         entries.time,
-        entries.uuid,
+        entries.randomness,
         logging.root.manager.disable,
     )
     pysyncobj.syncobj.monotonicTime = clock.monotonic
     pysyncobj.syncobj.random = random.Random(rng.getrandbits(64))
     entries.time = _SimTime(clock)  # type: ignore[assignment]
-    entries.uuid = _SeededIds(random.Random(rng.getrandbits(64)))  # type: ignore[assignment]
+    entries.randomness = _SeededIds(random.Random(rng.getrandbits(64)))  # type: ignore[assignment]
 
     def stop(what: str, err: BaseException, advice: str) -> NoReturn:
         raise NodeStopped(what, err)
@@ -198,7 +198,7 @@ def _pinned(clock: SimClock, rng: random.Random, planted_bug: str | None) -> Ite
             pysyncobj.syncobj.monotonicTime,
             pysyncobj.syncobj.random,
             entries.time,
-            entries.uuid,
+            entries.randomness,
             _,
         ) = saved
         failstop.set_stop_handler(None)

@@ -9,12 +9,11 @@ import functools
 import json
 import re
 import time
-import uuid
 from dataclasses import MISSING, dataclass, field, fields, replace
 from itertools import accumulate
 from typing import Any, ClassVar
 
-from cortex.ids import time_local
+from cortex.ids import OS_RANDOMNESS, time_local
 from cortex.state.backoff import MAX_BACKOFF_MS
 from cortex.state.reasons import (
     INVALID_ENTRY,
@@ -597,11 +596,15 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
 }
 
 
+# Where entries' and new ids' randomness comes from (a simulation seeds it).
+randomness = OS_RANDOMNESS
+
+
 def new_id() -> str:
     """A fresh id for something an entry creates (a task, a workflow): ids made
     close in time sit close together in an index (`cortex.ids`). Made from the
     clock and randomness entries are stamped with (a simulation seeds both)."""
-    return str(time_local(time.time(), uuid.uuid4().int))
+    return str(time_local(time.time(), randomness.uuid4().int))
 
 
 @dataclass(frozen=True)
@@ -622,7 +625,7 @@ class Entry:
     ) -> Entry:
         """Stamps a payload with the proposer's identity and clock. The span id
         is the id's last 64 random bits (one random draw per entry)."""
-        unique = uuid.uuid4()
+        unique = randomness.uuid4()
         return cls(
             type=payload.TYPE,
             id=str(unique),

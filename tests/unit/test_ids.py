@@ -4,14 +4,20 @@ stay valid UUIDs."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import threading
 import uuid
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex.client.requests import new_idempotency_key
-from cortex.ids import new_time_local_id, time_local
+from cortex.ids import OsRandomness, new_time_local_id, time_local
 from cortex.state import entries as e
 
 # A day in 2026, in seconds since the epoch, and a round of the count.
@@ -62,3 +68,60 @@ def test_tasks_workflows_and_default_idempotency_keys_get_fresh_time_local_ids()
     made = [e.new_id(), new_time_local_id(), new_idempotency_key().removeprefix("client-")]
     assert len(set(made)) == 3
     assert all(uuid.UUID(value).version == 8 for value in made)
+
+
+def test_random_uuids_come_from_the_os_a_chunk_at_a_time(monkeypatch: Any) -> None:
+    """Version 4 UUIDs as `uuid.uuid4` makes them, sixteen bytes of one read
+    each: 256 ids per 4 KB read, none repeated, from threads at once."""
+    reads: list[int] = []
+    real_urandom = os.urandom
+
+    def counted(size: int) -> bytes:
+        reads.append(size)
+        return real_urandom(size)
+
+    monkeypatch.setattr(os, "urandom", counted)
+    source = OsRandomness()
+    made: list[uuid.UUID] = []
+
+    def draw() -> None:
+        made.extend(source.uuid4() for _ in range(1000))
+
+    threads = [threading.Thread(target=draw) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(made)) == 4000
+    assert all(u.version == 4 and u.variant == uuid.RFC_4122 for u in made)
+    assert reads == [OsRandomness.CHUNK] * -(-4000 * 16 // OsRandomness.CHUNK)
+
+
+_FORKED = """
+import os, sys
+from cortex.ids import OsRandomness
+source = OsRandomness()
+source.uuid4()  # the buffer holds unread bytes, which the child inherits
+read_end, write_end = os.pipe()
+child = os.fork()
+if child == 0:
+    os.write(write_end, " ".join(source.uuid4().hex for _ in range(8)).encode())
+    os._exit(0)
+os.close(write_end)
+with os.fdopen(read_end) as pipe:
+    in_child = pipe.read()
+os.waitpid(child, 0)
+print(in_child)
+print(" ".join(source.uuid4().hex for _ in range(8)))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_never_makes_its_parents_ids() -> None:
+    # In a process of its own: forking the test runner, threads and all, is not safe.
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=60, check=True
+    )
+    in_child, in_parent = (set(line.split()) for line in done.stdout.splitlines())
+    assert len(in_child) == 8 and len(in_parent) == 8
+    assert not in_child & in_parent
