@@ -22,6 +22,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 _TENTHS_BITS = 12
 _RANDOM_BITS = 128 - _TENTHS_BITS
@@ -50,7 +51,8 @@ class OsRandomness:
 
     CHUNK = 4096
 
-    def __init__(self) -> None:
+    def __init__(self, read: Callable[[int], bytes] = os.urandom) -> None:
+        self._read = read
         self._forget()
         os.register_at_fork(after_in_child=self._forget)
 
@@ -64,7 +66,7 @@ class OsRandomness:
     def uuid4(self) -> uuid.UUID:
         with self._lock:
             if self._at + 16 > len(self._buffer):
-                self._buffer, self._at = os.urandom(self.CHUNK), 0
+                self._buffer, self._at = self._read(self.CHUNK), 0
             drawn = self._buffer[self._at : self._at + 16]
             self._at += 16
         return uuid.UUID(bytes=drawn, version=4)

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -70,18 +69,16 @@ def test_tasks_workflows_and_default_idempotency_keys_get_fresh_time_local_ids()
     assert all(uuid.UUID(value).version == 8 for value in made)
 
 
-def test_random_uuids_come_from_the_os_a_chunk_at_a_time(monkeypatch: Any) -> None:
+def test_random_uuids_come_from_the_os_a_chunk_at_a_time() -> None:
     """Version 4 UUIDs as `uuid.uuid4` makes them, sixteen bytes of one read
     each: 256 ids per 4 KB read, none repeated, from threads at once."""
     reads: list[int] = []
-    real_urandom = os.urandom
 
     def counted(size: int) -> bytes:
         reads.append(size)
-        return real_urandom(size)
+        return os.urandom(size)
 
-    monkeypatch.setattr(os, "urandom", counted)
-    source = OsRandomness()
+    source = OsRandomness(counted)
     made: list[uuid.UUID] = []
 
     def draw() -> None:
