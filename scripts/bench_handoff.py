@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench_core import percentile
+
 # Rows of the table the point reads look up.
 _ROWS = 100_000
 _PAGE = b"x" * 4096
@@ -117,12 +119,11 @@ def page_writes(directory: str, count: int) -> dict[str, float]:
         sync_cpu, _ = _spent(write_and_sync)
     finally:
         os.close(fd)
-    synced.sort()
     return {
         "write_cpu_us": cpu / count * 1e6,
         "write_sync_cpu_us": sync_cpu / count * 1e6,
-        "sync_p50_ms": synced[len(synced) // 2] * 1000,
-        "sync_p99_ms": synced[min(len(synced) - 1, len(synced) * 99 // 100)] * 1000,
+        "sync_p50_ms": percentile(synced, 50) * 1000,
+        "sync_p99_ms": percentile(synced, 99) * 1000,
     }
 
 
