@@ -10,6 +10,17 @@ fdatasync covers every entry appended in that pass (group commit), and the
 leader's own entries, appended before its poll, are synced before its next
 commit decision counts them.
 
+**A commit announcement is not acknowledged twice.** Once a majority has
+an entry, the leader sends its new commit index at once, in an append with
+no entries; each follower answers it as it answers every append, naming the
+same next index it had just named for the entry itself. That answer tells the
+leader nothing, and costs a send on the follower and a receive and a pass of
+the Raft loop on the leader, for every entry. A follower leaves it out when
+it acknowledged that same index to that leader, in the same term, less than
+`ACK_REPEAT_S` ago; an answer to an append that carries entries, a refusal,
+or one after a quiet spell is always sent, so the leader still hears from
+each follower at least once per heartbeat period.
+
 **Bounded frames.** pysyncobj reads a 32-bit length prefix and then buffers
 that many bytes before checking anything, growing an immutable buffer. A
 peer that has not yet shown it holds the cluster secret (its first frame has
@@ -48,6 +59,11 @@ from cortex.raft.journal import DurableJournal
 
 log = logging.getLogger(__name__)
 
+# How long an acknowledgement of a commit announcement that repeats the last
+# one is left out (module docstring). Well under the leader's heartbeat
+# period (pysyncobj's appendEntriesPeriod, 0.1 s), so idle heartbeats are
+# all answered, and far under the leader's fallback timeout.
+ACK_REPEAT_S = 0.05
 # The key exchange is one sealed frame of 32 random bytes: well under 1 KiB.
 MAX_UNPROVEN_FRAME = 64 * 1024
 # Appends and snapshot chunks are split at 64 KiB, but a follower forwards a
@@ -178,13 +194,26 @@ class AckHold:
     thread calls `flush` right after each poll (`sync_after_poll`). Shared by
     the TCP transport and the simulator's."""
 
-    def __init__(self, journal: DurableJournal, deliver: Callable[[Any, Any], bool]) -> None:
+    def __init__(
+        self,
+        journal: DurableJournal,
+        deliver: Callable[[Any, Any], bool],
+        clock: Callable[[], float] = lambda: pysyncobj.syncobj.monotonicTime(),
+    ) -> None:
         self._journal = journal
         self._deliver = deliver
+        # pysyncobj's clock: the simulator routes it.
+        self._clock = clock
         self._held: list[tuple[Any, Any]] = []
         # While a message `keep_matching_entries` rewrote is handled: the
         # node it came from and the next index its acceptance must name.
         self._verified: tuple[Any, int] | None = None
+        # While an append is handled: the node it came from, its term, and
+        # whether it is a commit announcement (no entries).
+        self._append: tuple[Any, Any, bool] | None = None
+        # Per node: the (term, next index) of the last acceptance sent to
+        # it, and when.
+        self._accepted: dict[Any, tuple[tuple[Any, Any], float]] = {}
 
     def send(self, node: Any, message: Any) -> bool:
         if (
@@ -195,6 +224,8 @@ class AckHold:
             and node == self._verified[0]
         ):
             message = {**message, "next_node_idx": self._verified[1]}
+        if self._repeats_acceptance(node, message):
+            return True
         if (
             isinstance(message, dict)
             and message.get("type") == _ACK
@@ -203,6 +234,33 @@ class AckHold:
             self._held.append((node, message))
             return True
         return self._deliver(node, message)
+
+    def _repeats_acceptance(self, node: Any, message: Any) -> bool:
+        """Whether `message` accepts a commit announcement from `node` by
+        naming the next index this node named to it last, in the same term,
+        less than `ACK_REPEAT_S` ago; notes each acceptance it lets through."""
+        if not (
+            isinstance(message, dict)
+            and message.get("type") == _ACK
+            and message.get("success")
+            and not message.get("reset")
+        ):
+            return False
+        handling = self._append
+        if handling is None or handling[0] != node:
+            return False
+        accepted = (handling[1], message.get("next_node_idx"))
+        now = self._clock()
+        last = self._accepted.get(node)
+        if (
+            handling[2]
+            and last is not None
+            and last[0] == accepted
+            and now - last[1] < ACK_REPEAT_S
+        ):
+            return True
+        self._accepted[node] = (accepted, now)
+        return False
 
     def flush(self) -> None:
         """Syncs the journal, then sends the acknowledgements it covers."""
@@ -221,14 +279,26 @@ class AckHold:
         message, verified_next = keep_matching_entries(
             sync_obj, guard_incoming(sync_obj, node, gather_chunks(sync_obj, message))
         )
-        if verified_next is None:
-            handle(node, message)
-            return
-        self._verified = (node, verified_next)
+        self._verified = None if verified_next is None else (node, verified_next)
+        self._append = _append_of(node, message)
         try:
             handle(node, message)
         finally:
             self._verified = None
+            self._append = None
+
+
+def _append_of(node: Any, message: Any) -> tuple[Any, Any, bool] | None:
+    """For an append: the node, the term, and whether it carries no entries
+    (a heartbeat, which announces the leader's commit index)."""
+    if not (
+        isinstance(message, dict)
+        and message.get("type") == "append_entries"
+        and "prevLogIdx" in message
+    ):
+        return None
+    empty = "transmission" not in message and not message.get("entries")
+    return node, message.get("term"), empty
 
 
 def gather_chunks(sync_obj: Any, message: Any) -> Any:
