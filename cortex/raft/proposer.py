@@ -208,7 +208,14 @@ class Proposer:
     a busy cluster needs: with two batches in flight, 32 clients submitting
     one task per call made 0.34 entries per task and ran 290 tasks/s; with
     one, 0.21 and 340 tasks/s, and the latency of one task at a time did
-    not move (`scripts/bench_core.py`)."""
+    not move (`scripts/bench_core.py`).
+
+    Entries that find no batch in flight and nothing queued or being
+    gathered have nothing to wait for and nobody to share an entry with:
+    the caller's thread sends them at once (`_send_now`), instead of
+    handing them to the proposer's thread, which would wake only to send
+    them alone. They take the batch's place in flight all the same, so
+    what comes after them queues behind them as before."""
 
     def __init__(
         self,
@@ -230,6 +237,9 @@ class Proposer:
         self._in_flight: dict[int, tuple[float, list[Future[dict[str, Any]]]]] = {}
         self._in_flight_changed = threading.Condition()
         self._batch_number = 0
+        # Set (under `_in_flight_changed`) while the proposer's thread holds
+        # entries it took from the queue and has not sent yet.
+        self._gathering = False
         self.in_flight_timeout = 10.0
         self._thread = threading.Thread(target=self._run, name="proposer", daemon=True)
         self._stopped = False
@@ -239,15 +249,48 @@ class Proposer:
         check_writable(self._group)
 
     def submit(self, entry: Entry) -> Future[dict[str, Any]]:
-        future: Future[dict[str, Any]] = Future()
+        return self._submit([entry])[0]
+
+    def _submit(self, entries: list[Entry]) -> list[Future[dict[str, Any]]]:
+        """A future of each entry's result; the entries are sent at once
+        when nothing is in flight or waiting (class docstring), else queued."""
+        futures: list[Future[dict[str, Any]]] = [Future() for _ in entries]
         if self._stopped:
-            future.set_exception(Unavailable("node is shutting down"))
-            return future
-        try:
-            self._queue.put((entry, future), timeout=5)
-        except queue.Full:
-            future.set_exception(Unavailable("too many proposals queued on this node; retry"))
-        return future
+            for future in futures:
+                future.set_exception(Unavailable("node is shutting down"))
+            return futures
+        batch = list(zip(entries, futures, strict=True))
+        number = self._claim_idle()
+        if number is not None:
+            self._send(batch, number)
+            return futures
+        for item in batch:
+            try:
+                self._queue.put(item, timeout=5)
+            except queue.Full:
+                item[1].set_exception(Unavailable("too many proposals queued on this node; retry"))
+        return futures
+
+    def _claim_idle(self) -> int | None:
+        """The number of a batch to send now, when no batch is in flight and
+        nothing is queued or being gathered by the proposer's thread; None
+        otherwise."""
+        with self._in_flight_changed:
+            if (
+                self._gathering
+                or len(self._in_flight) >= self._max_in_flight
+                or not self._queue.empty()
+            ):
+                return None
+            return self._claim()
+
+    def _claim(self) -> int:
+        """A place in flight for the next batch (under `_in_flight_changed`);
+        its futures are filled in by `_send`."""
+        self._batch_number += 1
+        number = self._batch_number
+        self._in_flight[number] = (time.monotonic() + self.in_flight_timeout, [])
+        return number
 
     def submit_all(self, entries: list[Entry]) -> Future[list[dict[str, Any]]]:
         """One future of every entry's result, in order, once each is applied
@@ -260,7 +303,7 @@ class Proposer:
             failed: Future[list[dict[str, Any]]] = Future()
             failed.set_exception(err)
             return failed
-        combined = gather([self.submit(entry) for entry in entries])
+        combined = gather(self._submit(entries))
         if not combined.done():
             self._deadlines.add(combined, self.commit_timeout_s)
         return combined
@@ -268,7 +311,7 @@ class Proposer:
     def propose(self, entries: list[Entry], timeout: float = 10.0) -> list[dict[str, Any]]:
         """Proposes entries and waits until each is applied on this node."""
         self.check_writable()
-        futures = [self.submit(entry) for entry in entries]
+        futures = self._submit(entries)
         deadline = time.monotonic() + timeout
         results = []
         for future in futures:
@@ -298,7 +341,7 @@ class Proposer:
             return False
         # Room first, then the batch: what queues while the batches in
         # flight commit leaves with this one, instead of after it.
-        self._wait_for_room()
+        number = self._wait_for_room()
         batch = [item]
         size = len(str(item[0].payload))
         while len(batch) < self._max_entries and size < self._max_bytes:
@@ -311,14 +354,22 @@ class Proposer:
                 break
             batch.append(more)
             size += len(str(more[0].payload))
-        self._send(batch)
+        try:
+            self._send(batch, number)
+        finally:
+            with self._in_flight_changed:
+                self._gathering = False
         return True
 
-    def _wait_for_room(self) -> None:
+    def _wait_for_room(self) -> int:
+        """Waits for room in flight and claims it for the batch this thread
+        is gathering."""
         with self._in_flight_changed:
+            self._gathering = True
             while len(self._in_flight) >= self._max_in_flight:
                 fail_overdue(self._in_flight, time.monotonic())
                 self._in_flight_changed.wait(0.1)
+            return self._claim()
 
     def _finish(self, number: int) -> bool:
         with self._in_flight_changed:
@@ -326,12 +377,18 @@ class Proposer:
             self._in_flight_changed.notify_all()
             return known
 
-    def _send(self, batch: list[_Pending]) -> None:
+    def _send(self, batch: list[_Pending], number: int) -> None:
+        """Proposes `batch` as the batch `number` claimed (`_claim`)."""
         futures = [future for _, future in batch]
         with self._in_flight_changed:
-            self._batch_number += 1
-            number = self._batch_number
-            self._in_flight[number] = (time.monotonic() + self.in_flight_timeout, futures)
+            claimed = self._in_flight.get(number)
+            if claimed is not None:
+                self._in_flight[number] = (claimed[0], futures)
+        if claimed is None:
+            # Given up on (`fail_overdue`) before it was even sent.
+            for future in futures:
+                _fail(future, Unavailable("no answer from the leader"))
+            return
 
         entries, carriers = fold_starts([entry for entry, _ in batch])
 

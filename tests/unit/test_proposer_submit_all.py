@@ -194,3 +194,63 @@ def test_a_deadline_passed_by_settled_futures_still_fails_the_pending_one() -> N
         assert [future.result(0) for future in settled] == [0, 1, 2]
     finally:
         deadlines.stop()
+
+
+class ThreadNotingGroup(HeldGroup):
+    """`HeldGroup` that notes which thread proposed each batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def propose_batch(self, data: bytes, callback: Callback) -> None:
+        self.threads.append(threading.current_thread().name)
+        super().propose_batch(data, callback)
+
+
+def test_entries_that_find_the_proposer_idle_leave_from_the_callers_thread() -> None:
+    """Nothing in flight or queued: the caller sends them itself, as one
+    batch, before `submit_all` returns (no hand-off to the proposer's thread)."""
+    group = ThreadNotingGroup()
+    proposer = Proposer(group, commit_timeout_s=10)  # type: ignore[arg-type]
+    try:
+        proposed = entries(2)
+        combined = proposer.submit_all(proposed)
+        assert group.batches == [[entry.id for entry in proposed]]
+        assert group.threads == [threading.current_thread().name]
+        group.release()
+        assert [r["id"] for r in combined.result(5)] == [entry.id for entry in proposed]
+        # Idle again once applied: the next one leaves at once too.
+        single = entries(1)[0]
+        future = proposer.submit(single)
+        assert group.batches[-1] == [single.id] and len(group.threads) == 2
+        group.release()
+        assert future.result(5)["id"] == single.id
+    finally:
+        proposer.stop()
+
+
+def test_entries_behind_a_batch_in_flight_wait_and_leave_together() -> None:
+    """One batch in flight at a time still: what arrives meanwhile, from
+    any thread, waits for it and then leaves as one batch, from the
+    proposer's thread, in the order it came."""
+    group = ThreadNotingGroup()
+    proposer = Proposer(group, commit_timeout_s=10)  # type: ignore[arg-type]
+    try:
+        first = proposer.submit_all(entries(1))
+        waiting = entries(3)
+        futures = [proposer.submit(entry) for entry in waiting]
+        other_thread = threading.Thread(target=lambda: futures.append(proposer.submit(extra)))
+        extra = entries(1)[0]
+        other_thread.start()
+        other_thread.join(5)
+        assert len(group.batches) == 1, "nothing more leaves while a batch is in flight"
+        group.release()
+        first.result(5)
+        wait_until(lambda: len(group.batches) == 2, 5, what="the waiting entries' batch")
+        assert group.batches[1] == [entry.id for entry in waiting] + [extra.id]
+        assert group.threads[1] == "proposer"
+        group.release()
+        assert [f.result(5)["id"] for f in futures] == [e.id for e in [*waiting, extra]]
+    finally:
+        proposer.stop()
