@@ -2,8 +2,9 @@
 """What this machine charges for the moves a node makes around every task,
 with nothing of Cortex in them: handing work from one thread to another and
 back, a SQLite point read alone and beside a thread running Python (the
-read releases the GIL and must win it back), and writing and syncing a 4 KB
-page. A node hands each task between threads several times (the API's pool,
+read releases the GIL and must win it back), writing and syncing a 4 KB
+page, and a small piece of work in a loop and after the thread slept (a
+node's threads sleep between messages, and wake to cold caches). A node hands each task between threads several times (the API's pool,
 the proposer, the Raft loop, the agent's loop, its steps and the attempt's
 thread: `cortex_thread_context_switches_total`, which `bench_core.py`
 reports per task); these figures say what each such move costs here, so
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import queue
 import sqlite3
 import sys
@@ -127,6 +129,29 @@ def page_writes(directory: str, count: int) -> dict[str, float]:
     }
 
 
+def cold_work(count: int, pause_s: float = 0.002) -> dict[str, float]:
+    """The thread CPU one small piece of a node's work takes (reading a Raft
+    acknowledgement from its pickle, as a node does for every one it
+    receives) when done over and over, and when the thread slept `pause_s`
+    before each: the machine's caches have gone cold meanwhile, as they have
+    for a node's thread woken by the next message."""
+    ack = pickle.dumps((b"k" * 32, {"type": "next_node_idx", "next_node_idx": 12345,
+                                    "reset": False, "success": True}), 2)  # fmt: skip
+
+    def costs(pause: float) -> list[float]:
+        spent = []
+        for _ in range(count):
+            if pause:
+                time.sleep(pause)
+            began = time.thread_time()
+            pickle.loads(ack)
+            spent.append(time.thread_time() - began)
+        return spent
+
+    warm, cold = costs(0.0), costs(pause_s)
+    return {"warm_p50_us": percentile(warm, 50) * 1e6, "cold_p50_us": percentile(cold, 50) * 1e6}
+
+
 def measure(rounds: int, directory: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
         path = _database(scratch)
@@ -135,6 +160,7 @@ def measure(rounds: int, directory: str | None = None) -> dict[str, Any]:
         # Each of these waits for the GIL: fewer of them say as much.
         crowded = reads(path, max(100, rounds // 5), beside_busy_thread=True)
         written = page_writes(scratch, max(100, rounds // 100))
+        woken = cold_work(max(100, rounds // 50))
     return {
         "rounds": rounds,
         "cpus": os.cpu_count() or 1,
@@ -146,6 +172,8 @@ def measure(rounds: int, directory: str | None = None) -> dict[str, Any]:
         "page_write_and_sync_cpu_us": round(written["write_sync_cpu_us"], 1),
         "sync_p50_ms": round(written["sync_p50_ms"], 3),
         "sync_p99_ms": round(written["sync_p99_ms"], 3),
+        "small_work_cpu_us": round(woken["warm_p50_us"], 1),
+        "small_work_after_sleep_cpu_us": round(woken["cold_p50_us"], 1),
     }
 
 
@@ -177,6 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"    and fdatasync                 {figures['page_write_and_sync_cpu_us']} us CPU,"
         f" sync p50 {figures['sync_p50_ms']} ms, p99 {figures['sync_p99_ms']} ms"
+    )
+    print(
+        f"  unpickling an acknowledgement   {figures['small_work_cpu_us']} us CPU (p50) in a loop,"
+        f" {figures['small_work_after_sleep_cpu_us']} us after 2 ms asleep (cold caches)"
     )
     return 0
 
