@@ -212,10 +212,11 @@ class Proposer:
 
     Entries that find no batch in flight and nothing queued or being
     gathered have nothing to wait for and nobody to share an entry with:
-    the caller's thread sends them at once (`_send_now`), instead of
-    handing them to the proposer's thread, which would wake only to send
-    them alone. They take the batch's place in flight all the same, so
-    what comes after them queues behind them as before."""
+    the caller's thread sends them at once (`_submit`), as one batch when
+    they fit in one, instead of handing them to the proposer's thread,
+    which would wake only to send them alone. They take the batch's place
+    in flight all the same, so what comes after them queues behind them as
+    before."""
 
     def __init__(
         self,
@@ -260,7 +261,10 @@ class Proposer:
                 future.set_exception(Unavailable("node is shutting down"))
             return futures
         batch = list(zip(entries, futures, strict=True))
-        number = self._claim_idle()
+        fits = len(entries) <= self._max_entries and (
+            sum(len(str(entry.payload)) for entry in entries) <= self._max_bytes
+        )
+        number = self._claim_idle() if fits else None
         if number is not None:
             self._send(batch, number)
             return futures

@@ -254,3 +254,17 @@ def test_entries_behind_a_batch_in_flight_wait_and_leave_together() -> None:
         assert [f.result(5)["id"] for f in futures] == [e.id for e in [*waiting, extra]]
     finally:
         proposer.stop()
+
+
+def test_entries_too_many_for_one_batch_are_split_as_before(group: StandInGroup) -> None:
+    """Sent at once only when they fit in one batch: more go through the
+    queue, and the proposer's thread cuts them into batches."""
+    proposer = Proposer(group, max_batch_entries=2, commit_timeout_s=10)  # type: ignore[arg-type]
+    try:
+        proposed = entries(5)
+        results = proposer.submit_all(proposed).result(5)
+    finally:
+        proposer.stop()
+    assert [r["id"] for r in results] == [entry.id for entry in proposed]
+    assert all(len(batch) <= 2 for batch in group.batches)
+    assert sum(group.batches, []) == [entry.id for entry in proposed]
