@@ -261,10 +261,7 @@ class Proposer:
                 future.set_exception(Unavailable("node is shutting down"))
             return futures
         batch = list(zip(entries, futures, strict=True))
-        fits = len(entries) <= self._max_entries and (
-            sum(len(str(entry.payload)) for entry in entries) <= self._max_bytes
-        )
-        number = self._claim_idle() if fits else None
+        number = self._claim_idle() if self._may_send_now(entries) else None
         if number is not None:
             self._send(batch, number)
             return futures
@@ -274,6 +271,18 @@ class Proposer:
             except queue.Full:
                 item[1].set_exception(Unavailable("too many proposals queued on this node; retry"))
         return futures
+
+    def _may_send_now(self, entries: list[Entry]) -> bool:
+        """Whether the proposer looks idle (read without the lock;
+        `_claim_idle` makes sure) and `entries` fit in one batch. A lone
+        entry always does, as it does for the proposer's thread; the size
+        of several is only worked out when they could leave now."""
+        if self._gathering or self._in_flight or not self._queue.empty():
+            return False
+        return len(entries) == 1 or (
+            len(entries) <= self._max_entries
+            and sum(len(str(entry.payload)) for entry in entries) <= self._max_bytes
+        )
 
     def _claim_idle(self) -> int | None:
         """The number of a batch to send now, when no batch is in flight and

@@ -239,12 +239,7 @@ class AckHold:
         """Whether `message` accepts a commit announcement from `node` by
         naming the next index this node named to it last, in the same term,
         less than `ACK_REPEAT_S` ago; notes each acceptance it lets through."""
-        if not (
-            isinstance(message, dict)
-            and message.get("type") == _ACK
-            and message.get("success")
-            and not message.get("reset")
-        ):
+        if not _is_acceptance(message):
             return False
         handling = self._append
         if handling is None or handling[0] != node:
@@ -286,6 +281,17 @@ class AckHold:
         finally:
             self._verified = None
             self._append = None
+
+
+def _is_acceptance(message: Any) -> bool:
+    """A follower's acknowledgement that it holds the entries up to its next
+    index (not a refusal, nor a reset of the leader's next index)."""
+    return (
+        isinstance(message, dict)
+        and message.get("type") == _ACK
+        and bool(message.get("success"))
+        and not message.get("reset")
+    )
 
 
 def _append_of(node: Any, message: Any) -> tuple[Any, Any, bool] | None:
@@ -409,12 +415,7 @@ def _keep_next_index(sync_obj: Any, node: Any, message: Any) -> Any:
     The acceptance still raises the match index, but leaves a next index
     that is ahead where it is: the match index is raised here, so pysyncobj
     finds nothing to raise and leaves both. Refusals still move it back."""
-    if not (
-        isinstance(message, dict)
-        and message.get("type") == _ACK
-        and message.get("success")
-        and not message.get("reset")
-    ):
+    if not _is_acceptance(message):
         return message
     next_index = sync_obj._SyncObj__raftNextIndex.get(node)
     match_index = sync_obj._SyncObj__raftMatchIndex.get(node)
