@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +28,11 @@ DEFAULT_GAMING_PROCESSES = (
 )
 _MB = 1024 * 1024
 _GB = 1024 * 1024 * 1024
+# How long a look for running games holds. Looking reads every process's
+# name (a few milliseconds of CPU with sixty processes, more on a desktop
+# with hundreds), and games start and stop at human pace: a heartbeat every
+# two seconds does not need a look of its own.
+GAMING_CHECK_S = 30.0
 
 
 def detect_gpu() -> GpuInfo | None:
@@ -72,13 +78,17 @@ class ResourceSampler:
         bandwidth_mbps: float | None = None,
         gaming_processes: tuple[str, ...] = DEFAULT_GAMING_PROCESSES,
         probe_gpu: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._data_dir = data_dir
+        self._clock = clock
+        # The last look for games: when it was made, and what it found.
+        self._gaming_seen: tuple[float, bool] | None = None
         self._declared = declared or {}
         self._bandwidth_mbps = bandwidth_mbps or link_speed_mbps()
         self._gaming = {name.lower() for name in gaming_processes}
         self._probe_gpu = probe_gpu
-        self._last_time = time.monotonic()
+        self._last_time = clock()
         self._last_disk = self._disk_busy_ms()
         self._last_net = self._net_bytes()
         psutil.cpu_percent(interval=None)
@@ -93,9 +103,17 @@ class ResourceSampler:
         counters = psutil.net_io_counters()
         return float(counters.bytes_sent + counters.bytes_recv) if counters else 0.0
 
-    def _gaming_detected(self) -> bool:
+    def _gaming_detected(self, now: float) -> bool:
+        """Whether a game runs here, as the last look found it when that is
+        less than `GAMING_CHECK_S` old."""
         if not self._gaming:
             return False
+        seen = self._gaming_seen
+        if seen is None or now - seen[0] >= GAMING_CHECK_S:
+            seen = self._gaming_seen = (now, self._game_running())
+        return seen[1]
+
+    def _game_running(self) -> bool:
         for process in psutil.process_iter(["name"]):
             name = (process.info.get("name") or "").lower()
             if name in self._gaming:
@@ -103,7 +121,7 @@ class ResourceSampler:
         return False
 
     def measure(self) -> NodeResources:
-        now = time.monotonic()
+        now = self._clock()
         elapsed_ms = max((now - self._last_time) * 1000, 1.0)
         disk_busy, net = self._disk_busy_ms(), self._net_bytes()
         io_util = min(100.0, max(0.0, (disk_busy - self._last_disk) / elapsed_ms * 100))
@@ -123,7 +141,7 @@ class ResourceSampler:
             network_bandwidth_mbps=self._bandwidth_mbps,
             network_throughput_mbps=throughput_mbps,
             gpu=detect_gpu() if self._probe_gpu else None,
-            gaming_detected=self._gaming_detected(),
+            gaming_detected=self._gaming_detected(now),
         )
 
     def sample(self) -> NodeResources:
