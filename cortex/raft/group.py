@@ -42,7 +42,10 @@ FAIL_REASON_NAMES = {
 
 SNAPSHOT_FILE = "raft.snapshot"
 _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
-_LEADER = 2
+_FOLLOWER, _LEADER = 0, 2
+# The longest the Raft thread of a follower sleeps when nothing arrives
+# before its election deadline (see `RaftGroup._tick_wait`).
+IDLE_TICK_MAX_S = 0.5
 _create_journal = pysyncobj.syncobj.createJournal
 _OVERLAP_MESSAGE = "truncating already-applied log entries"
 
@@ -156,6 +159,8 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.observer = settings.observer
         # When the leader's last append reached this observer (pysyncobj's clock).
         self._leader_heard_at: float | None = None
+        # Told on the Raft thread when this node becomes or stops being the leader.
+        self._role_listeners: list[Callable[[bool], None]] = []
         self._leader_silence_s = settings.election_timeout_s[1]
         os.makedirs(settings.data_dir, exist_ok=True)
         discard_temporary_files(settings.data_dir)
@@ -182,6 +187,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             connectionRetryTime=1.0,
             connectionTimeout=2.0,
             onReady=on_ready,
+            onStateChanged=self._state_changed,
             autoTick=settings.auto_tick,
         )
         self.compaction = CompactionGate(
@@ -210,6 +216,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         if ticking is not None:
             # pysyncobj leaves it unnamed ("Thread-N (_autoTickThread)").
             ticking.name = "raft"
+            self._poll_until_due()
         self._batch_method = self._method_id("apply_batch")
         self._merged_method = self._method_id("apply_merged")
         self.commands = MergingQueue(getattr(self, "_SyncObj__commandsQueue"), self)  # noqa: B009
@@ -289,6 +296,55 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             deliver(node, message)
 
         transport.setOnMessageReceivedCallback(received)
+
+    def add_role_listener(self, listener: Callable[[bool], None]) -> None:
+        """`listener(leading)` runs on the Raft thread each time this node
+        becomes the leader (True) or stops being it (False); it must only
+        hand work off (wake a loop)."""
+        self._role_listeners.append(listener)
+
+    def _state_changed(self, old: int, new: int) -> None:
+        if _LEADER not in (old, new):
+            return
+        for listener in self._role_listeners:
+            try:
+                listener(new == _LEADER)
+            except Exception:  # never let an exception reach pysyncobj
+                log.exception("role listener failed")
+
+    def _poll_until_due(self) -> None:
+        """pysyncobj's Raft thread ticks, then polls its sockets for at most
+        `autoTickPeriod` (0.05 s), whether or not its next tick has anything
+        to do: twenty wake-ups a second on an idle node, besides the
+        leader's heartbeats and their answers, each costing the node a
+        thread's wake-up (`scripts/bench_idle.py`). Its poll waits instead
+        until the tick is due (`_tick_wait`). A message, a proposal (its
+        queue wakes the poll) or a peer's connection ends the poll at
+        once, as before; only the empty ticks between go."""
+        poller = self._poller
+        poll = poller.poll
+
+        def poll_until_due(timeout: float) -> Any:
+            return poll(self._tick_wait(timeout))
+
+        poller.poll = poll_until_due
+
+    def _tick_wait(self, period: float) -> float:
+        """How long the Raft thread may sleep for want of messages: the
+        leader until its next heartbeat is due, a voting follower until its
+        election deadline (at most `IDLE_TICK_MAX_S`, so connections are
+        retried and compaction looked at as often as pysyncobj's second-long
+        timers need); a candidate or an observer, and any node whose moment
+        has passed, `period` as before."""
+        state = self._SyncObj__raftState
+        if state == _LEADER:
+            due = self._SyncObj__newAppendEntriesTime
+        elif state == _FOLLOWER and not self.observer:
+            due = self._SyncObj__raftElectionDeadline
+        else:
+            return period
+        wait = due - pysyncobj.syncobj.monotonicTime()
+        return period if wait <= 0 else min(wait, IDLE_TICK_MAX_S)
 
     def _hears_from_leader(self) -> bool:
         heard = self._leader_heard_at
