@@ -344,6 +344,7 @@ class Node:
             tracer=self.tracer,
         )
         self.machine.add_listener(self.workflow_engine.on_change)
+        self.group.add_role_listener(self._role_changed)
         self.workflow_spans: WorkflowRunSpans | None = None
         if self.tracer.enabled:
             self.workflow_spans = WorkflowRunSpans(
@@ -408,6 +409,16 @@ class Node:
             self.stop()
 
         threading.Thread(target=stop, name="removed-stop").start()
+
+    def _role_changed(self, leading: bool) -> None:
+        """Raft thread, as this node becomes or stops being the leader: its
+        leader-only loops run a round now, or forget what they knew as the
+        leader, instead of at their next interval."""
+        for loop in (
+            self.scheduler, self.schedule_loop, self.supervisor, self.retention,
+            self.workflow_engine,
+        ):  # fmt: skip
+            loop.role_changed(leading)
 
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)

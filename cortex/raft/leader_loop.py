@@ -16,6 +16,12 @@ from cortex.steps import SYSTEM_CLOCK, Clock, Signal, Step, Stopped, WaitSignal,
 
 log = logging.getLogger(__name__)
 
+# How long a follower's loop sleeps unless woken: a node is told when it
+# becomes or stops being the leader (`RaftGroup.add_role_listener`), which
+# wakes its loops, so this only bounds how late `on_follower` runs should
+# that word never come.
+FOLLOWER_WAIT_S = 10.0
+
 
 @dataclass(frozen=True)
 class LeaderContext:
@@ -54,17 +60,23 @@ class LeaderLoop:
         self._wake.set()
 
     def wake(self) -> None:
-        """Runs a round now, on the leader. A follower's loop is not woken:
-        it only calls `on_follower` each interval, and a new leader is woken
-        by the first change it applies (or runs at its interval)."""
+        """Runs a round now, on the leader. A follower's loop is not woken
+        by work: it calls `on_follower` when this node stops leading."""
         if self._is_leader():
             self._wake.set()
 
+    def role_changed(self, leading: bool) -> None:
+        """This node became the leader (a round runs now) or stopped being
+        it (`on_follower` runs now); any thread."""
+        self._wake.set()
+
     def wait_s(self) -> float:
+        """How long the leader waits for a wake-up before its next round."""
         return self._interval_s
 
     def on_follower(self) -> None:
-        """Called each interval this node is not the leader."""
+        """Called when this node is found not leading: after it stopped
+        leading, and every `FOLLOWER_WAIT_S` while it follows."""
 
     def work(self) -> Step[bool]:
         raise NotImplementedError
@@ -74,7 +86,7 @@ class LeaderLoop:
         call `on_follower()`, as the leader run rounds while more is waiting.
         A round that fails is logged and the loop goes on."""
         while not self._stop.is_set():
-            yield WaitSignal(self._wake, self.wait_s())
+            yield WaitSignal(self._wake, self.wait_s() if self._is_leader() else FOLLOWER_WAIT_S)
             if self._stop.is_set():
                 return
             if not self._is_leader():

@@ -149,8 +149,6 @@ class SchedulerLoop(LeaderLoop):
     def wait_s(self) -> float:
         """The interval, or less when a backing-off task becomes runnable
         sooner, or a key waiting for its rate gets its next token."""
-        if not self._is_leader():
-            return self._interval_s
         now_ms = wall_ms(self._clock)
         due = self._reader.next_scheduled_after(now_ms)
         token = limit_gate(self._reader, now_ms, count_running=False).next_token_ms()

@@ -26,9 +26,6 @@ from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)
 
-# How often a follower checks whether it leads now.
-FOLLOWER_CHECK_S = 0.1
-
 
 def schedule_state(view: ScheduleView, active_runs: tuple[str, ...]) -> ScheduleState:
     return ScheduleState(
@@ -77,11 +74,9 @@ class ScheduleLoop(LeaderLoop):
         return rows
 
     def wait_s(self) -> float:
-        """Until the next slot of any schedule, at most the interval; a
-        follower looks again soon, so a new leader fires the slots its
-        predecessor left within a fraction of a second."""
-        if not self._is_leader():
-            return FOLLOWER_CHECK_S
+        """Until the next slot of any schedule, at most the interval. (A
+        node that becomes the leader is woken at once, and fires the slots
+        its predecessor left.)"""
         now_ms = wall_ms(self._clock)
         due = None
         for view in self._schedule_rows():

@@ -120,6 +120,7 @@ class NodeComponents:
         )  # fmt: skip
         machine.add_listener(self._on_change)
         machine.add_listener(self.engine.on_change)
+        group.add_role_listener(self._role_changed)
         for name, step in (
             ("registration", self.registration.main()),
             ("heartbeats", self.heartbeats.main()),
@@ -130,6 +131,11 @@ class NodeComponents:
             ("agent", self.agent.main()),
         ):
             self.runner.spawn(step, f"{node.id}/{name}")
+
+    def _role_changed(self, leading: bool) -> None:
+        """As this node becomes or stops being the leader (`cortex.node.Node`)."""
+        for loop in (self.scheduler, self.schedules, self.supervisor, self.engine):
+            loop.role_changed(leading)
 
     def _on_change(self, index: int, changes: list[TaskChange]) -> None:
         self.agent.on_change(index, changes)

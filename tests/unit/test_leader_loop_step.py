@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cortex.errors import Unavailable
-from cortex.raft.leader_loop import LeaderContext, LeaderLoop
+from cortex.raft.leader_loop import FOLLOWER_WAIT_S, LeaderContext, LeaderLoop
 from cortex.steps import Step, Stopped, WaitSignal
 from tests.steps_by_hand import FakeClock, Stepper
 
@@ -47,13 +47,35 @@ class CountingLoop(LeaderLoop):
 
 
 def test_a_follower_only_waits_and_calls_on_follower() -> None:
-    loop = CountingLoop(leading=[False])
+    """A follower waits long (its role changing wakes it); the leader its
+    interval."""
+    leading = [False]
+    loop = CountingLoop(leading)
     stepper = Stepper(loop.main())
-    assert stepper.waiting == WaitSignal(loop._wake, 0.25)
+    assert stepper.waiting == WaitSignal(loop._wake, FOLLOWER_WAIT_S)
     stepper.resume(False)
     stepper.resume(True)
     assert (loop.follower_calls, loop.rounds) == (2, 0)
-    assert isinstance(stepper.waiting, WaitSignal)
+    assert stepper.waiting == WaitSignal(loop._wake, FOLLOWER_WAIT_S)
+    leading[0] = True
+    stepper.resume(True)
+    loop.pending[0].set_result(None)
+    stepper.settle()
+    assert stepper.waiting == WaitSignal(loop._wake, 0.25)
+
+
+def test_a_change_of_role_wakes_the_loop_whatever_the_role() -> None:
+    """`wake` rouses only the leader's loop; `role_changed` either."""
+    leading = [False]
+    loop = CountingLoop(leading)
+    loop.wake()
+    assert not loop._wake.is_set()
+    loop.role_changed(False)
+    assert loop._wake.is_set()
+    loop._wake.clear()
+    leading[0] = True
+    loop.role_changed(True)
+    assert loop._wake.is_set()
 
 
 def test_the_leader_runs_rounds_back_to_back_while_more_is_waiting() -> None:
