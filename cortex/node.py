@@ -161,6 +161,7 @@ class Node:
         refuse_if_state_ahead(self.data_dir, self.machine.applied_index)
         # Checkpoints off the Raft thread, from before the journal's replay.
         self.checkpoints = WalCheckpointer(db_path)
+        self.machine.add_listener(self.checkpoints.on_change)
         self.checkpoints.start()
         self._ready = threading.Event()
         self.group = RaftGroup(

@@ -18,7 +18,11 @@ every page of it copied: under a steady stream of commits a checkpoint from
 another connection seldom ends exactly at the log's end, and with no
 backstop the log grew without bound (312 MB after 20,000 tasks in
 `scripts/bench_apply.py`). The backstop's checkpoint finds most pages
-copied already. Nothing of the state depends on when pages are copied."""
+copied already. Nothing of the state depends on when pages are copied.
+
+The checkpointer looks only after apply committed something (`on_change`,
+a state listener) and at most once an interval: an idle node's thread
+sleeps instead of waking twice a second to find nothing new."""
 
 from __future__ import annotations
 
@@ -42,12 +46,21 @@ class WalCheckpointer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wal-checkpoints", daemon=True)
         self._failing: str | None = None
+        # Set when apply committed since the last look; set from the start,
+        # for what an earlier process left in the log.
+        self._written = threading.Event()
+        self._written.set()
+
+    def on_change(self, index: int, changes: object) -> None:
+        """State listener (Raft thread): apply committed at `index`."""
+        self._written.set()
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
+        self._written.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
 
@@ -55,22 +68,28 @@ class WalCheckpointer:
         conn = connect(self._path)
         try:
             while not self._stop.wait(self._interval_s):
-                self._checkpoint(conn)
+                self._written.wait()
+                if self._stop.is_set():
+                    return
+                self._written.clear()
+                if not self._checkpoint(conn):
+                    self._written.set()  # the next interval looks again
         finally:
             conn.close()
 
-    def _checkpoint(self, conn: sqlite3.Connection) -> None:
-        """One PASSIVE checkpoint; a failure (a full disk, say) is logged once
-        until one succeeds again, and the next interval tries again: the log
-        keeps every page meanwhile, and the writer's own failures stop the
-        node."""
+    def _checkpoint(self, conn: sqlite3.Connection) -> bool:
+        """One PASSIVE checkpoint; whether it copied the whole log. A failure
+        (a full disk, say) is logged once until one succeeds again, and the
+        next interval tries again: the log keeps every page meanwhile, and
+        the writer's own failures stop the node."""
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            _, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as err:
             if self._failing != str(err):
                 log.warning("checkpoint of %s failed: %s; retrying", self._path, err)
             self._failing = str(err)
-            return
+            return False
         if self._failing is not None:
             log.info("checkpoint of %s succeeded again", self._path)
             self._failing = None
+        return bool(copied >= logged)

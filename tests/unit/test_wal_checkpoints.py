@@ -6,6 +6,7 @@ with both at work under a steady stream of commits the log stays bounded."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,5 +83,64 @@ def test_the_backstop_keeps_the_log_bounded_under_steady_commits(tmp_path: Path)
             largest = max(largest, os.path.getsize(path + "-wal"))
         assert largest < 4 * (backstop + 1_000) * PAGE, largest
     finally:
+        checkpoints.stop()
+        machine.close()
+
+
+class CountedCheckpointer(WalCheckpointer):
+    """Counts its looks at the log, and says what each found."""
+
+    def __init__(self, path: str, interval_s: float) -> None:
+        super().__init__(path, interval_s)
+        self.looks: list[bool] = []
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> bool:
+        whole = super()._checkpoint(conn)
+        self.looks.append(whole)
+        return whole
+
+
+def test_an_idle_checkpointer_looks_only_after_apply_wrote(tmp_path: Path) -> None:
+    path = str(tmp_path / "state.db")
+    machine = StateMachine(path, autocheckpoint_pages=BACKSTOP_PAGES)
+    checkpoints = CountedCheckpointer(path, interval_s=0.01)
+    machine.add_listener(checkpoints.on_change)
+    apply_tasks(machine, batches=2)
+    checkpoints.start()
+    try:
+        assert wait_for(lambda: checkpoints.looks == [True])  # what was there at the start
+        time.sleep(0.3)  # thirty intervals with nothing written: no look
+        assert checkpoints.looks == [True]
+        apply_tasks(machine, batches=1)
+        assert wait_for(lambda: checkpoints.looks == [True, True])
+    finally:
+        checkpoints.stop()
+        machine.close()
+
+
+def test_a_log_a_reader_holds_back_is_looked_at_again_until_copied(tmp_path: Path) -> None:
+    """A PASSIVE checkpoint stops at the oldest reader's snapshot: the
+    checkpointer looks again each interval, with nothing new written, until
+    the whole log is copied."""
+    path = str(tmp_path / "state.db")
+    machine = StateMachine(path, autocheckpoint_pages=BACKSTOP_PAGES)
+    checkpoints = CountedCheckpointer(path, interval_s=0.01)
+    machine.add_listener(checkpoints.on_change)
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        apply_tasks(machine, batches=1)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM tasks").fetchone()  # holds its snapshot
+        apply_tasks(machine, batches=1)
+        checkpoints.start()
+        assert wait_for(lambda: len(checkpoints.looks) >= 5)
+        assert not any(checkpoints.looks)
+        reader.execute("COMMIT")
+        assert wait_for(lambda: checkpoints.looks[-1])
+        looked = len(checkpoints.looks)
+        time.sleep(0.2)
+        assert len(checkpoints.looks) == looked
+    finally:
+        reader.close()
         checkpoints.stop()
         machine.close()
