@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import shutil
 import statistics
@@ -100,6 +101,14 @@ def report(windows: list[dict[str, Any]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """With `--json` the progress goes to stderr and stdout holds one JSON object."""
+    if not args.json:
+        return _run(args)
+    with contextlib.redirect_stdout(sys.stderr):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-idle-")).resolve()
     base_port = free_base_port(NODE_COUNT)
     print(f"starting {NODE_COUNT} nodes on 127.0.0.1 (raft {base_port}+), data in {data_dir}")
