@@ -105,7 +105,9 @@ class Stopped(Exception):
 
 def drive(step: Step[T], stop: threading.Event | None = None) -> T:
     """Runs `step` on this thread to its end, waiting for real. When `stop` is
-    set, a pending wait ends and `Stopped` is thrown into the step."""
+    set, a pending wait ends and `Stopped` is thrown into the step (a wait
+    for a signal at once if its owner sets the signal too, as they all do,
+    else within `SIGNAL_STOP_CHECK_S`)."""
     stop = stop or threading.Event()
     value: Any = None
     error: BaseException | None = None
@@ -128,10 +130,18 @@ def drive(step: Step[T], stop: threading.Event | None = None) -> T:
             error = TypeError(f"a step yielded {type(wait).__name__}, not something to wait for")
 
 
+# How often a real driver waiting for a signal looks at its stop event. The
+# steps that wait for signals set them when stopped (every loop's `stop`
+# does), so this only bounds a stop that did not: looking twice a second
+# woke every idle loop's thread twice a second.
+SIGNAL_STOP_CHECK_S = 5.0
+
+
 def _wait_signal(wait: WaitSignal, stop: threading.Event) -> bool:
     deadline = time.monotonic() + max(wait.seconds, 0.0)
     while not stop.is_set():
-        if wait.signal.wait(min(max(deadline - time.monotonic(), 0.0), 0.5)):
+        left = max(deadline - time.monotonic(), 0.0)
+        if wait.signal.wait(min(left, SIGNAL_STOP_CHECK_S)):
             return True
         if time.monotonic() >= deadline:
             return False

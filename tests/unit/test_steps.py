@@ -107,6 +107,28 @@ def test_a_signal_wakes_the_step_and_is_consumed() -> None:
     assert time.monotonic() - started < 10
 
 
+class CountingSignal(Signal):
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, seconds: float) -> bool:
+        self.waits += 1
+        return super().wait(seconds)
+
+
+def test_a_wait_for_a_signal_sleeps_through_to_its_end() -> None:
+    """A thread waiting 1.2 s for a signal that never comes wakes once, at
+    the end, not every half second to look at its stop event."""
+    signal = CountingSignal()
+
+    def step() -> Step[bool]:
+        return (yield WaitSignal(signal, 1.2))
+
+    assert drive(step(), threading.Event()) is False
+    assert signal.waits == 1
+
+
 @pytest.mark.parametrize(
     "wait",
     [Sleep(60), Future(), WaitSignal(Signal(), 60)],
