@@ -266,14 +266,31 @@ class StepRunner:
             if self._stopped:
                 step.close()  # never started, so it has nothing to clean up
                 return
-            if not self._started:
-                self._started = True
-                for number in range(self._threads):
-                    name = f"{self._name}-{number}"
-                    threading.Thread(target=self._work, name=name, daemon=True).start()
-                timers = f"{self._name}-timers"
-                threading.Thread(target=self._run_timers, name=timers, daemon=True).start()
+            self._start_threads_locked()
             self._ready.put((step, None, None))
+
+    def start_here(self, step: Step[Any]) -> None:
+        """Runs `step` from its start on the calling thread until it first
+        waits, and on the runner's threads from there. For a caller that
+        would hand the step over and go back to waiting: the hand-over
+        woke one of the runner's threads for what the caller can do itself
+        (and the step waited for that thread to be scheduled)."""
+        with self._lock:
+            if self._stopped:
+                step.close()
+                return
+            self._start_threads_locked()
+        self._advance(step, None, None)
+
+    def _start_threads_locked(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for number in range(self._threads):
+            name = f"{self._name}-{number}"
+            threading.Thread(target=self._work, name=name, daemon=True).start()
+        timers = f"{self._name}-timers"
+        threading.Thread(target=self._run_timers, name=timers, daemon=True).start()
 
     def stop(self) -> None:
         """Throws `Stopped` into every waiting step; the threads end once

@@ -123,6 +123,9 @@ class Agent:
             self._steps = StepRunner("agent-steps")
             spawn = self._steps.spawn
         self._spawn = spawn
+        # Attempts start on the thread that finds them (the loop's, in a
+        # real node) until they first wait for their launcher.
+        self._start_step = self._steps.start_here if self._steps is not None else spawn
         self._launcher = launcher or ThreadLauncher(output)
         self._running: dict[str, RunningAttempt] = {}
         self._lock = threading.Lock()
@@ -327,7 +330,7 @@ class Agent:
                 previous.superseded = True
                 previous.cancel.set()
             self._running[task.id] = running
-        self._spawn(self._execute(task, running, handle))
+        self._start_step(self._execute(task, running, handle))
 
     def _execute(
         self, task: TaskView, running: RunningAttempt, handle: dict[str, Any] | None = None

@@ -3,7 +3,8 @@ attempt) raises, the attempt ends with a TASK_FAILED naming the problem and
 its slot is freed; failures no retry can change fail the task at once.
 
 The agent runs against a real StateMachine on a SQLite file; its proposals
-are applied in order at the next index, as a one-node Raft log would."""
+are applied in order at the next index, as a one-node Raft log would. (And
+the agent's loop starts the attempts it finds on its own thread.)"""
 
 from __future__ import annotations
 
@@ -217,4 +218,42 @@ def test_an_attempt_started_before_its_entry_reaches_the_listener_is_reported(
         wait_until(lambda: settled(log, agent, "t1", ("completed", "failed")))
     finally:
         executor.release.set()
+        agent.stop()
+
+
+class ThreadNotingLauncher:
+    """Runs each attempt at once (a noop's result), noting the thread that
+    launched it."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def launch(
+        self,
+        executor: Executor,
+        execution: Execution,
+        cancel: threading.Event,
+        handle: dict[str, Any] | None = None,
+    ) -> Future[ExecutionResult]:
+        self.threads.append(threading.current_thread().name)
+        future: Future[ExecutionResult] = Future()
+        future.set_result(ExecutionResult(exit_code=0))
+        return future
+
+
+def test_the_loop_that_finds_an_attempt_starts_it(log: WorkflowLog, tmp_path: Path) -> None:
+    """An assigned attempt is prepared and launched on the agent's loop
+    thread (no hand-over to a step thread first); its outcome is reported."""
+    launcher = ThreadNotingLauncher()
+    agent = Agent(
+        "n1", LogProposer(log), log.reader, dict(BUILTIN_EXECUTORS), str(tmp_path / "data"),
+        is_ready=lambda: True, launcher=launcher,
+    )  # fmt: skip
+    log.machine.add_listener(agent.on_change)
+    agent.start()
+    try:
+        submit_and_assign(log, "t-9", {"type": "noop"})
+        wait_until(lambda: settled(log, agent, "t-9", ("completed",)), 10, what="completion")
+        assert launcher.threads == ["agent-main"]
+    finally:
         agent.stop()

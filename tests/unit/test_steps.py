@@ -285,6 +285,42 @@ def test_a_step_spawned_on_a_stopped_runner_never_runs() -> None:
     assert not any(t.name.startswith("test-stopped-steps") for t in threading.enumerate())
 
 
+def test_a_step_started_here_runs_here_until_it_first_waits(runner: StepRunner) -> None:
+    """`start_here`: the calling thread runs the step up to its first wait
+    (a future already done does not count), a runner thread the rest."""
+    pending: Future[str] = Future()
+    threads: list[str] = []
+    done = threading.Event()
+
+    def step() -> Step[None]:
+        threads.append(threading.current_thread().name)
+        yield completed("done already")
+        threads.append(threading.current_thread().name)
+        yield pending
+        threads.append(threading.current_thread().name)
+        done.set()
+
+    caller = threading.current_thread().name
+    runner.start_here(step())
+    assert threads == [caller, caller]  # before start_here returned
+    pending.set_result("later")
+    assert done.wait(10)
+    assert threads[2].startswith("test-steps-")
+
+
+def test_a_step_started_here_on_a_stopped_runner_never_runs() -> None:
+    runner = StepRunner("test-stopped-here")
+    ran: list[str] = []
+
+    def step() -> Step[None]:
+        ran.append("ran")
+        yield Sleep(0)
+
+    runner.stop()
+    runner.start_here(step())
+    assert ran == []
+
+
 def test_a_runner_throws_a_type_error_for_what_it_cannot_wait_for(runner: StepRunner) -> None:
     errors: list[str] = []
     done = threading.Event()
