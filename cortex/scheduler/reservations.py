@@ -81,6 +81,12 @@ class Reservations:
                 memory[held.node] = memory.get(held.node, 0.0) + held.memory_mb
         return Held(tasks, memory)
 
+    def held_tasks(self) -> set[str]:
+        """The tasks whose placements are held (not yet applied, not expired)."""
+        now = self._monotonic()
+        with self._book:
+            return {task_id for task_id, held in self._held.items() if held.expires_at > now}
+
     def hold(self, placements: Iterable[Placement], tasks: Iterable[PendingTask]) -> None:
         memory = {task.id: float(task.constraints.min_memory_mb) for task in tasks}
         expires_at = self._monotonic() + EXPIRES_AFTER_S

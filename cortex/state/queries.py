@@ -357,6 +357,11 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         query = "SELECT EXISTS (SELECT 1 FROM tasks WHERE state = 'queued')"
         return bool(self._conn().execute(query).fetchone()[0])
 
+    def queued_ids(self, limit: int) -> list[str]:
+        """Up to `limit` queued tasks' ids, in no particular order."""
+        query = "SELECT id FROM tasks WHERE state = 'queued' LIMIT ?"
+        return [row[0] for row in self._conn().execute(query, (limit,))]
+
     def active_counts_by_node(self) -> dict[str, int]:
         rows = (
             self._conn()

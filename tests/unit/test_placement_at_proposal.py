@@ -95,6 +95,26 @@ def test_a_queued_task_keeps_its_place_ahead_of_new_submissions(log: WorkflowLog
     assert len(loop.reservations) == 0
 
 
+def test_a_queued_task_no_round_placed_keeps_new_submissions_behind_it(
+    log: WorkflowLog,
+) -> None:
+    """Two slots per node, four queued tasks, one of them needing a GPU no
+    node has: the round places three, and while its entry commits the
+    fourth still waits for the scheduler, so new submissions do too, with
+    room left for them."""
+    for node in ("n1", "n2", "n3"):
+        log.one(e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"],
+                           resources={"max_tasks": 2}))  # fmt: skip
+    for i in range(3):
+        assert log.one(e.TaskSubmit(f"q{i}", spec()))["ok"]
+    assert log.one(e.TaskSubmit("gpu", spec(constraints={"requiresGpu": True})))["ok"]
+    loop = scheduler(log)
+    rounds = Stepper(loop.run_round())
+    assert not rounds.done and len(loop.reservations) == 3
+    assert loop.at_proposal.place(batch(e.TaskSubmit("new", spec()))) is None
+    assert len(loop.reservations) == 3
+
+
 def test_placements_not_yet_applied_count_against_a_node(log: WorkflowLog) -> None:
     """Every node takes one task: three submissions placed one by one fill
     them; the fourth finds no room until an assignment is applied."""
@@ -181,8 +201,8 @@ def test_a_round_counts_placements_made_with_submissions_and_they_count_its_own(
     """One slot per node. Placed with their submissions, not yet applied,
     three tasks fill the cluster: a round finds no room for a queued one.
     Once two are applied and done, the round places it; until its entry is
-    applied the task still shows queued and new submissions wait behind
-    it, and then one takes the slot left."""
+    applied the task still shows queued, but placed already it waits for
+    nobody: a new submission takes the slot left, and the next finds none."""
     one_slot_each(log)
     loop = scheduler(log)
     proposer = loop._proposer
@@ -204,9 +224,10 @@ def test_a_round_counts_placements_made_with_submissions_and_they_count_its_own(
     assert not rounds.done and len(proposer.held) == 1  # the round waits for its entry
     (item,) = proposer.payloads(0)[0].assignments  # type: ignore[attr-defined]
     assert item["task_id"] == "queued"
-    assert loop.at_proposal.place(batch(e.TaskSubmit("new-1", spec()))) is None
+    assert log.reader.queued_ids(10) == ["queued"]
+    assert loop.at_proposal.place(batch(e.TaskSubmit("new-1", spec()))) is not None
+    assert loop.at_proposal.place(batch(e.TaskSubmit("new-2", spec()))) is None  # no room
     proposer.apply_next()
     rounds.settle()
-    assert rounds.done and len(loop.reservations) == 0
-    assert loop.at_proposal.place(batch(e.TaskSubmit("new-1", spec()))) is not None
+    assert rounds.done and len(loop.reservations) == 1  # new-1's, not applied yet
     assert loop.at_proposal.place(batch(e.TaskSubmit("new-2", spec()))) is None
