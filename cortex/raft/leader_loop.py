@@ -51,6 +51,10 @@ class LeaderLoop:
         self._interval_s = interval_s
         self._wake = Signal()
         self._stop = threading.Event()
+        # Set when this node stopped leading, until `on_follower` ran: a node
+        # that lost and won the lead again before its loop woke must still
+        # forget what it knew as the leader before.
+        self._deposed = threading.Event()
 
     def start(self) -> None:
         start_thread(self.name, self.main(), self._stop)
@@ -67,7 +71,9 @@ class LeaderLoop:
 
     def role_changed(self, leading: bool) -> None:
         """This node became the leader (a round runs now) or stopped being
-        it (`on_follower` runs now); any thread."""
+        it (`on_follower` runs now, however soon it leads again); any thread."""
+        if not leading:
+            self._deposed.set()
         self._wake.set()
 
     def wait_s(self) -> float:
@@ -89,8 +95,11 @@ class LeaderLoop:
             yield WaitSignal(self._wake, self.wait_s() if self._is_leader() else FOLLOWER_WAIT_S)
             if self._stop.is_set():
                 return
-            if not self._is_leader():
+            leading = self._is_leader()
+            if not leading or self._deposed.is_set():
+                self._deposed.clear()
                 self.on_follower()
+            if not leading:
                 continue
             try:
                 while (yield from self.work()) and not self._stop.is_set() and self._is_leader():

@@ -64,6 +64,22 @@ def test_a_follower_only_waits_and_calls_on_follower() -> None:
     assert stepper.waiting == WaitSignal(loop._wake, 0.25)
 
 
+def test_a_leader_deposed_and_leading_again_before_it_woke_forgets_first() -> None:
+    """Lost and won again before the loop woke: `on_follower` runs once,
+    then the new leader's round."""
+    leading = [True]
+    loop = CountingLoop(leading)
+    stepper = Stepper(loop.main())
+    loop.role_changed(False)
+    loop.role_changed(True)
+    stepper.resume(True)
+    assert (loop.follower_calls, loop.rounds) == (1, 1)
+    loop.pending[0].set_result(None)
+    stepper.settle()
+    stepper.resume(True)
+    assert (loop.follower_calls, loop.rounds) == (1, 2)
+
+
 def test_a_change_of_role_wakes_the_loop_whatever_the_role() -> None:
     """`wake` rouses only the leader's loop; `role_changed` either."""
     leading = [False]
