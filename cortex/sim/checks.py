@@ -153,9 +153,12 @@ def outcomes(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
 
 
 def limits_and_slots(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
-    """Replays the audit log: once a key's max-running limit is set, no more
-    of its tasks are assigned or running at once; and no slot of a schedule
-    (its tasks' CORTEX_SCHEDULED_TIME) started two tasks."""
+    """Replays the audit log: once a key's max-running limit is set, none of
+    its tasks becomes active (assigned) while as many as it allows are
+    active already; and no slot of a schedule (its tasks'
+    CORTEX_SCHEDULED_TIME) started two tasks. Tasks active before their
+    key's limit was set, or lowered, run on: a limit bounds placements, and
+    an active task starting counts as nothing new."""
     keys = dict(
         conn.execute("SELECT id, concurrency_key FROM tasks WHERE concurrency_key IS NOT NULL")
     )
@@ -172,6 +175,8 @@ def limits_and_slots(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
         if key is None or to_state is None:
             continue
         if to_state in ("assigned", "running"):
+            if task_id in active[key]:
+                continue
             active[key].add(task_id)
             if limits.get(key) and len(active[key]) > limits[key]:
                 yield (
