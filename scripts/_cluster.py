@@ -5,6 +5,7 @@ until every node is active, finding the leader."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -86,6 +87,15 @@ def run_main(run: Callable[[argparse.Namespace], int], args: argparse.Namespace)
     except CortexError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def progress_to_stderr(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """`run(args)`; with `--json` its progress goes to stderr, so stdout holds
+    only the JSON object it prints to `sys.__stdout__`."""
+    if not args.json:
+        return run(args)
+    with contextlib.redirect_stdout(sys.stderr):
+        return run(args)
 
 
 def node_command(pid: int) -> tuple[list[str], dict[str, str]]:

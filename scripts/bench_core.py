@@ -14,7 +14,6 @@ missing the throughput or latency aim is reported, not failed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import math
@@ -35,6 +34,7 @@ from _cluster import (
     add_cluster_arguments,
     free_base_port,
     leader_index,
+    progress_to_stderr,
     run_main,
     wait_all_active,
 )
@@ -679,11 +679,7 @@ def problems_of(run: BenchRun) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """With `--json` the progress goes to stderr and stdout holds one JSON object."""
-    if not args.json:
-        return _run(args)
-    with contextlib.redirect_stdout(sys.stderr):
-        return _run(args)
+    return progress_to_stderr(_run, args)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import json
 import shutil
 import statistics
@@ -29,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from _cluster import add_cluster_arguments, free_base_port, run_main, wait_all_active
+from _cluster import (
+    add_cluster_arguments,
+    free_base_port,
+    progress_to_stderr,
+    run_main,
+    wait_all_active,
+)
 from bench_core import _scrape, _thread_cpu, _thread_switches
 
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
@@ -101,11 +106,7 @@ def report(windows: list[dict[str, Any]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """With `--json` the progress goes to stderr and stdout holds one JSON object."""
-    if not args.json:
-        return _run(args)
-    with contextlib.redirect_stdout(sys.stderr):
-        return _run(args)
+    return progress_to_stderr(_run, args)
 
 
 def _run(args: argparse.Namespace) -> int:

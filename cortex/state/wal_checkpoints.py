@@ -52,8 +52,11 @@ class WalCheckpointer:
         self._written.set()
 
     def on_change(self, index: int, changes: object) -> None:
-        """State listener (Raft thread): apply committed at `index`."""
-        self._written.set()
+        """State listener (Raft thread): apply committed at `index`. Setting
+        a set event still takes its lock and notifies (as `steps.Signal`
+        notes), after every batch: only the first since a look does."""
+        if not self._written.is_set():
+            self._written.set()
 
     def start(self) -> None:
         self._thread.start()

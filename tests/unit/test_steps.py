@@ -271,7 +271,8 @@ def test_stopping_a_runner_throws_stopped_into_every_waiting_step(wait: Any) -> 
         wait.set_result("too late")  # resumes nothing: each step ended once
 
 
-def test_a_step_spawned_on_a_stopped_runner_never_runs() -> None:
+@pytest.mark.parametrize("start", ["spawn", "start_here"])
+def test_a_step_spawned_on_a_stopped_runner_never_runs(start: str) -> None:
     runner = StepRunner("test-stopped-steps")
     ran: list[str] = []
 
@@ -280,7 +281,7 @@ def test_a_step_spawned_on_a_stopped_runner_never_runs() -> None:
         yield Sleep(0)
 
     runner.stop()
-    runner.spawn(step())
+    getattr(runner, start)(step())
     assert ran == []
     assert not any(t.name.startswith("test-stopped-steps") for t in threading.enumerate())
 
@@ -306,19 +307,6 @@ def test_a_step_started_here_runs_here_until_it_first_waits(runner: StepRunner) 
     pending.set_result("later")
     assert done.wait(10)
     assert threads[2].startswith("test-steps-")
-
-
-def test_a_step_started_here_on_a_stopped_runner_never_runs() -> None:
-    runner = StepRunner("test-stopped-here")
-    ran: list[str] = []
-
-    def step() -> Step[None]:
-        ran.append("ran")
-        yield Sleep(0)
-
-    runner.stop()
-    runner.start_here(step())
-    assert ran == []
 
 
 def test_a_runner_throws_a_type_error_for_what_it_cannot_wait_for(runner: StepRunner) -> None:
