@@ -83,9 +83,9 @@ class PlacementAtProposal:
         if not self._reservations.lock.acquire(blocking=False):
             return None
         try:
-            if self._queue_waits():
-                return None
             held = self._reservations.held()
+            if self._queue_waits(held.task_ids):
+                return None
             nodes = held.counted_in(self._candidates())
             result = schedule_round(tasks, nodes)
             if not result.placements:
@@ -95,12 +95,11 @@ class PlacementAtProposal:
             self._reservations.lock.release()
         return assign_entry(result.placements, self._node_id, self._clock)
 
-    def _queue_waits(self) -> bool:
+    def _queue_waits(self, placed: frozenset[str]) -> bool:
         """Whether a queued task waits for the scheduler: one whose placement
-        is not held. The caller holds the reservations' lock, so no other
-        decision adds to them meanwhile; one released in between was
-        applied (or refused, and is then counted as waiting)."""
-        placed = self._reservations.held_tasks()
+        is not among the held ones, `placed`. The caller holds the
+        reservations' lock, so no other decision adds to them meanwhile; one
+        released since was applied (or refused, and waits for a round)."""
         queued = self._reader.queued_ids(len(placed) + 1)
         return any(task_id not in placed for task_id in queued)
 

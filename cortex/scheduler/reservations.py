@@ -28,10 +28,12 @@ class _Held:
 
 @dataclass(frozen=True)
 class Held:
-    """What the held placements add to each node, at one moment."""
+    """What the held placements add to each node, at one moment, and the
+    tasks they place."""
 
     tasks: dict[str, int]
     memory_mb: dict[str, float]
+    task_ids: frozenset[str] = frozenset()
 
     def counted_in(self, nodes: Sequence[Candidate]) -> list[Candidate]:
         """The nodes with these placements added to their tasks (and to
@@ -79,13 +81,8 @@ class Reservations:
                     continue
                 tasks[held.node] = tasks.get(held.node, 0) + 1
                 memory[held.node] = memory.get(held.node, 0.0) + held.memory_mb
-        return Held(tasks, memory)
-
-    def held_tasks(self) -> set[str]:
-        """The tasks whose placements are held (not yet applied, not expired)."""
-        now = self._monotonic()
-        with self._book:
-            return {task_id for task_id, held in self._held.items() if held.expires_at > now}
+            task_ids = frozenset(self._held)
+        return Held(tasks, memory, task_ids)
 
     def hold(self, placements: Iterable[Placement], tasks: Iterable[PendingTask]) -> None:
         memory = {task.id: float(task.constraints.min_memory_mb) for task in tasks}
