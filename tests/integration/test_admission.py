@@ -120,6 +120,10 @@ def test_clients_holding_a_node_starve_no_node_to_node_traffic(make_cluster, tar
     # Streams follow tasks on every node: those elsewhere are relayed.
     outcomes = Outcomes()
     channels = [grpc.insecure_channel(node.grpc) for _ in range(CHANNELS)]
+    # Connected before the clock starts: a refusal's latency is then the
+    # server's answer, not a channel's first connection on a busy machine.
+    for channel in channels:
+        grpc.channel_ready_future(channel).result(timeout=15)
     end = time.monotonic() + HOLD_S
     clients = [
         threading.Thread(target=_hold, args=(i, channels[i % CHANNELS], task_ids, end, outcomes))
@@ -144,7 +148,11 @@ def test_clients_holding_a_node_starve_no_node_to_node_traffic(make_cluster, tar
     assert outcomes.held_waits and outcomes.held_streams, outcomes
     refusals = outcomes.refusal_latencies
     assert refusals, "150 clients never went beyond the node's limits"
-    assert max(refusals) < 1.0, (max(refusals), statistics.median(refusals))
+    # Refused at once, not queued: a queued call would wait for a holder to
+    # let go, seconds at the least (holders keep their calls until the end).
+    # The bounds leave room for a machine busy with other tests.
+    assert statistics.median(refusals) < 0.25, (statistics.median(refusals), max(refusals))
+    assert max(refusals) < 3.0, (max(refusals), statistics.median(refusals))
     assert {"waits", "streams"} <= set(outcomes.refusals_by_limit), outcomes.refusals_by_limit
     assert outcomes.hints_ms
     print(
