@@ -12,6 +12,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any, NoReturn
+from urllib.parse import quote
 
 from cortex.failstop import stop_node
 from cortex.state import digest, runs
@@ -241,13 +242,17 @@ class StateMachine:
         """The state digest as of the applied index (kept up to date by apply)."""
         return stored_digest(self._conn)
 
-    def restore_from(self, path: str) -> None:
-        """Replaces the whole database with the copy at `path` (a snapshot)."""
-        source = sqlite3.connect(path)
+    def restore_from(self, path: str, drop_tables: tuple[str, ...] = ()) -> None:
+        """Replaces the whole database with the copy at `path` (a snapshot),
+        read only, less `drop_tables` (what the copy holds besides the state)."""
+        source = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
         try:
             source.backup(self._conn)
         finally:
             source.close()
+        for table in drop_tables:
+            self._conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        self._conn.commit()
         migrate(self._conn)
         self._applied_index = self._read_applied_index()
         with self._applied:
@@ -269,12 +274,18 @@ def state_digest(conn: sqlite3.Connection) -> str:
 
 def copy_database(source: str, target: str) -> None:
     """A consistent copy of the database at `source`, read through a connection
-    of its own: in WAL mode the writer carries on while it is taken."""
+    of its own: in WAL mode the writer carries on while it is taken. The copy
+    is one file in rollback-journal mode (no -wal beside it), written without
+    syncs: making it durable is the caller's business."""
     reader = sqlite3.connect(source)
     try:
         copy = sqlite3.connect(target)
         try:
+            copy.execute("PRAGMA synchronous = OFF")
+            copy.execute("PRAGMA journal_mode = OFF")
             reader.backup(copy)
+            # The copied header says WAL, as the source's does.
+            copy.execute("PRAGMA journal_mode = DELETE")
         finally:
             copy.close()
     finally:
