@@ -312,6 +312,23 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             except Exception:  # never let an exception reach pysyncobj
                 log.exception("role listener failed")
 
+    def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802, N803 (pysyncobj's names)
+        """pysyncobj's tick looks at a follower's election deadline before it
+        polls its sockets. A Raft thread held up past the deadline (a journal
+        sync behind a disk busy with a snapshot, a long apply) would stand
+        for election at once, although the leader's appends sit unread in
+        its sockets, and its higher term would depose the leader. Such a
+        follower reads what has arrived first: an append from the leader
+        moves the deadline, and only a silent leader leads to an election."""
+        if (
+            self._SyncObj__raftState == _FOLLOWER
+            and not self.observer
+            and self._SyncObj__raftElectionDeadline < pysyncobj.syncobj.monotonicTime()
+            and self._SyncObj__transport.ready
+        ):
+            self._poller.poll(0.0)
+        super()._onTick(timeToWait)
+
     def _poll_until_due(self) -> None:
         """pysyncobj's Raft thread ticks, then polls its sockets for at most
         `autoTickPeriod` (0.05 s), whether or not its next tick has anything
