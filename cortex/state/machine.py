@@ -252,7 +252,6 @@ class StateMachine:
             source.close()
         for table in drop_tables:
             self._conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-        self._conn.commit()
         migrate(self._conn)
         self._applied_index = self._read_applied_index()
         with self._applied:
