@@ -511,6 +511,10 @@ class ScaleRun:
     db_bytes: dict[str, int]
     dir_bytes: dict[str, int]
     statuses: dict[str, pb.GetClusterStatusResponse]
+    # The Raft term when the cluster was ready and once the history had
+    # grown: more than one election during growth is a leader lost under
+    # load (a compaction's snapshot writes held a node's Raft thread up).
+    terms: tuple[int, int]
 
     @property
     def digests_equal(self) -> bool:
@@ -526,6 +530,8 @@ class ScaleRun:
             "grow_tasks_per_s": round(self.growth.finished / self.growth.elapsed_s, 1)
             if self.growth.elapsed_s
             else 0.0,
+            "term_ready": self.terms[0],
+            "term_grown": self.terms[1],
         }
         for name, timings in self.reads.items():
             figures[f"{name}_p50_ms"] = round(percentile(timings, 50), 2)
@@ -571,6 +577,8 @@ def print_report(run: ScaleRun) -> None:
     print()
     print(f"results: {run.tasks} noop tasks of history, {NODE_COUNT} nodes, {os.cpu_count()} CPUs")
     _line("grown", f"{growth.finished} finished in {growth.elapsed_s:.1f} s ({rate:.0f} tasks/s)")
+    elections = run.terms[1] - run.terms[0]
+    _line("Raft term while growing", f"{run.terms[0]} -> {run.terms[1]} ({elections} elections)")
     labels = {
         "list": "task list, default page",
         "list_state": "  --state completed",
@@ -695,7 +703,8 @@ def measure(
     """Grows the history, then measures reads, restarts and a snapshot."""
     quiet = args.json
     leader = leader_index(clients)
-    _say(f"cluster ready; leader {nodes[leader].node_id}", quiet)
+    term_ready = clients[leader].get_cluster_status().term
+    _say(f"cluster ready; leader {nodes[leader].node_id}, term {term_ready}", quiet)
     baseline = _terminal_count(clients[leader])
     workflow_ids = submit_workflows(clients[leader], WORKFLOWS)
     workflow_tasks = WORKFLOWS * WORKFLOW_WIDTH
@@ -708,6 +717,8 @@ def measure(
     rss.enter("growing")
     grower = _Grower(clients, args.tasks, args.max_unfinished, baseline, workflow_tasks, stop)
     growth = grower.run(args.threads, args.timeout, quiet)
+    term_grown = clients[leader_index(clients)].get_cluster_status().term
+    _say(f"grown; term {term_grown}", quiet)
 
     _say(f"measuring reads ({args.samples} calls per listing) ...", quiet)
     rss.enter("reading")
@@ -768,6 +779,7 @@ def measure(
         db_bytes={n.node_id: _db_bytes(n) for n in nodes},
         dir_bytes={n.node_id: _dir_bytes(n.data_dir) for n in nodes},
         statuses={n.node_id: s for n, s in zip(nodes, statuses, strict=True)},
+        terms=(term_ready, term_grown),
     )
 
 
