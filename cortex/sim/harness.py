@@ -386,6 +386,10 @@ class Simulation:
         group = leaders[0].group
         assert group is not None
         committed = group.raftCommitIndex
+        # A new leader commits what earlier terms left in its log only with
+        # an entry of its own: until then its commit index says too little.
+        if committed < group._SyncObj__getCurrentLogIndex():
+            return False
         # Raft's own applied index: the last committed entries may be Raft's
         # (a new leader's no-op, a membership change), which SQLite never sees.
         caught_up = all(
