@@ -743,6 +743,12 @@ def measure(
         f"submitting {args.tasks} noop tasks {way} from {args.concurrency} threads, "
         f"round-robin over {len(nodes)} nodes ..."
     )
+    if args.stuck:
+        # Queued for good: no node has the label.
+        stuck = pb.TaskSpec(type="noop", constraints=pb.Constraints(node_labels=["bench=nowhere"]))
+        for _ in range(args.stuck):
+            clients[leader].submit_task(stuck)
+        print(f"{args.stuck} tasks no node can take left queued")
     scraped_before = [_scrape(node) for node in nodes]
     cpu_before = _cpu_seconds(nodes)
     run_id = f"{time.time_ns()}"
@@ -798,6 +804,12 @@ def measure(
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=2000, help="noop tasks to run (default 2000)")
+    parser.add_argument(
+        "--stuck",
+        type=int,
+        default=0,
+        help="tasks no node can take, left queued throughout (default 0)",
+    )
     parser.add_argument(
         "--mode",
         choices=("single", "batch"),

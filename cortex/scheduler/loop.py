@@ -26,6 +26,8 @@ from cortex.steps import Step, wall_ms
 log = logging.getLogger(__name__)
 
 MAX_TASKS_PER_ROUND = 10_000
+# The most queued tasks a round records as passed over (more: none are).
+PASSED_OVER_MAX = 256
 
 
 def build_candidates(
@@ -196,17 +198,30 @@ class SchedulerLoop(LeaderLoop):
         now_ms = wall_ms(self._clock)
         gate = limit_gate(self._reader, now_ms)
         waiting = frozenset(key for key in gate.limits if gate.held(key) is not None)
+        # Read first: a task queued after this read is not passed over. (A
+        # longer queue than this read is more than `_pass_over` records.)
+        queued = self._reader.queued_ids(PASSED_OVER_MAX + (free or 0) + 1)
         tasks = self._pending(self._reader.runnable_queue(now_ms, limit, waiting))
         if not tasks:
+            self._pass_over(queued, frozenset())
             return None
         result = self._place(tasks, candidates, gate)
         if len(tasks) >= limit < MAX_TASKS_PER_ROUND and len(result.placements) < (free or 0):
             limit = MAX_TASKS_PER_ROUND
             tasks = self._pending(self._reader.runnable_queue(now_ms, limit, waiting))
             result = self._place(tasks, candidates, limit_gate(self._reader, now_ms))
+        full = len(tasks) >= limit
+        self._pass_over(queued, None if full else frozenset(p.task_id for p in result.placements))
         if not result.placements:
             return None
-        return result, tasks, len(tasks) >= limit
+        return result, tasks, full
+
+    def _pass_over(self, queued: list[str], placed: frozenset[str] | None) -> None:
+        """Records the queued tasks this round left queued although it read
+        the whole runnable queue (`placed` None: it did not), at most
+        `PASSED_OVER_MAX` of them (`Reservations.pass_over`)."""
+        left = frozenset(queued) - placed if placed is not None else frozenset()
+        self.reservations.pass_over(left if len(left) <= PASSED_OVER_MAX else frozenset())
 
     def _place(
         self, tasks: list[PendingTask], candidates: list[Candidate], gate: LimitGate

@@ -34,6 +34,8 @@ class Held:
     tasks: dict[str, int]
     memory_mb: dict[str, float]
     task_ids: frozenset[str] = frozenset()
+    # Queued tasks the last scheduling round passed over (`pass_over`).
+    passed_over: frozenset[str] = frozenset()
 
     def counted_in(self, nodes: Sequence[Candidate]) -> list[Candidate]:
         """The nodes with these placements added to their tasks (and to
@@ -66,6 +68,7 @@ class Reservations:
         self._book = threading.Lock()
         self._monotonic = monotonic
         self._held: dict[str, _Held] = {}
+        self._passed_over: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return len(self._held)
@@ -82,7 +85,8 @@ class Reservations:
                 tasks[held.node] = tasks.get(held.node, 0) + 1
                 memory[held.node] = memory.get(held.node, 0.0) + held.memory_mb
             task_ids = frozenset(self._held)
-        return Held(tasks, memory, task_ids)
+            passed_over = self._passed_over
+        return Held(tasks, memory, task_ids, passed_over)
 
     def hold(self, placements: Iterable[Placement], tasks: Iterable[PendingTask]) -> None:
         memory = {task.id: float(task.constraints.min_memory_mb) for task in tasks}
@@ -101,6 +105,16 @@ class Reservations:
             for task_id in task_ids:
                 self._held.pop(task_id, None)
 
+    def pass_over(self, task_ids: frozenset[str]) -> None:
+        """The queued tasks the last scheduling round read the whole
+        runnable queue and could not place, or could not take yet (backing
+        off, waiting for a limit): a submission may be placed ahead of
+        them, as the round placed others ahead of them. Empty when the round
+        did not see them all."""
+        with self._book:
+            self._passed_over = task_ids
+
     def clear(self) -> None:
         with self._book:
             self._held.clear()
+            self._passed_over = frozenset()

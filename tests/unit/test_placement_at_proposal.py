@@ -17,6 +17,7 @@ import pytest
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext
 from cortex.scheduler import at_proposal
+from cortex.scheduler import loop as loop_module
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.spec import parse_task_spec
 from cortex.state import entries as e
@@ -95,13 +96,11 @@ def test_a_queued_task_keeps_its_place_ahead_of_new_submissions(log: WorkflowLog
     assert len(loop.reservations) == 0
 
 
-def test_a_queued_task_no_round_placed_keeps_new_submissions_behind_it(
-    log: WorkflowLog,
-) -> None:
+def test_a_task_the_round_passed_over_keeps_no_submission_behind_it(log: WorkflowLog) -> None:
     """Two slots per node, four queued tasks, one of them needing a GPU no
-    node has: the round places three, and while its entry commits the
-    fourth still waits for the scheduler, so new submissions do too, with
-    room left for them."""
+    node has: the round places three and passes the fourth over, so new
+    submissions are placed with their submission (the round placed others
+    ahead of it too). A task queued after the round keeps them behind it."""
     for node in ("n1", "n2", "n3"):
         log.one(e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"],
                            resources={"max_tasks": 2}))  # fmt: skip
@@ -111,8 +110,44 @@ def test_a_queued_task_no_round_placed_keeps_new_submissions_behind_it(
     loop = scheduler(log)
     rounds = Stepper(loop.run_round())
     assert not rounds.done and len(loop.reservations) == 3
-    assert loop.at_proposal.place(batch(e.TaskSubmit("new", spec()))) is None
-    assert len(loop.reservations) == 3
+    assert loop.reservations.held().passed_over == {"gpu"}
+    placed = loop.at_proposal.place(batch(e.TaskSubmit("new", spec())))
+    assert placed is not None and len(loop.reservations) == 4
+
+    assert log.one(e.TaskSubmit("late", spec()))["ok"]
+    assert loop.at_proposal.place(batch(e.TaskSubmit("newer", spec()))) is None
+    # A new leader knows of no round: it places nothing ahead of the queue.
+    loop.on_follower()
+    assert loop.reservations.held().passed_over == frozenset()
+
+
+def test_a_task_backing_off_before_its_retry_keeps_no_submission_behind_it(
+    log: WorkflowLog,
+) -> None:
+    one_slot_each(log)
+    failing = {"type": "noop", "retryPolicy": {"maxRetries": 2, "backoffMs": 3_600_000}}
+    assert log.one(e.TaskSubmit("flaky", failing))["ok"]
+    assert log.one(e.TaskAssign([{"task_id": "flaky", "node": "n2", "attempt": 1}]))["placed"]
+    assert log.one(e.TaskFailed("flaky", 1, "n2", "exit code 1"), node="n2")["state"] == "queued"
+    loop = scheduler(log)
+    assert loop.at_proposal.place(batch(e.TaskSubmit("t1", spec()))) is None
+    # The round finds nothing it may run yet, and says so.
+    rounds = Stepper(loop.run_round())
+    assert rounds.done and rounds.result is False
+    assert loop.reservations.held().passed_over == {"flaky"}
+    assert loop.at_proposal.place(batch(e.TaskSubmit("t1", spec()))) is not None
+
+
+def test_more_tasks_passed_over_than_a_round_records_keep_submissions_behind(
+    log: WorkflowLog,
+) -> None:
+    one_slot_each(log)
+    for i in range(loop_module.PASSED_OVER_MAX + 1):
+        assert log.one(e.TaskSubmit(f"gpu{i}", spec(constraints={"requiresGpu": True})))["ok"]
+    loop = scheduler(log)
+    rounds = Stepper(loop.run_round())
+    assert rounds.done and loop.reservations.held().passed_over == frozenset()
+    assert loop.at_proposal.place(batch(e.TaskSubmit("t1", spec()))) is None
 
 
 def test_placements_not_yet_applied_count_against_a_node(log: WorkflowLog) -> None:
