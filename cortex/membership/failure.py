@@ -50,21 +50,38 @@ class NodeSupervisor(LeaderLoop):
 
     def check_liveness(self, now: float) -> Step[None]:
         """Marks each silent node offline and re-queues its attempts, one
-        proposal per node."""
+        proposal per node. An offline node's attempts are re-queued on every
+        pass: an assignment decided before the node was marked offline can
+        be applied after the attempts were read for that proposal."""
         for node in self._reader.nodes():
-            if node.id == self._node_id or node.status == "offline" or not self._silent(node, now):
+            if node.id == self._node_id:
+                continue
+            ts = wall_ms(self._clock)
+            if node.status == "offline":
+                # Assigned after the node was judged: no attempt is spent.
+                entries = self._retries(node, f"node {node.id} offline", ts, spend_attempt=False)
+                if entries:
+                    log.warning("re-queueing %d attempts left on offline %s", len(entries), node.id)
+                    yield self._proposer.submit_all(entries)
+                continue
+            if not self._silent(node, now):
                 continue
             reason = f"node {node.id} silent for over {self._timeout_s:g}s"
             log.warning("marking %s offline: %s", node.id, reason)
-            ts = wall_ms(self._clock)
-            entries = [
-                e.Entry.create(e.NodeStatus(node.id, "offline", reason), self._node_id, ts=ts)
-            ]
-            for task in self._reader.tasks_on_node(node.id, ("assigned", "running")):
-                entries.append(
-                    e.Entry.create(e.TaskRetry(task.id, task.attempt, reason), self._node_id, ts=ts)
-                )
-            yield self._proposer.submit_all(entries)
+            offline = e.Entry.create(e.NodeStatus(node.id, "offline", reason), self._node_id, ts=ts)
+            yield self._proposer.submit_all([offline, *self._retries(node, reason, ts)])
+
+    def _retries(
+        self, node: NodeView, reason: str, ts: int, spend_attempt: bool = True
+    ) -> list[e.Entry]:
+        return [
+            e.Entry.create(
+                e.TaskRetry(task.id, task.attempt, reason, spend_attempt=spend_attempt),
+                self._node_id,
+                ts=ts,
+            )
+            for task in self._reader.tasks_on_node(node.id, ("assigned", "running"))
+        ]
 
     def enforce_drains(self, now_ms: int) -> Step[None]:
         """A draining node's assigned tasks move at once, without spending an

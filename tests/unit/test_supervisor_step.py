@@ -92,6 +92,29 @@ def test_a_silent_node_goes_offline_after_the_timeout_on_the_loops_clock(
     }
 
 
+def test_an_attempt_assigned_as_its_node_went_offline_is_requeued_after(
+    log: WorkflowLog,
+) -> None:
+    """The supervisor read n2's attempts for the offline proposal before an
+    assignment to n2 (decided while n2 was active) was applied: the attempt
+    is left on an offline node, and the next pass re-queues it without
+    spending an attempt."""
+    assert log.one(e.TaskSubmit("t-late", {"type": "noop"}))["ok"]
+    assert log.one(e.TaskAssign([{"task_id": "t-late", "node": "n2", "attempt": 1}]))["placed"]
+    assert log.one(e.NodeStatus("n2", "offline", "node n2 silent for over 15s"))["ok"]
+    s = Supervised(log)
+    s.round_after(0, "n3")
+    s.round_after(TIMEOUT_S, "n3")
+    (move,) = s.proposer.payloads()
+    assert move == e.TaskRetry("t-late", 1, "node n2 offline", spend_attempt=False)
+    s.proposer.apply_next()
+    s.stepper.settle()
+    task = log.reader.get_task("t-late")
+    assert task is not None and (task.state, task.node, task.retries) == ("queued", None, 0)
+    s.round_after(1, "n3")
+    assert s.proposer.held == []
+
+
 def test_a_new_leader_waits_a_full_timeout_again(log: WorkflowLog) -> None:
     s = Supervised(log)
     s.round_after(0)
