@@ -106,11 +106,11 @@ class Reservations:
                 self._held.pop(task_id, None)
 
     def pass_over(self, task_ids: frozenset[str]) -> None:
-        """The queued tasks the last scheduling round read the whole
-        runnable queue and could not place, or could not take yet (backing
-        off, waiting for a limit): a submission may be placed ahead of
-        them, as the round placed others ahead of them. Empty when the round
-        did not see them all."""
+        """Records the queued tasks that the last scheduling round, having
+        read the whole runnable queue, could not place or could not take yet
+        (backing off, waiting for a limit): a submission may be placed ahead
+        of them, as the round placed others ahead of them. Empty when the
+        round did not see the whole queue."""
         with self._book:
             self._passed_over = task_ids
 
