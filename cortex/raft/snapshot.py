@@ -28,14 +28,18 @@ import threading
 import zipfile
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
 
 from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.node import TCPNode
 
 from cortex.failstop import stop_node
 from cortex.raft.journal import Disk, DurableJournal
-from cortex.state.machine import StateMachine, copy_database, snapshot_applied_index
+from cortex.state.machine import (
+    StateMachine,
+    connect_read_only,
+    copy_database,
+    snapshot_applied_index,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +130,7 @@ def read_meta(path: str) -> dict[str, Any]:
         with zipfile.ZipFile(path) as archive:
             meta: dict[str, Any] = json.loads(archive.read(_ZIP_META))
             return meta
-    conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+    conn = connect_read_only(path)
     try:
         row = conn.execute(f"SELECT meta FROM {META_TABLE}").fetchone()
     finally:

@@ -245,7 +245,7 @@ class StateMachine:
     def restore_from(self, path: str, drop_tables: tuple[str, ...] = ()) -> None:
         """Replaces the whole database with the copy at `path` (a snapshot),
         read only, less `drop_tables` (what the copy holds besides the state)."""
-        source = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+        source = connect_read_only(path)
         try:
             source.backup(self._conn)
         finally:
@@ -269,6 +269,12 @@ class StateMachine:
 def state_digest(conn: sqlite3.Connection) -> str:
     """The state digest recomputed from every replicated row (see `digest`)."""
     return full_digest(conn, list(REPLICATED_TABLES))
+
+
+def connect_read_only(path: str) -> sqlite3.Connection:
+    """A connection that can only read the database file at `path` (a copy
+    or a snapshot): it never writes to it."""
+    return sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
 
 
 def copy_database(source: str, target: str) -> None:

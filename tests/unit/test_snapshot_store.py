@@ -6,12 +6,15 @@ even though entries kept applying while it was built."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pysyncobj.config import SERIALIZER_STATE
@@ -44,6 +47,17 @@ def _until_done(store: SnapshotStore) -> list[int]:
     pytest.fail("the snapshot build did not finish")
 
 
+@contextlib.contextmanager
+def _loaded(directory: Path, dump: Path) -> Iterator[tuple[StateMachine, tuple[Any, Any, Any]]]:
+    """A node's state machine in `directory`, having loaded the snapshot
+    `dump` as pysyncobj does (what `deserialize` returned beside it)."""
+    loaded = StateMachine(str(directory / "state.db"))
+    try:
+        yield loaded, SnapshotStore(loaded, DurableJournal(str(directory))).deserialize(str(dump))
+    finally:
+        loaded.close()
+
+
 @pytest.fixture
 def machine(tmp_path: Path):
     m = StateMachine(str(tmp_path / "node" / "state.db"))
@@ -73,16 +87,10 @@ def test_a_build_is_reported_once_and_leaves_the_dump_in_place(tmp_path: Path, m
     assert meta["cluster"] == ["127.0.0.1:7101", "127.0.0.1:7102"]
     assert meta["applied_index"] == 50
 
-    fresh = StateMachine(str(tmp_path / "fresh" / "state.db"))
-    try:
-        last, prev, members = SnapshotStore(
-            fresh, DurableJournal(str(tmp_path / "fresh"))
-        ).deserialize(str(dump))
+    with _loaded(tmp_path / "fresh", dump) as (fresh, (last, prev, members)):
         assert (last, prev) == ((b"last", 50, 3), (b"prev", 49, 3))
         assert {m.id for m in members} == {n.id for n in cluster}
         assert fresh.digest() == machine.digest()
-    finally:
-        fresh.close()
 
 
 def test_entries_applied_during_the_build_replay_to_the_same_digest(
@@ -102,17 +110,13 @@ def test_entries_applied_during_the_build_replay_to_the_same_digest(
     assert _until_done(store)[-1] == SERIALIZER_STATE.SUCCESS
     applier.join(60)
 
-    fresh = StateMachine(str(tmp_path / "fresh" / "state.db"))
-    try:
-        SnapshotStore(fresh, DurableJournal(str(tmp_path / "fresh"))).deserialize(str(dump))
+    with _loaded(tmp_path / "fresh", dump) as (fresh, _):
         assert 200 <= fresh.applied_index <= 400
         # pysyncobj replays from the recorded index; apply skips what the copy has.
         for number in range(201, 401):
             fresh.apply_batch(number, batches[number])
         assert fresh.applied_index == 400
         assert fresh.digest() == machine.digest()
-    finally:
-        fresh.close()
 
 
 def test_a_failed_build_is_reported_once_and_keeps_the_old_dump(tmp_path: Path, machine) -> None:
@@ -191,16 +195,10 @@ def test_a_zipped_snapshot_from_before_the_bookkeeping_table_still_loads(
     dump = tmp_path / "node" / "raft.snapshot"
     _zipped_snapshot(machine, dump, 20, ["127.0.0.1:7101"])
     assert snapshot_state_index(str(dump)) == 20
-    fresh = StateMachine(str(tmp_path / "fresh" / "state.db"))
-    try:
-        last, prev, members = SnapshotStore(
-            fresh, DurableJournal(str(tmp_path / "fresh"))
-        ).deserialize(str(dump))
+    with _loaded(tmp_path / "fresh", dump) as (fresh, (last, prev, members)):
         assert (last, prev) == ((b"old", 20, 2), (b"", 19, 2))
         assert [m.id for m in members] == ["127.0.0.1:7101"]
         assert fresh.applied_index == 20 and fresh.digest() == machine.digest()
-    finally:
-        fresh.close()
 
 
 class _SizesAtSync(Disk):
