@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -102,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hashes: dict[str, str] = {}
     simulated = 0.0
     faults = acknowledged = 0
+    terms: list[int] = []
     configs = [
         SimConfig(
             seed=seed,
@@ -119,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         simulated += result.simulated_s
         faults += result.faults
         acknowledged += result.acknowledged
+        terms.append(result.stats["highest_term"])
         hashes[str(seed)] = result.trace_hash
         for failure in result.failures:
             failed.append({"seed": seed, **failure.to_json()})
@@ -129,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"seed {seed}: {verdict} ({result.simulated_s:g} simulated s in {result.wall_s:g}s,"
                 f" {result.faults} faults, {result.acknowledged} acknowledged,"
-                f" trace {result.trace_hash[:16]})",
+                f" term {result.stats['highest_term']}, trace {result.trace_hash[:16]})",
                 flush=True,
             )
             for failure in result.failures:
@@ -146,12 +149,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "trace_hashes": hashes,
             "faults_injected": faults,
             "acknowledged_submissions": acknowledged,
+            "highest_term_median": statistics.median(terms) if terms else None,
+            "highest_term_max": max(terms, default=None),
         }))  # fmt: skip
     else:
         print(
             f"{len(hashes)} seeds, {len({f['seed'] for f in failed})} failed;"
             f" {simulated:.0f} simulated s in {wall:.1f}s ({simulated / wall:.1f}x);"
-            f" {faults} faults injected, {acknowledged} submissions acknowledged"
+            f" {faults} faults injected, {acknowledged} submissions acknowledged;"
+            f" highest term per seed: median {statistics.median(terms) if terms else '-'},"
+            f" max {max(terms, default='-')}"
         )
     return 1 if failed else 0
 

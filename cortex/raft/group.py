@@ -28,6 +28,7 @@ from cortex.raft.merging import (
     Part,
     batch_call,
 )
+from cortex.raft.pre_vote import PreVote
 from cortex.raft.snapshot import SnapshotStore
 from cortex.raft.transport import DurableTransport, install_bounded_connections
 from cortex.state.machine import StateMachine
@@ -162,6 +163,10 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         # Told on the Raft thread when this node becomes or stops being the leader.
         self._role_listeners: list[Callable[[bool], None]] = []
         self._leader_silence_s = settings.election_timeout_s[1]
+        # Made before pysyncobj starts ticking, which reads it.
+        self._pre_vote = (
+            None if settings.observer else PreVote(self, settings.election_timeout_s[0])
+        )
         os.makedirs(settings.data_dir, exist_ok=True)
         discard_temporary_files(settings.data_dir)
         self.journal = (journal_class or DurableJournal)(
@@ -222,6 +227,8 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.commands = MergingQueue(getattr(self, "_SyncObj__commandsQueue"), self)  # noqa: B009
         setattr(self, "_SyncObj__commandsQueue", self.commands)  # noqa: B010 (pysyncobj's name)
         self._take_parts()
+        if self._pre_vote is not None:
+            self._watch_messages(self._pre_vote.handles)
         if settings.observer:
             self._note_leader_contact()
 
@@ -284,15 +291,16 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
 
         self._watch_messages(look)
 
-    def _watch_messages(self, look: Callable[[Any, dict[str, Any]], None]) -> None:
+    def _watch_messages(self, look: Callable[[Any, dict[str, Any]], bool | None]) -> None:
         """Wraps pysyncobj's message handler: `look` sees each message (a
-        dict) before pysyncobj handles it."""
+        dict) before pysyncobj handles it; one it returns True for is its
+        own, and pysyncobj never sees it."""
         transport = self._SyncObj__transport
         deliver = transport._onMessageReceivedCallback
 
         def received(node: Any, message: Any) -> None:
-            if isinstance(message, dict):
-                look(node, message)
+            if isinstance(message, dict) and look(node, message):
+                return
             deliver(node, message)
 
         transport.setOnMessageReceivedCallback(received)
@@ -319,15 +327,24 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         for election at once, although the leader's appends sit unread in
         its sockets, and its higher term would depose the leader. Such a
         follower reads what has arrived first: an append from the leader
-        moves the deadline, and only a silent leader leads to an election."""
-        if (
-            self._SyncObj__raftState == _FOLLOWER
-            and not self.observer
+        moves the deadline, and only a silent leader leads to an election,
+        once a majority would vote for this node (`cortex.raft.pre_vote`)."""
+        if self._pre_vote is not None and self._election_due():
+            if self._SyncObj__raftState == _FOLLOWER:
+                self._poller.poll(0.0)
+            if self._election_due():
+                self._pre_vote.before_standing()
+        super()._onTick(timeToWait)
+
+    def _election_due(self) -> bool:
+        """Whether this voter's election deadline has passed while it follows
+        or stands (pysyncobj's tick would start an election)."""
+        return bool(
+            self._SyncObj__raftState != _LEADER
+            and self._SyncObj__selfNode is not None
             and self._SyncObj__raftElectionDeadline < pysyncobj.syncobj.monotonicTime()
             and self._SyncObj__transport.ready
-        ):
-            self._poller.poll(0.0)
-        super()._onTick(timeToWait)
+        )
 
     def _poll_until_due(self) -> None:
         """pysyncobj's Raft thread ticks, then polls its sockets for at most

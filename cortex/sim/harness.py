@@ -367,6 +367,14 @@ class Simulation:
             node.fail_stop(f"removed from the cluster ({node.removal})")
         node.next_tick_us = self.clock.now_us + TICK_US
 
+    def highest_term(self) -> int:
+        """The highest Raft term a running node is at: how many elections
+        the run took, give or take the ones that raised no term."""
+        return max(
+            (int(n.group.raftCurrentTerm) for n in self.nodes.values() if n.running and n.group),
+            default=0,
+        )
+
     # -- checks -----------------------------------------------------------------
 
     def _statuses(self) -> list[tuple[str, int, str]]:
@@ -487,6 +495,7 @@ def run_seed(config: SimConfig) -> SimResult:
         with _pinned(sim.clock, sim.rng, config.planted_bug):
             try:
                 sim.run()
+                highest_term = sim.highest_term()
             finally:
                 for node in sim.nodes.values():
                     if node.running:
@@ -503,6 +512,7 @@ def run_seed(config: SimConfig) -> SimResult:
             "messages": sim.network.sent,
             "dropped": sim.network.dropped,
             "trace_events": sim.trace.count,
+            "highest_term": highest_term,
         },  # fmt: skip
         trace=sim.trace.lines,
     )

@@ -1,0 +1,192 @@
+"""Pre-vote (the Raft thesis, section 9.6): a voter whose election deadline
+passes first asks the others whether they would vote for it, without
+raising its term, and stands for election only once a majority say yes.
+
+pysyncobj stands at once, a term higher each time. A voter cut off from
+the others (a partition, a firewall, a cable) kept standing and raising its
+term all the while; when it could reach them again, its term deposed the
+leader that had served the rest all along, and the cluster went without
+one for an election (the simulator: a follower cut off for 6 s came back at
+term 7 to a leader at term 1). A voter says no while it hears from a
+leader, so such a node wins nothing and keeps its term: the leader's next
+append brings it back.
+
+Neither side changes anything to answer, except terms, as Raft has any
+message do: a voter adopts a higher term a reply carries, and one asked by
+a node already at a higher term than its own adopts that term (a leader
+steps down). pysyncobj's leader never learns a higher term from the
+followers' answers to its appends, so a node that did start an election the
+others never heard of (cut off just after a majority said yes) would
+otherwise be stranded at its term, refused by everyone for good.
+
+A leadership transfer (pysyncobj's `timeout_now`) stands at once: the
+leader asked for it, and its followers, still hearing from it, would say no."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pysyncobj.syncobj
+
+log = logging.getLogger(__name__)
+
+REQUEST = "cortex_pre_vote"
+REPLY = "cortex_pre_vote_reply"
+
+_FOLLOWER, _CANDIDATE, _LEADER = 0, 1, 2
+
+
+def _number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class PreVote:
+    """The pre-vote rounds of one voter, `group` (a SyncObj), and its
+    answers to the others'. pysyncobj's Raft thread calls everything here."""
+
+    def __init__(self, group: Any, leader_silence_s: float) -> None:
+        self._group = group
+        # A voter that heard from a leader less than this long ago says no.
+        self._leader_silence_s = leader_silence_s
+        self._leader_heard_at: float | None = None
+        self._round = 0
+        self._asked_term: int | None = None
+        self._grants: set[str] = set()
+        # The term a majority said they would vote for this node at.
+        self._won_term: int | None = None
+
+    # -- standing ------------------------------------------------------------------
+
+    def before_standing(self) -> None:
+        """Called once the election deadline of this voter (a follower or a
+        candidate) has passed, before pysyncobj's tick looks at it: leaves it
+        passed, for pysyncobj to start the election, when a majority said
+        they would vote (or no one need be asked); otherwise starts a
+        pre-vote round and moves the deadline on."""
+        group = self._group
+        if not group._SyncObj__connectedToAnyone():
+            return  # pysyncobj stands for nothing then either
+        if group._SyncObj__transferInProgress or not group._SyncObj__otherNodes:
+            return
+        term = group._SyncObj__raftCurrentTerm
+        if self._won_term == term + 1:
+            self._won_term = None
+            return
+        self._start(term + 1)
+
+    def _start(self, term: int) -> None:
+        group = self._group
+        self._round += 1
+        self._asked_term = term
+        self._won_term = None
+        self._grants = {str(group._SyncObj__selfNode)}
+        request = {
+            "type": REQUEST,
+            "term": term,
+            "round": self._round,
+            "last_log_index": group._SyncObj__getCurrentLogIndex(),
+            "last_log_term": group._SyncObj__getCurrentLogTerm(),
+        }
+        for node in group._SyncObj__otherNodes:
+            group._SyncObj__transport.send(node, request)
+        group._SyncObj__raftElectionDeadline = (
+            pysyncobj.syncobj.monotonicTime() + group._SyncObj__generateRaftTimeout()
+        )
+
+    # -- messages ------------------------------------------------------------------
+
+    def handles(self, node: Any, message: dict[str, Any]) -> bool:
+        """Sees a message before pysyncobj does; True for a pre-vote's, which
+        is this module's alone."""
+        kind = message.get("type")
+        if kind == "append_entries":
+            term = _number(message.get("term"))
+            if term is not None and term >= self._group._SyncObj__raftCurrentTerm:
+                self._leader_heard_at = pysyncobj.syncobj.monotonicTime()
+            return False
+        if kind == REQUEST:
+            self._answer(node, message)
+            return True
+        if kind == REPLY:
+            self._count(node, message)
+            return True
+        return False
+
+    def _answer(self, node: Any, message: dict[str, Any]) -> None:
+        group = self._group
+        if group._SyncObj__selfNode is None:
+            return  # an observer has no vote
+        asked = _number(message.get("term"))
+        round_ = _number(message.get("round"))
+        last_index = _number(message.get("last_log_index"))
+        last_term = _number(message.get("last_log_term"))
+        if asked is None or round_ is None or last_index is None or last_term is None:
+            return
+        if asked - 1 > group._SyncObj__raftCurrentTerm:
+            self._adopt(asked - 1, f"asked by {node} for a pre-vote")
+        group._SyncObj__transport.send(
+            node,
+            {
+                "type": REPLY,
+                "term": group._SyncObj__raftCurrentTerm,
+                "asked": asked,
+                "round": round_,
+                "granted": self._would_vote(asked, last_index, last_term),
+            },
+        )
+
+    def _would_vote(self, asked: int, last_index: int, last_term: int) -> bool:
+        """Whether this voter would vote at term `asked` for a log ending at
+        (`last_term`, `last_index`), hearing from no leader."""
+        group = self._group
+        if asked < group._SyncObj__raftCurrentTerm:
+            return False
+        if group._SyncObj__raftState == _LEADER or self._hears_from_leader():
+            return False
+        own_term = group._SyncObj__getCurrentLogTerm()
+        if last_term != own_term:
+            return bool(last_term > own_term)
+        return bool(last_index >= group._SyncObj__getCurrentLogIndex())
+
+    def _hears_from_leader(self) -> bool:
+        heard = self._leader_heard_at
+        return (
+            heard is not None
+            and self._group._SyncObj__raftLeader is not None
+            and pysyncobj.syncobj.monotonicTime() - heard < self._leader_silence_s
+        )
+
+    def _count(self, node: Any, message: dict[str, Any]) -> None:
+        group = self._group
+        term = _number(message.get("term"))
+        if term is None:
+            return
+        if term > group._SyncObj__raftCurrentTerm:
+            self._adopt(term, f"in {node}'s pre-vote reply")
+            return
+        if (
+            message.get("granted") is not True
+            or message.get("round") != self._round
+            or message.get("asked") != self._asked_term
+            or self._asked_term != group._SyncObj__raftCurrentTerm + 1
+            or group._SyncObj__raftState == _LEADER
+        ):
+            return
+        self._grants.add(str(node))
+        if len(self._grants) > (len(group._SyncObj__otherNodes) + 1) / 2:
+            self._won_term = self._asked_term
+            self._asked_term = None
+            # pysyncobj's next tick starts the election.
+            group._SyncObj__raftElectionDeadline = 0
+
+    def _adopt(self, term: int, where: str) -> None:
+        """Takes a higher term seen `where`, as a follower with no vote cast
+        and no leader known, as pysyncobj does for a vote request."""
+        group = self._group
+        log.info("term %d seen %s: following at it", term, where)
+        group._SyncObj__setCurrentTerm(term, None)
+        group._SyncObj__setState(_FOLLOWER)
+        group._SyncObj__raftLeader = None
+        self._asked_term = None
+        self._won_term = None
