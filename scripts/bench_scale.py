@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -503,7 +505,7 @@ class ScaleRun:
     snapshot: SnapshotTiming
     node_snapshot_bytes: dict[str, int]
     # Compaction snapshots each node wrote during the run (from its log).
-    snapshots_written: dict[str, int]
+    snapshots_written: dict[str, list[SnapshotWritten]]
     journal_bytes: dict[str, int]
     peak_rss: dict[str, int]
     # Per phase of the run (grow, reads, restarts, snapshot): the polled peaks.
@@ -548,7 +550,11 @@ class ScaleRun:
             snapshot_build_s=round(self.snapshot.build_s, 3),
             snapshot_restore_s=round(self.snapshot.restore_s, 3),
             node_snapshot_bytes=self.node_snapshot_bytes,
-            snapshots_written=self.snapshots_written,
+            snapshots_written={k: len(v) for k, v in self.snapshots_written.items()},
+            snapshot_indexes={
+                k: [w.raft_index for w in v] for k, v in self.snapshots_written.items()
+            },
+            snapshot_builds_overlapping=overlapping_builds(self.snapshots_written),
             journal_bytes=self.journal_bytes,
             peak_rss_mb={k: round(v / MB, 1) for k, v in self.peak_rss.items()},
             peak_rss_mb_by_phase={
@@ -617,9 +623,17 @@ def print_report(run: ScaleRun) -> None:
             f"peak RSS {rss / MB:.0f} MB {_aim(rss / MB, AIM_RSS_MB, 'MB')}, "
             f"DB {run.db_bytes[node_id] / MB:.1f} MB, data dir {run.dir_bytes[node_id] / MB:.1f} MB"
             f" (raft.snapshot {on_disk / MB:.1f} MB, raft.log"
-            f" {run.journal_bytes[node_id] / MB:.1f} MB; {run.snapshots_written[node_id]}"
+            f" {run.journal_bytes[node_id] / MB:.1f} MB; {len(run.snapshots_written[node_id])}"
             " snapshots written)",
         )
+    written = run.snapshots_written
+    _line(
+        "compaction snapshots (raft index)",
+        "; ".join(
+            f"{n} {' '.join(str(w.raft_index) for w in v) or '-'}" for n, v in written.items()
+        )
+        + f"; {overlapping_builds(written)} builds overlapped another node's",
+    )
     for phase, peaks in run.peak_rss_by_phase.items():
         if not peaks:
             continue  # over before the first poll
@@ -783,13 +797,51 @@ def measure(
     )
 
 
-def _snapshots_written(node: DevNode) -> int:
-    """Compaction snapshots the node logged writing (every start of it)."""
+_SNAPSHOT_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*snapshot written at raft index (\d+)"
+    r".*? in ([\d.]+) s"
+)
+
+
+@dataclass(frozen=True)
+class SnapshotWritten:
+    """A compaction snapshot a node logged writing: its Raft index and when
+    its build began and ended (seconds since the epoch, this machine's)."""
+
+    raft_index: int
+    began: float
+    ended: float
+
+
+def _snapshots_written(node: DevNode) -> list[SnapshotWritten]:
+    """The compaction snapshots the node logged writing (every start of it)."""
     log_path = Path(node.data_dir) / "node.log"
     if not log_path.exists():
-        return 0
+        return []
+    found = []
     with log_path.open(errors="replace") as lines:
-        return sum("snapshot written at raft index" in line for line in lines)
+        for line in lines:
+            match = _SNAPSHOT_LINE.match(line)
+            if match:
+                stamp, index, took = match.groups()
+                ended = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                found.append(SnapshotWritten(int(index), ended - float(took), ended))
+    return found
+
+
+def overlapping_builds(written: dict[str, list[SnapshotWritten]]) -> int:
+    """How many snapshot builds ran, at least for a moment, while another
+    node built one."""
+    return sum(
+        any(
+            mine.began < theirs.ended and theirs.began < mine.ended
+            for other, their_builds in written.items()
+            if other != node_id
+            for theirs in their_builds
+        )
+        for node_id, builds in written.items()
+        for mine in builds
+    )
 
 
 def _file_bytes(path: Path) -> int:

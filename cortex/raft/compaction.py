@@ -13,11 +13,18 @@ within a fixed multiple of what the journal writes, whatever the state's
 size. Measured against the snapshot, not the live database, the journal
 always gets there, even while the state grows as fast as the journal does.
 The journal this keeps is read on restart (CRC checked, not applied again)
-and serves a lagging follower entries instead of a whole snapshot."""
+and serves a lagging follower entries instead of a whole snapshot.
+
+The nodes of a cluster grow their journals alike, so they would all reach
+that share at the same moment and copy their state at once: every member of
+every quorum slowed by its copy together, instead of one at a time while the
+others commit. Each node waits for a share drawn anew for each snapshot,
+between `ratio` and `ratio * (1 + spread)`."""
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -43,14 +50,23 @@ class CompactionPolicy:
     # snapshot's size (0: no wait).
     log_ratio: float = 0.5
     floor_bytes: int = DEFAULT_FLOOR_BYTES
+    # How much more of the snapshot's size a node may wait for than
+    # `log_ratio` (a share of it), where `held`'s `stagger` says.
+    spread: float = 0.25
 
-    def held(self, journal_bytes: int, snapshot_bytes: int) -> bool:
+    def staggered(self, snapshot_bytes: int) -> bool:
+        """Whether the wait for a snapshot of this size depends on `stagger`."""
+        return self.log_ratio > 0 and self.spread > 0 and snapshot_bytes >= self.floor_bytes
+
+    def held(self, journal_bytes: int, snapshot_bytes: int, stagger: float = 0.0) -> bool:
         """Whether compaction waits for the journal to grow (never before
-        the first snapshot: `snapshot_bytes` 0)."""
+        the first snapshot: `snapshot_bytes` 0); `stagger`, from 0 to 1, is
+        where in the spread this node's wait ends."""
+        ratio = self.log_ratio * (1 + self.spread * stagger)
         return (
             self.log_ratio > 0
             and snapshot_bytes >= self.floor_bytes
-            and journal_bytes < self.log_ratio * snapshot_bytes
+            and journal_bytes < ratio * snapshot_bytes
         )
 
 
@@ -58,7 +74,9 @@ class CompactionGate:
     """Sets pysyncobj's compaction thresholds (`conf`, read on every tick) to
     the policy's, or out of reach while the policy holds compaction back.
     `tick` runs on the Raft thread (pysyncobj's on-tick callback) and looks
-    at the files at most once per `CHECK_INTERVAL_S` of `clock`."""
+    at the files at most once per `CHECK_INTERVAL_S` of `clock`. `draw`
+    gives this node's place in the spread (uniform in [0, 1)) for each new
+    snapshot past the floor."""
 
     def __init__(
         self,
@@ -67,12 +85,16 @@ class CompactionGate:
         journal: Sized,
         snapshot_path: str,
         clock: Callable[[], float],
+        draw: Callable[[], float] = random.random,
     ) -> None:
         self._conf = conf
         self.policy = policy
         self._journal = journal
         self._snapshot_path = snapshot_path
         self._clock = clock
+        self._draw = draw
+        # The snapshot size the stagger was drawn for, and the draw.
+        self._drawn: tuple[int, float] | None = None
         self._next_check = 0.0
         self.held = False
         # Looks at the files so far (tests wait on it).
@@ -98,8 +120,18 @@ class CompactionGate:
             snapshot_bytes = 0
         except OSError:
             return
-        self._set(self.policy.held(self._journal.size_bytes, snapshot_bytes))
+        stagger = self.stagger(snapshot_bytes)
+        self._set(self.policy.held(self._journal.size_bytes, snapshot_bytes, stagger))
         self.checks += 1
+
+    def stagger(self, snapshot_bytes: int) -> float:
+        """This node's place in the spread for the snapshot it has (a new
+        one gets a new draw; nothing is drawn for one below the floor)."""
+        if not self.policy.staggered(snapshot_bytes):
+            return 0.0
+        if self._drawn is None or self._drawn[0] != snapshot_bytes:
+            self._drawn = (snapshot_bytes, self._draw())
+        return self._drawn[1]
 
     def _set(self, held: bool) -> None:
         self.held = held

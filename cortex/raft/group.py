@@ -205,8 +205,9 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             ),
             self.journal,
             os.path.join(settings.data_dir, SNAPSHOT_FILE),
-            # pysyncobj's clock: the simulator routes it.
+            # pysyncobj's clock and randomness: the simulator routes them.
             lambda: pysyncobj.syncobj.monotonicTime(),
+            lambda: pysyncobj.syncobj.random.random(),
         )
         super().__init__(
             None if settings.observer else settings.self_address,

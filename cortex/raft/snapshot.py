@@ -25,6 +25,7 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from typing import Any
@@ -200,6 +201,7 @@ class SnapshotStore:
 
     def _write(self, target: str, meta: dict[str, Any], raft_index: int) -> None:
         outcome = SERIALIZER_STATE.FAILED
+        started = time.monotonic()
         disk = self._journal.disk
         synced = self._journal.sync_enabled
         try:
@@ -225,8 +227,8 @@ class SnapshotStore:
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             outcome = SERIALIZER_STATE.SUCCESS
-            log.info("snapshot written at raft index %d (state at applied index %d)",
-                     raft_index, applied_index)  # fmt: skip
+            log.info("snapshot written at raft index %d (state at applied index %d) in %.1f s",
+                     raft_index, applied_index, time.monotonic() - started)  # fmt: skip
         except Exception:
             log.exception("snapshot at raft index %d failed", raft_index)
         finally:

@@ -31,6 +31,44 @@ def test_the_policy_holds_compaction_only_past_the_floor_and_below_the_share() -
     assert not dataclasses.replace(policy, log_ratio=0).held(1, 10**12)
 
 
+def test_a_nodes_stagger_moves_its_wait_within_the_spread() -> None:
+    policy = CompactionPolicy(min_entries=1, min_time_s=1, log_ratio=0.5, floor_bytes=0, spread=0.2)
+    snapshot = 100 * MiB
+    # The first in the spread waits for half the snapshot, the last for 0.6 of it.
+    assert not policy.held(50 * MiB, snapshot, stagger=0.0)
+    assert policy.held(50 * MiB, snapshot, stagger=1.0)
+    assert policy.held(59 * MiB, snapshot, stagger=1.0)
+    assert not policy.held(60 * MiB, snapshot, stagger=1.0)
+    assert policy.held(54 * MiB, snapshot, stagger=0.5)
+    assert not policy.held(56 * MiB, snapshot, stagger=0.5)
+
+
+def test_the_gate_draws_its_stagger_once_per_snapshot_and_never_below_the_floor(
+    tmp_path: Path,
+) -> None:
+    snapshot = tmp_path / "raft.snapshot"
+    draws = iter([0.0, 1.0])
+    conf, journal, now = _Conf(), _Journal(), [100.0]
+    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=1, floor_bytes=100, spread=1)
+    gate = CompactionGate(conf, policy, journal, str(snapshot), lambda: now[0], lambda: next(draws))
+    snapshot.write_bytes(b"x" * 50)  # below the floor: nothing drawn
+    assert gate.stagger(50) == 0.0
+    snapshot.write_bytes(b"x" * 1000)
+    journal.size_bytes = 1500  # past 1000 (stagger 0), short of 2000 (stagger 1)
+    now[0] += 1.0
+    gate.tick()
+    assert not gate.held  # drew 0.0
+    assert gate.stagger(1000) == 0.0  # the same snapshot: the same draw
+    snapshot.write_bytes(b"x" * 1001)  # a new snapshot: a new draw
+    now[0] += 1.0
+    gate.tick()
+    assert gate.held and gate.stagger(1001) == 1.0
+    journal.size_bytes = 2002
+    now[0] += 1.0
+    gate.tick()
+    assert not gate.held
+
+
 class _Conf:
     logCompactionMinEntries = 0  # noqa: N815 (pysyncobj's names)
     logCompactionMinTime = 0.0  # noqa: N815
@@ -43,7 +81,7 @@ class _Journal:
 def test_the_gate_sets_pysyncobjs_thresholds_and_looks_once_a_second(tmp_path: Path) -> None:
     snapshot = tmp_path / "raft.snapshot"
     conf, journal, now = _Conf(), _Journal(), [100.0]
-    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=2, floor_bytes=100)
+    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=2, floor_bytes=100, spread=0)
     gate = CompactionGate(conf, policy, journal, str(snapshot), lambda: now[0])
     # No snapshot yet: pysyncobj's own thresholds, judged once made.
     assert (conf.logCompactionMinEntries, conf.logCompactionMinTime) == (50, 7)
