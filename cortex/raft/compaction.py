@@ -18,13 +18,13 @@ and serves a lagging follower entries instead of a whole snapshot.
 The nodes of a cluster grow their journals alike, so they would all reach
 that share at the same moment and copy their state at once: every member of
 every quorum slowed by its copy together, instead of one at a time while the
-others commit. Each node waits for a share drawn anew for each snapshot,
-between `ratio` and `ratio * (1 + spread)`."""
+others commit. Each node waits for a share of its own between `ratio` and
+`ratio * (1 + spread)`, by its place among the voters, so they take turns;
+below the floor, for as much more of pysyncobj's entries and seconds."""
 
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -51,32 +51,32 @@ class CompactionPolicy:
     log_ratio: float = 0.5
     floor_bytes: int = DEFAULT_FLOOR_BYTES
     # How much more of the snapshot's size a node may wait for than
-    # `log_ratio` (a share of it), where `held`'s `stagger` says.
+    # `log_ratio` (a share of it), where `held`'s `place` says.
     spread: float = 0.25
 
-    def staggered(self, snapshot_bytes: int) -> bool:
-        """Whether the wait for a snapshot of this size depends on `stagger`."""
-        return self.log_ratio > 0 and self.spread > 0 and snapshot_bytes >= self.floor_bytes
-
-    def held(self, journal_bytes: int, snapshot_bytes: int, stagger: float = 0.0) -> bool:
+    def held(self, journal_bytes: int, snapshot_bytes: int, place: float = 0.0) -> bool:
         """Whether compaction waits for the journal to grow (never before
-        the first snapshot: `snapshot_bytes` 0); `stagger`, from 0 to 1, is
+        the first snapshot: `snapshot_bytes` 0); `place`, from 0 to 1, is
         where in the spread this node's wait ends."""
-        ratio = self.log_ratio * (1 + self.spread * stagger)
+        ratio = self.log_ratio * self.stretch(place)
         return (
             self.log_ratio > 0
             and snapshot_bytes >= self.floor_bytes
             and journal_bytes < ratio * snapshot_bytes
         )
 
+    def stretch(self, place: float) -> float:
+        """How much longer than the first in the spread a node at `place` waits."""
+        return 1 + self.spread * place
+
 
 class CompactionGate:
     """Sets pysyncobj's compaction thresholds (`conf`, read on every tick) to
     the policy's, or out of reach while the policy holds compaction back.
     `tick` runs on the Raft thread (pysyncobj's on-tick callback) and looks
-    at the files at most once per `CHECK_INTERVAL_S` of `clock`. `draw`
-    gives this node's place in the spread (uniform in [0, 1)) for each new
-    snapshot past the floor."""
+    at the files at most once per `CHECK_INTERVAL_S` of `clock`. `place`
+    gives this node's place in the spread, from 0 to 1 (its rank among the
+    voters over their number)."""
 
     def __init__(
         self,
@@ -85,16 +85,14 @@ class CompactionGate:
         journal: Sized,
         snapshot_path: str,
         clock: Callable[[], float],
-        draw: Callable[[], float] = random.random,
+        place: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self._conf = conf
         self.policy = policy
         self._journal = journal
         self._snapshot_path = snapshot_path
         self._clock = clock
-        self._draw = draw
-        # The snapshot size the stagger was drawn for, and the draw.
-        self._drawn: tuple[int, float] | None = None
+        self._place = place
         self._next_check = 0.0
         self.held = False
         # Looks at the files so far (tests wait on it).
@@ -120,20 +118,16 @@ class CompactionGate:
             snapshot_bytes = 0
         except OSError:
             return
-        stagger = self.stagger(snapshot_bytes)
-        self._set(self.policy.held(self._journal.size_bytes, snapshot_bytes, stagger))
+        place = self._place()
+        self._set(self.policy.held(self._journal.size_bytes, snapshot_bytes, place), place)
         self.checks += 1
 
-    def stagger(self, snapshot_bytes: int) -> float:
-        """This node's place in the spread for the snapshot it has (a new
-        one gets a new draw; nothing is drawn for one below the floor)."""
-        if not self.policy.staggered(snapshot_bytes):
-            return 0.0
-        if self._drawn is None or self._drawn[0] != snapshot_bytes:
-            self._drawn = (snapshot_bytes, self._draw())
-        return self._drawn[1]
-
-    def _set(self, held: bool) -> None:
+    def _set(self, held: bool, place: float = 0.0) -> None:
         self.held = held
-        self._conf.logCompactionMinEntries = _HELD_ENTRIES if held else self.policy.min_entries
-        self._conf.logCompactionMinTime = _HELD_SECONDS if held else self.policy.min_time_s
+        stretch = self.policy.stretch(place)
+        self._conf.logCompactionMinEntries = (
+            _HELD_ENTRIES if held else round(self.policy.min_entries * stretch)
+        )
+        self._conf.logCompactionMinTime = (
+            _HELD_SECONDS if held else self.policy.min_time_s * stretch
+        )

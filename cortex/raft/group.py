@@ -205,9 +205,9 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             ),
             self.journal,
             os.path.join(settings.data_dir, SNAPSHOT_FILE),
-            # pysyncobj's clock and randomness: the simulator routes them.
+            # pysyncobj's clock: the simulator routes it.
             lambda: pysyncobj.syncobj.monotonicTime(),
-            lambda: pysyncobj.syncobj.random.random(),
+            functools.partial(self._compaction_place, settings),
         )
         super().__init__(
             None if settings.observer else settings.self_address,
@@ -232,6 +232,22 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             self._watch_messages(self._pre_vote.handles)
         if settings.observer:
             self._note_leader_contact()
+
+    def _compaction_place(self, settings: RaftSettings) -> float:
+        """This voter's rank among the voters (by Raft address) over their
+        number: where it waits in the compaction spread, so the nodes of a
+        cluster take turns copying their state. Before pysyncobj knows the
+        members, from the settings."""
+        me = getattr(self, "_SyncObj__selfNode", None)
+        if me is not None:
+            voters = {str(node) for node in self._SyncObj__otherNodes} | {str(me)}
+            mine = str(me)
+        elif settings.observer:
+            return 0.0
+        else:
+            voters = {*settings.peers, settings.self_address}
+            mine = settings.self_address
+        return sorted(voters).index(mine) / len(voters)
 
     # -- merged entries (cortex.raft.merging) --------------------------------
 

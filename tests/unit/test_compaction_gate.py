@@ -31,42 +31,32 @@ def test_the_policy_holds_compaction_only_past_the_floor_and_below_the_share() -
     assert not dataclasses.replace(policy, log_ratio=0).held(1, 10**12)
 
 
-def test_a_nodes_stagger_moves_its_wait_within_the_spread() -> None:
+def test_a_nodes_place_moves_its_wait_within_the_spread() -> None:
     policy = CompactionPolicy(min_entries=1, min_time_s=1, log_ratio=0.5, floor_bytes=0, spread=0.2)
     snapshot = 100 * MiB
     # The first in the spread waits for half the snapshot, the last for 0.6 of it.
-    assert not policy.held(50 * MiB, snapshot, stagger=0.0)
-    assert policy.held(50 * MiB, snapshot, stagger=1.0)
-    assert policy.held(59 * MiB, snapshot, stagger=1.0)
-    assert not policy.held(60 * MiB, snapshot, stagger=1.0)
-    assert policy.held(54 * MiB, snapshot, stagger=0.5)
-    assert not policy.held(56 * MiB, snapshot, stagger=0.5)
+    assert not policy.held(50 * MiB, snapshot, place=0.0)
+    assert policy.held(50 * MiB, snapshot, place=1.0)
+    assert policy.held(59 * MiB, snapshot, place=1.0)
+    assert not policy.held(60 * MiB, snapshot, place=1.0)
+    assert policy.held(54 * MiB, snapshot, place=0.5)
+    assert not policy.held(56 * MiB, snapshot, place=0.5)
 
 
-def test_the_gate_draws_its_stagger_once_per_snapshot_and_never_below_the_floor(
-    tmp_path: Path,
-) -> None:
+def test_the_gate_waits_where_the_nodes_place_says(tmp_path: Path) -> None:
     snapshot = tmp_path / "raft.snapshot"
-    draws = iter([0.0, 1.0])
-    conf, journal, now = _Conf(), _Journal(), [100.0]
-    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=1, floor_bytes=100, spread=1)
-    gate = CompactionGate(conf, policy, journal, str(snapshot), lambda: now[0], lambda: next(draws))
-    snapshot.write_bytes(b"x" * 50)  # below the floor: nothing drawn
-    assert gate.stagger(50) == 0.0
     snapshot.write_bytes(b"x" * 1000)
-    journal.size_bytes = 1500  # past 1000 (stagger 0), short of 2000 (stagger 1)
-    now[0] += 1.0
-    gate.tick()
-    assert not gate.held  # drew 0.0
-    assert gate.stagger(1000) == 0.0  # the same snapshot: the same draw
-    snapshot.write_bytes(b"x" * 1001)  # a new snapshot: a new draw
-    now[0] += 1.0
-    gate.tick()
-    assert gate.held and gate.stagger(1001) == 1.0
-    journal.size_bytes = 2002
-    now[0] += 1.0
-    gate.tick()
-    assert not gate.held
+    policy = CompactionPolicy(min_entries=50, min_time_s=7, log_ratio=1, floor_bytes=100, spread=1)
+    journal = _Journal()
+    journal.size_bytes = 1500  # past 1000 (place 0), short of 2000 (place 1)
+    first = CompactionGate(_Conf(), policy, journal, str(snapshot), lambda: 100.0, lambda: 0.0)
+    last = CompactionGate(_Conf(), policy, journal, str(snapshot), lambda: 100.0, lambda: 0.99)
+    assert not first.held and last.held
+    # Below the floor, pysyncobj's own thresholds, as much longer.
+    snapshot.write_bytes(b"x" * 10)
+    conf = _Conf()
+    CompactionGate(conf, policy, journal, str(snapshot), lambda: 100.0, lambda: 0.5)
+    assert (conf.logCompactionMinEntries, conf.logCompactionMinTime) == (75, 10.5)
 
 
 class _Conf:
@@ -169,3 +159,34 @@ def test_a_real_group_compacts_only_once_the_gate_lets_it(tmp_path: Path, one_no
     group.compaction.policy = dataclasses.replace(group.compaction.policy, log_ratio=0)
     wait_until(lambda: len(group.journal) < 20, 15, what="the journal compacted once released")
     assert snapshot.stat().st_mtime_ns != first.st_mtime_ns
+
+
+def test_the_voters_of_a_group_take_distinct_places(tmp_path: Path) -> None:
+    """Three real groups of one cluster: each its own place in the spread,
+    by Raft address, so no two wait for the same share of their snapshot."""
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(3)]
+    settings = [
+        RaftSettings(
+            self_address=address,
+            peers=[a for a in addresses if a != address],
+            data_dir=str(tmp_path / f"node-{i}"),
+            secret="compaction-place-test-secret",
+        )
+        for i, address in enumerate(addresses)
+    ]
+    machines, groups = [], []
+    try:
+        for i, node_settings in enumerate(settings):
+            machines.append(StateMachine(str(tmp_path / f"state-{i}.db")))
+            groups.append(RaftGroup(node_settings, machines[-1]))
+        places = [g._compaction_place(s) for g, s in zip(groups, settings, strict=True)]
+        assert sorted(places) == [0.0, 1 / 3, 2 / 3]
+        assert places == [sorted(addresses).index(a) / 3 for a in addresses]
+        # Before pysyncobj knows the members (the gate's first look), the same.
+        unmade = object.__new__(RaftGroup)
+        assert [unmade._compaction_place(s) for s in settings] == places
+    finally:
+        for group in groups:
+            group.destroy()
+        for machine in machines:
+            machine.close()
