@@ -89,6 +89,18 @@ def _switches(collector: ThreadCpuCollector, kind: str) -> dict[str, float]:
     return {s.labels["switch"]: s.value for s in family.samples if s.labels["thread"] == kind}
 
 
+def _wait_until_asleep(native_id: int) -> None:
+    """Polls, with a deadline, until the thread is blocked in the kernel
+    (state S): it gave up the CPU, one voluntary switch."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/self/task/{native_id}/stat", "rb") as stat:
+            if stat.read().rpartition(b")")[2].split()[0] == b"S":
+                return
+        time.sleep(0.0002)
+    raise AssertionError(f"thread {native_id} never waited")
+
+
 def test_a_thread_waiting_for_work_counts_a_voluntary_switch_per_wait() -> None:
     collector = ThreadCpuCollector()
     work: queue.SimpleQueue[int | None] = queue.SimpleQueue()
@@ -103,9 +115,11 @@ def test_a_thread_waiting_for_work_counts_a_voluntary_switch_per_wait() -> None:
     assert server.native_id is not None
     before = thread_switches(server.native_id)
     assert before is not None
-    # Each item is handed over only after the last came back: the server
-    # waits, with nothing to do, before every one.
+    # Each item is handed over only after the last came back and the server
+    # is asleep (on a loaded machine it may still be on its way to the
+    # queue, preempted, and find the next item there without waiting).
     for number in range(HANDOFFS):
+        _wait_until_asleep(server.native_id)
         work.put(number)
         assert done.get(timeout=30) == number
     after = thread_switches(server.native_id)
