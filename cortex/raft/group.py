@@ -165,7 +165,11 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self._leader_silence_s = settings.election_timeout_s[1]
         # Made before pysyncobj starts ticking, which reads it.
         self._pre_vote = (
-            None if settings.observer else PreVote(self, settings.election_timeout_s[0])
+            None
+            if settings.observer
+            else PreVote(
+                self, functools.partial(self._hears_from_leader, settings.election_timeout_s[0])
+            )
         )
         os.makedirs(settings.data_dir, exist_ok=True)
         discard_temporary_files(settings.data_dir)
@@ -228,10 +232,9 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.commands = MergingQueue(getattr(self, "_SyncObj__commandsQueue"), self)  # noqa: B009
         setattr(self, "_SyncObj__commandsQueue", self.commands)  # noqa: B010 (pysyncobj's name)
         self._take_parts()
+        self._note_leader_contact()
         if self._pre_vote is not None:
             self._watch_messages(self._pre_vote.handles)
-        if settings.observer:
-            self._note_leader_contact()
 
     def _compaction_place(self, settings: RaftSettings) -> float:
         """This voter's rank among the voters (by Raft address) over their
@@ -397,12 +400,12 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         wait = due - pysyncobj.syncobj.monotonicTime()
         return period if wait <= 0 else min(wait, IDLE_TICK_MAX_S)
 
-    def _hears_from_leader(self) -> bool:
+    def _hears_from_leader(self, within_s: float | None = None) -> bool:
+        """Whether an append from a leader arrived at most `within_s` ago
+        (by default, the longest election timeout)."""
         heard = self._leader_heard_at
-        return (
-            heard is not None
-            and pysyncobj.syncobj.monotonicTime() - heard <= self._leader_silence_s
-        )
+        silence = self._leader_silence_s if within_s is None else within_s
+        return heard is not None and pysyncobj.syncobj.monotonicTime() - heard <= silence
 
     def _SyncObj__deleteEntriesTo(self, toIDx: int) -> None:  # noqa: N802 (pysyncobj's name)
         """pysyncobj drops the log before a finished snapshot's index, the

@@ -25,6 +25,7 @@ leader asked for it, and its followers, still hearing from it, would say no."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pysyncobj.syncobj
@@ -45,11 +46,11 @@ class PreVote:
     """The pre-vote rounds of one voter, `group` (a SyncObj), and its
     answers to the others'. pysyncobj's Raft thread calls everything here."""
 
-    def __init__(self, group: Any, leader_silence_s: float) -> None:
+    def __init__(self, group: Any, hears_from_leader: Callable[[], bool]) -> None:
         self._group = group
-        # A voter that heard from a leader less than this long ago says no.
-        self._leader_silence_s = leader_silence_s
-        self._leader_heard_at: float | None = None
+        # Whether an append from a leader arrived within the shortest
+        # election timeout: a voter that says so says no.
+        self._hears_from_leader = hears_from_leader
         self._round = 0
         self._asked_term: int | None = None
         self._grants: set[str] = set()
@@ -100,11 +101,6 @@ class PreVote:
         """Sees a message before pysyncobj does; True for a pre-vote's, which
         is this module's alone."""
         kind = message.get("type")
-        if kind == "append_entries":
-            term = _number(message.get("term"))
-            if term is not None and term >= self._group._SyncObj__raftCurrentTerm:
-                self._leader_heard_at = pysyncobj.syncobj.monotonicTime()
-            return False
         if kind == REQUEST:
             self._answer(node, message)
             return True
@@ -142,20 +138,14 @@ class PreVote:
         group = self._group
         if asked < group._SyncObj__raftCurrentTerm:
             return False
-        if group._SyncObj__raftState == _LEADER or self._hears_from_leader():
+        if group._SyncObj__raftState == _LEADER or (
+            group._SyncObj__raftLeader is not None and self._hears_from_leader()
+        ):
             return False
         own_term = group._SyncObj__getCurrentLogTerm()
         if last_term != own_term:
             return bool(last_term > own_term)
         return bool(last_index >= group._SyncObj__getCurrentLogIndex())
-
-    def _hears_from_leader(self) -> bool:
-        heard = self._leader_heard_at
-        return (
-            heard is not None
-            and self._group._SyncObj__raftLeader is not None
-            and pysyncobj.syncobj.monotonicTime() - heard < self._leader_silence_s
-        )
 
     def _count(self, node: Any, message: dict[str, Any]) -> None:
         group = self._group
