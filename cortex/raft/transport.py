@@ -471,13 +471,20 @@ def without_unchecked_commit(message: Any) -> Any:
     return message
 
 
-def sync_after_poll(sync_obj: Any, flush: Callable[[], None]) -> None:
+def sync_after_poll(
+    sync_obj: Any, flush: Callable[[], None], sync_first: Callable[[], None]
+) -> None:
     """Runs `flush` after each of pysyncobj's polls: the poll delivers appends,
-    and the Raft loop commits and applies only after the next one starts."""
+    and the Raft loop commits and applies only after the next one starts.
+    Runs `sync_first` (`AckHold.flush`) before each poll: what the tick just
+    logged (a leader's proposals, sent to the followers as they were logged)
+    is synced while the followers sync their copies, instead of after the
+    poll that waits for their answers."""
     poller = sync_obj._poller
     poll = poller.poll
 
     def poll_then_flush(timeout: float) -> Any:
+        sync_first()
         polled = poll(timeout)
         flush()
         return polled
@@ -492,7 +499,7 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         super().__init__(syncObj, selfNode, otherNodes)
         self._journal = journal
         self._acks = AckHold(journal, self._deliver)
-        sync_after_poll(syncObj, self.flush)
+        sync_after_poll(syncObj, self.flush, self.flush)
 
     def send(self, node: Any, message: Any) -> bool:
         return self._acks.send(node, message)

@@ -33,7 +33,7 @@ class SimTransport(Transport):  # type: ignore[misc]
         self._connected = False
         self._acks = AckHold(journal, self._deliver)
         network.attach(self._address, self._receive)
-        sync_after_poll(syncObj, self._after_poll)
+        sync_after_poll(syncObj, self._after_poll, self._acks.flush)
 
     # -- pysyncobj's Transport ------------------------------------------------
 
