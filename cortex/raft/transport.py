@@ -4,11 +4,12 @@
 how far its log reaches (`next_node_idx`, success) right after appending; the
 leader counts that towards a commit. Such acknowledgements are held while the
 journal has unsynced appends and sent after the sync that covers them. The
-Raft thread syncs once per pass of its poll loop, right after the poll that
-delivered the appends, before it goes on to commit or apply anything: one
-fdatasync covers every entry appended in that pass (group commit), and the
-leader's own entries, appended before its poll, are synced before its next
-commit decision counts them.
+Raft thread syncs right after the poll that delivered the appends, before it
+goes on to commit or apply anything: one fdatasync covers every entry
+appended in that pass (group commit). The leader's own entries, appended
+(and sent) in its tick, are synced just before its poll, while the followers
+sync their copies, so its sync is seldom what a commit waits for; either way
+they are synced before its next commit decision counts them.
 
 **A commit announcement is not acknowledged twice.** Once a majority has
 an entry, the leader sends its new commit index at once, in an append with
@@ -191,8 +192,8 @@ def install_bounded_connections() -> None:
 class AckHold:
     """A node's append acknowledgements, held while its journal has unsynced
     appends and sent by `flush` after the sync that covers them. The Raft
-    thread calls `flush` right after each poll (`sync_after_poll`). Shared by
-    the TCP transport and the simulator's."""
+    thread calls `flush` right before and right after each poll
+    (`sync_after_poll`). Shared by the TCP transport and the simulator's."""
 
     def __init__(
         self,
