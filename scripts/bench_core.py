@@ -573,6 +573,8 @@ def report(run: BenchRun) -> None:
         "submit -> running p50 / p99",
         f"{_p50_p99(to_running)} {_aim(p50_running, AIM_P50_MS, False)}",
     )
+    if to_running:
+        _line("  mean", f"{sum(to_running) / len(to_running):.2f} ms")
     for start, end in (
         ("submitted", "assigned"),
         ("assigned", "started"),

@@ -193,7 +193,7 @@ class AckHold:
     """A node's append acknowledgements, held while its journal has unsynced
     appends and sent by `flush` after the sync that covers them. The Raft
     thread calls `flush` right before and right after each poll
-    (`sync_after_poll`). Shared by the TCP transport and the simulator's."""
+    (`sync_around_poll`). Shared by the TCP transport and the simulator's."""
 
     def __init__(
         self,
@@ -472,25 +472,25 @@ def without_unchecked_commit(message: Any) -> Any:
     return message
 
 
-def sync_after_poll(
+def sync_around_poll(
     sync_obj: Any, flush: Callable[[], None], sync_first: Callable[[], None]
 ) -> None:
     """Runs `flush` after each of pysyncobj's polls: the poll delivers appends,
     and the Raft loop commits and applies only after the next one starts.
-    Runs `sync_first` (`AckHold.flush`) before each poll: what the tick just
+    And `sync_first` (`AckHold.flush`) before each poll: what the tick just
     logged (a leader's proposals, sent to the followers as they were logged)
     is synced while the followers sync their copies, instead of after the
     poll that waits for their answers."""
     poller = sync_obj._poller
     poll = poller.poll
 
-    def poll_then_flush(timeout: float) -> Any:
+    def synced_poll(timeout: float) -> Any:
         sync_first()
         polled = poll(timeout)
         flush()
         return polled
 
-    poller.poll = poll_then_flush
+    poller.poll = synced_poll
 
 
 class DurableTransport(TCPTransport):  # type: ignore[misc]
@@ -500,7 +500,7 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]
         super().__init__(syncObj, selfNode, otherNodes)
         self._journal = journal
         self._acks = AckHold(journal, self._deliver)
-        sync_after_poll(syncObj, self.flush, self.flush)
+        sync_around_poll(syncObj, self.flush, self.flush)
 
     def send(self, node: Any, message: Any) -> bool:
         return self._acks.send(node, message)

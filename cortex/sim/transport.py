@@ -10,7 +10,7 @@ from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
 from cortex.raft.journal import DurableJournal
-from cortex.raft.transport import AckHold, sync_after_poll
+from cortex.raft.transport import AckHold, sync_around_poll
 from cortex.sim.network import SimNetwork
 
 
@@ -33,7 +33,7 @@ class SimTransport(Transport):  # type: ignore[misc]
         self._connected = False
         self._acks = AckHold(journal, self._deliver)
         network.attach(self._address, self._receive)
-        sync_after_poll(syncObj, self._after_poll, self._acks.flush)
+        sync_around_poll(syncObj, self._after_poll, self._acks.flush)
 
     # -- pysyncobj's Transport ------------------------------------------------
 
