@@ -27,6 +27,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import mean
 from typing import Any, TypeVar
 
 import psutil
@@ -480,9 +481,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "submit_to_running_p99_ms": _rounded(percentile(to_running, 99)),
         # The events' times are whole milliseconds: the mean tells apart
         # changes smaller than the percentiles' steps.
-        "submit_to_running_mean_ms": (
-            round(sum(to_running) / len(to_running), 2) if to_running else None
-        ),
+        "submit_to_running_mean_ms": _rounded(mean(to_running)) if to_running else None,
         "submit_to_completed_p50_ms": _rounded(
             percentile(_spans(run.timelines, "submitted", "completed"), 50)
         ),
@@ -574,7 +573,7 @@ def report(run: BenchRun) -> None:
         f"{_p50_p99(to_running)} {_aim(p50_running, AIM_P50_MS, False)}",
     )
     if to_running:
-        _line("  mean", f"{sum(to_running) / len(to_running):.2f} ms")
+        _line("  mean", f"{mean(to_running):.2f} ms")
     for start, end in (
         ("submitted", "assigned"),
         ("assigned", "started"),

@@ -29,13 +29,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pysyncobj.syncobj
+from pysyncobj.syncobj import _RAFT_STATE
 
 log = logging.getLogger(__name__)
 
 REQUEST = "cortex_pre_vote"
 REPLY = "cortex_pre_vote_reply"
-
-_FOLLOWER, _CANDIDATE, _LEADER = 0, 1, 2
 
 
 def _number(value: Any) -> int | None:
@@ -138,7 +137,7 @@ class PreVote:
         group = self._group
         if asked < group._SyncObj__raftCurrentTerm:
             return False
-        if group._SyncObj__raftState == _LEADER or (
+        if group._SyncObj__raftState == _RAFT_STATE.LEADER or (
             group._SyncObj__raftLeader is not None and self._hears_from_leader()
         ):
             return False
@@ -160,7 +159,7 @@ class PreVote:
             or message.get("round") != self._round
             or message.get("asked") != self._asked_term
             or self._asked_term != group._SyncObj__raftCurrentTerm + 1
-            or group._SyncObj__raftState == _LEADER
+            or group._SyncObj__raftState == _RAFT_STATE.LEADER
         ):
             return
         self._grants.add(str(node))
@@ -176,7 +175,7 @@ class PreVote:
         group = self._group
         log.info("term %d seen %s: following at it", term, where)
         group._SyncObj__setCurrentTerm(term, None)
-        group._SyncObj__setState(_FOLLOWER)
+        group._SyncObj__setState(_RAFT_STATE.FOLLOWER)
         group._SyncObj__raftLeader = None
         self._asked_term = None
         self._won_term = None
