@@ -132,6 +132,11 @@ class ClusterNode:
     log_file: Path | None = None
     # How python runs `cortex` (e.g. through a test hook).
     launcher: list[str] = field(default_factory=lambda: ["-m", "cortex.cli.main"])
+    # What runs the node's python (e.g. `ip netns exec NAME`), and the
+    # address its API listens on when clients reach it at another
+    # (`grpc`, e.g. a relay's Unix socket into its network namespace).
+    wrapper: list[str] = field(default_factory=list)
+    grpc_listen: str = ""
 
     @property
     def log_path(self) -> Path:
@@ -141,9 +146,9 @@ class ClusterNode:
         self, peers: list[str] | None = None, join: str | None = None, secret: str | None = SECRET
     ) -> None:
         args = [
-            sys.executable, *self.launcher, "node", "start",
+            *self.wrapper, sys.executable, *self.launcher, "node", "start",
             "--node-id", self.node_id, "--data-dir", str(self.data_dir),
-            "--raft", self.raft, "--grpc", self.grpc,
+            "--raft", self.raft, "--grpc", self.grpc_listen or self.grpc,
         ]  # fmt: skip
         if self.http:
             args += ["--http", self.http]
