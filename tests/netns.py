@@ -11,7 +11,8 @@ The test process stays outside. It reaches a host's API through a relay
 forwards a Unix socket (a file: seen from every namespace) to an address
 there.
 
-Needs root and iproute2's `ip` (`netns_unavailable` says why not)."""
+Needs root and iproute2's `ip` (`netns_unavailable` says why not), and
+iptables to cut one link alone (`link_cuts_unavailable`)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ _OURS = re.compile(r"cx(\d+)(?:hub|h\d+)")
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+def link_cuts_unavailable() -> str | None:
+    """Why one link between two hosts cannot be cut here (`Hosts.cut_link`
+    needs iptables), or None when it can."""
+    return None if shutil.which("iptables") else "iptables is not installed"
 
 
 def netns_unavailable() -> str | None:
@@ -108,6 +115,25 @@ class Hosts:
     def join(self, k: int) -> None:
         """Host k is back on the bridge."""
         _ip("-n", self._hub, "link", "set", f"p{k}", "up")
+
+    def cut_link(self, a: int, b: int) -> None:
+        """Hosts a and b can no longer reach each other (what either sends
+        the other is dropped, on host a); each still reaches the rest."""
+        self._link_rules(a, b, "-A")
+
+    def join_link(self, a: int, b: int) -> None:
+        """Undoes `cut_link(a, b)`."""
+        self._link_rules(a, b, "-D")
+
+    def _link_rules(self, a: int, b: int, action: str) -> None:
+        other = self.address(b)
+        for chain, side in (("INPUT", "-s"), ("OUTPUT", "-d")):
+            subprocess.run(
+                [*self.wrapper(a), "iptables", action, chain, side, other, "-j", "DROP"],
+                check=True,
+                capture_output=True,
+                timeout=30,
+            )
 
     def relay(self, k: int, socket_path: Path, target: str) -> str:
         """Starts a relay on host k from the Unix socket `socket_path` to

@@ -11,6 +11,11 @@ real (what crosses its link is dropped) and joined again.
   always said no left them without a leader, and the test fails). The old
   leader steps down alone, stands for nothing, and follows the new one
   when it is back, with no election after that.
+- A follower that loses only its link to the leader (it still reaches the
+  other follower: a firewall, a route gone) stands for nothing either: the
+  other follower still hears from the leader and says no, so the leader
+  keeps leading at its term (without pre-vote, the follower's higher term
+  reached the others through the link it kept, and the test fails).
 
 Skipped, saying why, where network namespaces cannot be made (not root,
 no iproute2)."""
@@ -28,7 +33,7 @@ import pytest
 from cortex.errors import CortexError
 from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import Cluster, ClusterNode, wait_until
-from tests.netns import Hosts, netns_unavailable
+from tests.netns import Hosts, link_cuts_unavailable, netns_unavailable
 
 _UNAVAILABLE = netns_unavailable()
 pytestmark = [
@@ -193,3 +198,29 @@ def test_a_leader_cut_off_is_replaced_and_follows_the_new_one_when_back(
     cluster.wait_converged(timeout=60)
     assert cluster.leader() is new
     assert _terms(cluster) == {node.node_id: new_term for node in cluster.nodes}
+
+
+@pytest.mark.skipif(link_cuts_unavailable() is not None, reason=str(link_cuts_unavailable()))
+def test_a_follower_that_loses_only_its_link_to_the_leader_deposes_nobody(
+    hosts_cluster: tuple[Cluster, Hosts],
+) -> None:
+    cluster, hosts = hosts_cluster
+    leader = cluster.leader()
+    term = leader.status().term
+    follower, other = [node for node in cluster.nodes if node is not leader]
+
+    hosts.cut_link(_host(cluster, follower), _host(cluster, leader))
+    try:
+        # It still hears from a majority (itself and the other follower),
+        # so nothing it reports tells the cut apart: its term is watched
+        # from the cut on, over several of its election deadlines.
+        _run_task_on(leader, [leader, other])
+        _watch_term(follower, term, WATCHED_S)
+        assert leader.status().raft_role == pb.RAFT_ROLE_LEADER
+        assert other.status().term == term
+    finally:
+        hosts.join_link(_host(cluster, follower), _host(cluster, leader))
+
+    cluster.wait_converged(timeout=60)
+    assert cluster.leader() is leader
+    assert _terms(cluster) == {node.node_id: term for node in cluster.nodes}
