@@ -11,6 +11,10 @@ real (what crosses its link is dropped) and joined again.
   always said no left them without a leader, and the test fails). The old
   leader steps down alone, stands for nothing, and follows the new one
   when it is back, with no election after that.
+- A submission to a leader cut off is refused (Unavailable) once it
+  cannot commit; retried with the same idempotency key through the new
+  leader, it runs once, and when the old leader is back its uncommitted
+  copy is gone from every node.
 - A follower that loses only its link to the leader (it still reaches the
   other follower: a firewall, a route gone) stands for nothing either: the
   other follower still hears from the leader and says no, so the leader
@@ -23,7 +27,9 @@ no iproute2)."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,3 +230,70 @@ def test_a_follower_that_loses_only_its_link_to_the_leader_deposes_nobody(
     cluster.wait_converged(timeout=60)
     assert cluster.leader() is leader
     assert _terms(cluster) == {node.node_id: term for node in cluster.nodes}
+
+
+def _tasks_with_key(node: ClusterNode, key: str) -> list[tuple[str, str]]:
+    """(task id, state) of the tasks submitted with `key`, read from the
+    node's own SQLite file."""
+    conn = sqlite3.connect(f"file:{node.data_dir / 'state.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute(
+            "SELECT t.id, t.state FROM submissions s JOIN tasks t ON t.id = s.task_id"
+            " WHERE s.idempotency_key = ?",
+            (key,),
+        ).fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_submission_to_a_leader_cut_off_is_refused_and_its_retry_runs_once(
+    hosts_cluster: tuple[Cluster, Hosts],
+) -> None:
+    cluster, hosts = hosts_cluster
+    old = cluster.leader()
+    others = [node for node in cluster.nodes if node is not old]
+    key = "partition-retry-1"
+    spec = pb.TaskSpec(
+        type="noop", constraints=pb.Constraints(allowed_nodes=[n.node_id for n in others])
+    )
+    refused: list[BaseException] = []
+
+    def submit_to_old() -> None:
+        try:
+            with old.client(timeout_s=30) as client:
+                client.submit_task(spec, idempotency_key=key)
+        except CortexError as err:
+            refused.append(err)
+
+    hosts.cut(_host(cluster, old))
+    try:
+        # Sent as the cut begins: the old leader takes it into its log,
+        # where no majority will ever have it.
+        submitting = threading.Thread(target=submit_to_old)
+        submitting.start()
+        submitting.join(30)
+        assert not submitting.is_alive(), "the submission to the leader cut off never returned"
+        assert refused, "the leader cut off acknowledged a submission it could not commit"
+        assert "retry with the same idempotency key" in str(refused[0])
+
+        def new_leader() -> ClusterNode | None:
+            for node in others:
+                status = _status(node)
+                if status is not None and status.raft_role == pb.RAFT_ROLE_LEADER:
+                    return node
+            return None
+
+        new = wait_until(new_leader, 30, what="the other two to elect a leader")
+        with new.client() as client:
+            task_id = client.submit_task(spec, idempotency_key=key).task.id
+
+            def done() -> bool:
+                return client.get_task(task_id).task.state == pb.TASK_STATE_COMPLETED
+
+            wait_until(done, 30, what=f"task {task_id} to complete")
+    finally:
+        hosts.join(_host(cluster, old))
+
+    cluster.wait_converged(timeout=60)
+    for node in cluster.nodes:
+        assert _tasks_with_key(node, key) == [(task_id, "completed")], node.node_id
