@@ -26,6 +26,7 @@ no iproute2)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import tempfile
@@ -37,6 +38,7 @@ from pathlib import Path
 import pytest
 
 from cortex.errors import CortexError
+from cortex.raft.group import RaftSettings
 from cortex.v1 import cortex_pb2 as pb
 from tests.cluster import Cluster, ClusterNode, wait_until
 from tests.netns import Hosts, link_cuts_unavailable, netns_unavailable
@@ -49,11 +51,9 @@ pytestmark = [
 
 RAFT_PORT = 7000
 GRPC_PORT = 7100
-# pysyncobj's longest election timeout (cortex.raft.group.RaftSettings).
-ELECTION_TIMEOUT_MAX_S = 1.4
-# How long a node cut off is watched: each of its election deadlines
-# passes several times over.
-WATCHED_S = 4 * ELECTION_TIMEOUT_MAX_S
+# How long a node cut off is watched: each of its election deadlines passes
+# several times over.
+WATCHED_S = 4 * RaftSettings.election_timeout_s[1]
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def hosts_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, Hosts]]:
     """Three nodes, node k on host k, its API reached through a relay (its
     Unix socket in a short directory: a socket's path is at most 107 bytes)."""
     sockets = Path(tempfile.mkdtemp(prefix="cx"))
-    with Hosts(3) as hosts:
+    with Hosts(3) as hosts, _removed(sockets):
         cluster = Cluster(tmp_path, 0)
         for k in range(1, 4):
             grpc_listen = f"{hosts.address(k)}:{GRPC_PORT}"
@@ -86,7 +86,14 @@ def hosts_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, Hosts]]:
             if not passed:
                 print(cluster.dump_logs())
             cluster.kill_all()
-    shutil.rmtree(sockets, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _removed(directory: Path) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _host(cluster: Cluster, node: ClusterNode) -> int:
@@ -98,6 +105,14 @@ def _status(node: ClusterNode) -> pb.GetClusterStatusResponse | None:
         return node.status()
     except CortexError:
         return None
+
+
+def _leader_among(nodes: list[ClusterNode]) -> ClusterNode | None:
+    for node in nodes:
+        status = _status(node)
+        if status is not None and status.raft_role == pb.RAFT_ROLE_LEADER:
+            return node
+    return None
 
 
 def _terms(cluster: Cluster) -> dict[str, int]:
@@ -181,15 +196,7 @@ def test_a_leader_cut_off_is_replaced_and_follows_the_new_one_when_back(
 
     hosts.cut(_host(cluster, old))
     try:
-
-        def new_leader() -> ClusterNode | None:
-            for node in others:
-                status = _status(node)
-                if status is not None and status.raft_role == pb.RAFT_ROLE_LEADER:
-                    return node
-            return None
-
-        new = wait_until(new_leader, 30, what="the other two to elect a leader")
+        new = wait_until(lambda: _leader_among(others), 30, what="the other two to elect a leader")
         new_term = new.status().term
         assert new_term > term
         _run_task_on(new, others)
@@ -275,15 +282,7 @@ def test_a_submission_to_a_leader_cut_off_is_refused_and_its_retry_runs_once(
         assert not submitting.is_alive(), "the submission to the leader cut off never returned"
         assert refused, "the leader cut off acknowledged a submission it could not commit"
         assert "retry with the same idempotency key" in str(refused[0])
-
-        def new_leader() -> ClusterNode | None:
-            for node in others:
-                status = _status(node)
-                if status is not None and status.raft_role == pb.RAFT_ROLE_LEADER:
-                    return node
-            return None
-
-        new = wait_until(new_leader, 30, what="the other two to elect a leader")
+        new = wait_until(lambda: _leader_among(others), 30, what="the other two to elect a leader")
         with new.client() as client:
             task_id = client.submit_task(spec, idempotency_key=key).task.id
 
