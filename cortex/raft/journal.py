@@ -24,6 +24,16 @@ journal implements the same `Journal` interface over plain file writes:
   divergence and stops the node.
 - Compaction writes the kept tail to a new file, syncs it and renames it over
   the old one, so a crash leaves either journal whole.
+- The file is grown ahead of its records with zeros (by as much as it
+  already holds, 64 KiB at least and `PREALLOCATE_BYTES`, 4 MiB, at most),
+  so an append overwrites blocks the file already has and its `fdatasync`
+  writes the data alone. Appending past the file's end changed
+  its size each time, and each sync also committed that change to the file
+  system's own journal: a sync took about 1.5 times as long (195 against
+  125 µs median on this disk, `scripts/bench_journal.py`). The zeros after
+  the last record are not a torn record: they are kept on start, where
+  anything else after it is cut off. A disk too full for the zeros gets the
+  record alone.
 - Only the newest entries' commands stay in memory (`hot_bytes`, 16 MB by
   default); older ones are read back from the file, CRC checked, when
   pysyncobj asks for them (a lagging follower, entries not yet applied). So
@@ -59,6 +69,12 @@ _RECORD = struct.Struct("<IIQQ")  # command length, crc32, index, term
 _COPY_CHUNK = 1 << 20
 # How much of the journal is read at once when a node starts.
 _READ_WINDOW = 4 << 20
+# How far ahead of its records the file is grown, in zeros (module doc): as
+# far as it already reaches, at least `_PREALLOCATE_MIN` and at most this,
+# so a small journal stays small.
+PREALLOCATE_BYTES = 4 << 20
+_PREALLOCATE_MIN = 64 << 10
+_ZEROS = bytes(1 << 20)
 
 LogEntry = tuple[bytes, int, int]  # command, index, term, as pysyncobj holds them
 # Bytes of commands kept in memory by default (the newest entries').
@@ -205,6 +221,9 @@ class DurableJournal(Journal):  # type: ignore[misc]
     disk: Disk = SYSTEM_DISK
     # Bytes of the newest commands kept in memory unless the caller says.
     default_hot_bytes = HOT_BYTES
+    # Zeros written ahead of the records (module doc); 0: none, the file
+    # grows with each record.
+    preallocate_bytes = PREALLOCATE_BYTES
 
     def __init__(
         self,
@@ -242,6 +261,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self.on_sync: Callable[[float], None] | None = None
         self._meta: dict[str, Any] = {"term": 0, "voted_for": None, "commit_index": 1}
         self._meta_dirty = False
+        # The file's size: its records, then zeros up to here.
+        self._allocated = 0
         # What a power cut would leave: the log file up to here, this meta.
         self._synced_end = 0
         self._durable_meta: bytes | None = None
@@ -431,6 +452,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 self.disk.fsync(fd)
                 self.disk.fsync_directory(self.directory)
                 self._synced_end = len(_MAGIC)
+            self._allocated = len(_MAGIC)
             return fd
         if os.pread(fd, len(_MAGIC), 0) != _MAGIC:
             os.close(fd)
@@ -442,7 +464,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
             self._hot_size += len(command)
             self._evict()
             offset = end
-        if offset < size:
+        self._allocated = size
+        if offset < size and not _zeros_from(fd, offset, size):
             log.warning(
                 "raft journal %s: %d bytes after index %d are torn or corrupt (a write the"
                 " crash interrupted); cutting them off",
@@ -451,6 +474,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             os.ftruncate(fd, offset)
             if self.sync_enabled:
                 self.disk.fsync(fd)
+            self._allocated = offset
         self._synced_last_index = self.last_index
         self._synced_end = offset
         # A commit index past the journal's end came from entries lost unsynced.
@@ -469,6 +493,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
     def _append_record(self, command: bytes, index: int, term: int) -> None:
         offset = self._end
         record = _RECORD.pack(len(command), _crc(index, term, command), index, term) + command
+        if offset + len(record) > self._allocated:
+            self._preallocate(offset + len(record))
         try:
             view = memoryview(record)
             position = offset
@@ -477,9 +503,32 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 view, position = view[written:], position + written
         except OSError as err:
             self._on_fault(f"appending raft index {index} to the journal failed", err)
+        # Past the zeros when there was no room for more (`_preallocate`).
+        self._allocated = max(self._allocated, offset + len(record))
         self._records.append(index, term, offset, offset + len(record))
         self._dirty = True
         self._unsynced_entries += 1
+
+    def _preallocate(self, needed: int) -> None:
+        """Grows the file with zeros past `needed` (module doc). A disk
+        without room for them gets none: the record is written all the same,
+        and fails only if there is no room for it either."""
+        if not (self.preallocate_bytes and self.sync_enabled):
+            return
+        target = needed + min(self.preallocate_bytes, max(needed, _PREALLOCATE_MIN))
+        # Never over a record: the file holds nothing but zeros past both.
+        position = max(self._allocated, self._end)
+        try:
+            while position < target:
+                position += os.pwrite(self._fd, _ZEROS[: target - position], position)
+        except OSError as err:
+            log.debug("raft journal %s: no room to grow it ahead (%s)", self.path, err)
+            # The zeros written are taken off again: the file ends where
+            # its records or earlier zeros end.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, max(self._allocated, self._end))
+            return
+        self._allocated = target
 
     def _cut_file(self, position: int, replaced_by_leader: bool = True) -> None:
         """Drops the file's records from `position` on."""
@@ -499,6 +548,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             os.ftruncate(self._fd, replaced.offset)
         except OSError as err:
             self._on_fault("truncating the Raft journal failed", err)
+        self._allocated = replaced.offset
         self._records.cut(position)
         self._synced_end = min(self._synced_end, replaced.offset)
         self._dirty = True
@@ -534,6 +584,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._fd = fd
         shift = start - len(_MAGIC)
         self._records = self._records.moved(position, shift)
+        self._allocated = self._end
         if self.sync_enabled:
             self._synced_entries += self._unsynced_entries
             self._dirty = False
@@ -595,6 +646,17 @@ def journal_last_index(directory: str) -> int:
         return last
     finally:
         os.close(fd)
+
+
+def _zeros_from(fd: int, offset: int, size: int) -> bool:
+    """Whether the file `fd` holds only zeros from `offset` to `size` (what
+    it was grown ahead by, never written)."""
+    while offset < size:
+        chunk = os.pread(fd, min(len(_ZEROS), size - offset), offset)
+        if not chunk or chunk.count(0) != len(chunk):
+            return False
+        offset += len(chunk)
+    return True
 
 
 def _scan(fd: int, size: int) -> Iterator[tuple[int, int, int, int, bytes]]:

@@ -4,6 +4,7 @@ commands evicted from memory reading back as they were added."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -20,6 +21,7 @@ from cortex.raft.journal import (
     _READ_WINDOW,
     LOG_FILE,
     META_FILE,
+    PREALLOCATE_BYTES,
     Disk,
     DurableJournal,
     journal_last_index,
@@ -117,15 +119,26 @@ def test_without_sync_nothing_is_synced(tmp_path: Path) -> None:
     assert not journal.dirty
 
 
-def test_a_torn_record_at_the_end_is_cut_off(tmp_path: Path) -> None:
+def _tear(path: Path, end: int, count: int, zeros_after: bool) -> None:
+    """The record ending at `end` loses its last `count` bytes, as in a crash
+    while it was written: the file ends there, or (grown ahead) holds zeros
+    from there on."""
+    data = path.read_bytes()
+    if zeros_after:
+        path.write_bytes(data[: end - count] + bytes(len(data) - end + count))
+    else:
+        path.write_bytes(data[: end - count])
+
+
+@pytest.mark.parametrize("zeros_after", [False, True])
+def test_a_torn_record_at_the_end_is_cut_off(tmp_path: Path, zeros_after: bool) -> None:
     journal = _journal(tmp_path)
     for index in range(1, 4):
         journal.add(b"payload-%d" % index, index, 1)
     journal.sync()
+    end = journal.size_bytes
     journal._destroy()
-    path = tmp_path / LOG_FILE
-    whole = path.read_bytes()
-    path.write_bytes(whole[:-3])  # the last record lost its tail in a crash
+    _tear(tmp_path / LOG_FILE, end, 3, zeros_after)  # the last record lost its tail
 
     again = _journal(tmp_path)
     assert [index for _, index, _ in _entries(again)] == [1, 2]
@@ -148,11 +161,11 @@ def test_a_journal_read_a_window_at_a_time_reopens_whole(
     for command, index, term in written:
         journal.add(command, index, term)
     journal.sync()
+    end = journal.size_bytes
     journal._destroy()
     assert journal_last_index(str(tmp_path)) == 39
     assert _entries(_journal(tmp_path)) == written
-    path = tmp_path / LOG_FILE
-    path.write_bytes(path.read_bytes()[:-5])
+    _tear(tmp_path / LOG_FILE, end, 5, zeros_after=True)
     assert journal_last_index(str(tmp_path)) == 38
     assert _entries(_journal(tmp_path)) == written[:-1]
 
@@ -178,12 +191,89 @@ def test_a_corrupt_record_and_what_follows_are_cut_off(tmp_path: Path) -> None:
     journal = _journal(tmp_path)
     for index in range(1, 4):
         journal.add(b"payload-%d" % index, index, 1)
+    end = journal.size_bytes
     journal._destroy()
     path = tmp_path / LOG_FILE
     data = bytearray(path.read_bytes())
-    data[-1] ^= 0xFF
+    data[end - 1] ^= 0xFF  # the last byte of the last record
     path.write_bytes(bytes(data))
     assert [index for _, index, _ in _entries(_journal(tmp_path))] == [1, 2]
+
+
+def test_the_file_is_grown_ahead_in_zeros_which_a_reopen_keeps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Appends overwrite zeros the file already holds (their syncs then write
+    the data alone); the zeros after the last record are no torn record."""
+    journal = _journal(tmp_path)
+    path = tmp_path / LOG_FILE
+    journal.add(b"first", 1, 1)
+    journal.sync()
+    grown = path.stat().st_size
+    assert grown >= journal.size_bytes + 64 * 1024
+    for index in range(2, 50):
+        journal.add(b"e%d" % index, index, 1)
+    journal.sync()
+    assert path.stat().st_size == grown  # written into the zeros, not past them
+    journal._destroy()
+    with caplog.at_level("WARNING", logger="cortex.raft.journal"):
+        again = _journal(tmp_path)
+    assert [index for _, index, _ in _entries(again)] == list(range(1, 50))
+    assert path.stat().st_size == grown
+    assert not [r for r in caplog.records if "torn" in r.getMessage()]
+    again.add(b"e50", 50, 1)
+    again._destroy()
+    assert [index for _, index, _ in _entries(_journal(tmp_path))] == list(range(1, 51))
+
+
+def test_the_file_grows_ahead_by_as_much_as_it_holds_up_to_a_bound(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    path = tmp_path / LOG_FILE
+    command = b"x" * (256 * 1024)
+    for index in range(1, 41):  # 10 MiB of records
+        journal.add(command, index, 1)
+        ahead = path.stat().st_size - journal.size_bytes
+        assert 0 <= ahead <= max(journal.size_bytes, PREALLOCATE_BYTES)
+    assert path.stat().st_size - journal.size_bytes <= PREALLOCATE_BYTES
+    journal._destroy()
+
+
+def test_a_disk_without_room_for_the_zeros_still_takes_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = _journal(tmp_path)
+    path = tmp_path / LOG_FILE
+    index = 1
+    journal.add(b"first", index, 1)
+    grown = path.stat().st_size
+    while journal.size_bytes + 1100 < grown:  # records into the zeros
+        index += 1
+        journal.add(b"y" * 1000, index, 1)
+    # The disk has room for 3000 bytes past the file: a record, not the zeros.
+    room = grown + 3000
+    write = os.pwrite
+
+    def full_past_room(fd: int, data: Any, offset: int) -> int:
+        if offset + len(data) > room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", full_past_room)
+    journal.add(b"past", index + 1, 1)
+    journal.add(b"w" * 1500, index + 2, 1)
+    with pytest.raises(Fault, match="appending raft index"):
+        journal.add(b"z" * 4000, index + 3, 1)  # no room for the record itself
+    monkeypatch.setattr(os, "pwrite", write)
+    journal.sync()
+    journal._destroy()
+    assert [i for _, i, _ in _entries(_journal(tmp_path))] == list(range(1, index + 3))
+
+
+def test_without_sync_the_file_is_not_grown_ahead(tmp_path: Path) -> None:
+    journal = _journal(tmp_path, sync=False)
+    journal.add(b"x", 1, 1)
+    assert (tmp_path / LOG_FILE).stat().st_size == journal.size_bytes
+    journal._destroy()
 
 
 def test_reappending_the_same_entries_after_a_truncation_rewrites_nothing(tmp_path: Path) -> None:
