@@ -29,8 +29,9 @@ journal implements the same `Journal` interface over plain file writes:
   so an append overwrites blocks the file already has and its `fdatasync`
   writes the data alone. Appending past the file's end changed
   its size each time, and each sync also committed that change to the file
-  system's own journal: a sync took about 1.5 times as long (195 against
-  125 µs median on this disk, `scripts/bench_journal.py`). The zeros after
+  system's own journal: a sync took about 1.4 times as long (219 against
+  152 µs median for 1,000-byte entries on this disk,
+  `scripts/bench_journal.py`). The zeros after
   the last record are not a torn record: they are kept on start, where
   anything else after it is cut off. A disk too full for the zeros gets the
   record alone.
