@@ -3,7 +3,11 @@
 processes. While shell tasks are submitted steadily (each appends its id,
 attempt and node to a shared file), a random node (the leader half the
 time) is `kill -9`ed or frozen with SIGSTOP past the failure timeout, then
-brought back, for --rounds rounds. Afterwards it waits until every task has
+brought back, for --rounds rounds. With --partitions (root, iproute2 and
+iptables) each node runs on a host of its own (a network namespace,
+`scripts/_netns.py`), and half the rounds cut the network instead: the
+node cut off from the others, or only its link to one other node, for up
+to a few seconds past the failure timeout, then joined again. Afterwards it waits until every task has
 ended and checks:
 
 - every submitted task exists once and ended `completed` (with enough retries);
@@ -13,6 +17,7 @@ ended and checks:
   at-least-once re-executions that failures allow; their count is printed).
 
     python scripts/chaos.py --rounds 6 --seed 1
+    python scripts/chaos.py --rounds 12 --partitions
 
 Exits 1 when an invariant fails, 2 on a Cortex error.
 """
@@ -37,6 +42,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from _cluster import add_cluster_arguments, free_base_port, leader_index, run_main
+from _netns import Hosts, link_cuts_unavailable, netns_unavailable
 
 from cortex.api.client import TERMINAL_STATES, CortexClient
 from cortex.errors import CortexError, Unavailable
@@ -55,13 +61,17 @@ class ChaosNode:
     http: str
     data_dir: Path
     process: subprocess.Popen[bytes] | None = None
+    # On a host of its own (--partitions): what runs it there, and where
+    # its API listens (clients reach it through a relay at `grpc`).
+    wrapper: list[str] = field(default_factory=list)
+    grpc_listen: str = ""
 
     def start(self, peers: str, env: dict[str, str]) -> None:
         log = open(self.data_dir / "node.log", "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
-            [sys.executable, "-P", "-m", "cortex.cli.main", "node", "start", "--node-id", self.node_id,
-             "--data-dir", str(self.data_dir), "--raft", self.raft, "--grpc", self.grpc,
-             "--http", self.http, "--peers", peers],
+            [*self.wrapper, sys.executable, "-P", "-m", "cortex.cli.main", "node", "start",
+             "--node-id", self.node_id, "--data-dir", str(self.data_dir), "--raft", self.raft,
+             "--grpc", self.grpc_listen or self.grpc, "--http", self.http, "--peers", peers],
             env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
@@ -154,11 +164,9 @@ def _completions(node: ChaosNode) -> Counter[str]:
         conn.close()
 
 
-def run(args: argparse.Namespace) -> int:
-    rng = random.Random(args.seed)
-    root = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-chaos-"))
+def _loopback_nodes(root: Path) -> list[ChaosNode]:
     base = free_base_port(NODES)
-    nodes = [
+    return [
         ChaosNode(
             f"node-{i + 1}",
             f"127.0.0.1:{base + i}",
@@ -168,6 +176,65 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         for i in range(NODES)
     ]
+
+
+def _hosted_nodes(root: Path, hosts: Hosts) -> list[ChaosNode]:
+    """Node k on host k, its API reached through a relay."""
+    nodes = []
+    for k in range(1, NODES + 1):
+        listen = f"{hosts.address(k)}:7100"
+        nodes.append(
+            ChaosNode(
+                f"node-{k}",
+                f"{hosts.address(k)}:7000",
+                hosts.relay(k, listen),
+                "127.0.0.1:7200",
+                root / f"node-{k}",
+                wrapper=hosts.wrapper(k),
+                grpc_listen=listen,
+            )
+        )
+    return nodes
+
+
+def _cut(
+    rng: random.Random, hosts: Hosts, nodes: list[ChaosNode], victim: ChaosNode, longest: float
+) -> str:
+    """Cuts the network around `victim` for a while (the node, or one of its
+    links), then joins it again; says what it did."""
+    k = nodes.index(victim) + 1
+    cut_s = rng.uniform(1.0, longest)
+    if rng.random() < 0.5:
+        hosts.cut(k)
+        try:
+            time.sleep(cut_s)
+        finally:
+            hosts.join(k)
+        return f"cut off for {cut_s:.1f}s"
+    other = rng.choice([j for j in range(1, NODES + 1) if j != k])
+    hosts.cut_link(k, other)
+    try:
+        time.sleep(cut_s)
+    finally:
+        hosts.join_link(k, other)
+    return f"link to node-{other} cut for {cut_s:.1f}s"
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.partitions:
+        return _run(args, None)
+    missing = netns_unavailable() or link_cuts_unavailable()
+    if missing:
+        raise CortexError(f"--partitions cannot run here: {missing}")
+    with Hosts(NODES) as hosts:
+        return _run(args, hosts)
+
+
+def _run(args: argparse.Namespace, hosts: Hosts | None) -> int:
+    rng = random.Random(args.seed)
+    root = Path(args.data_dir or tempfile.mkdtemp(prefix="cortex-chaos-"))
+    root.mkdir(parents=True, exist_ok=True)
+    nodes = _loopback_nodes(root) if hosts is None else _hosted_nodes(root, hosts)
     peers = ",".join(n.raft for n in nodes)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")},
@@ -192,7 +259,9 @@ def run(args: argparse.Namespace) -> int:
             leader = _wait(lambda: _leader(nodes) + 1, 60, "a leader") - 1
             victim = nodes[leader] if rng.random() < 0.5 else rng.choice(nodes)
             role = "leader" if victim is nodes[leader] else "follower"
-            if rng.random() < 0.7:
+            if hosts is not None and rng.random() < 0.5:
+                action = _cut(rng, hosts, nodes, victim, args.failure_timeout + 3)
+            elif rng.random() < 0.7:
                 victim.kill()
                 down = rng.uniform(0.5, args.failure_timeout + 2)
                 time.sleep(down)
@@ -272,6 +341,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="tasks submitted per second")
     parser.add_argument("--failure-timeout", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--partitions",
+        action="store_true",
+        help="each node on a host of its own, and network cuts among the faults"
+        " (root, iproute2, iptables)",
+    )
     add_cluster_arguments(parser)
     args = parser.parse_args()
     if not 1 <= args.rounds <= 50:

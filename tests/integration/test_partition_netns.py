@@ -1,5 +1,5 @@
 """Partitions between real node processes: each node on a host of its own
-(a network namespace, `tests.netns`), one host cut off from the others for
+(a network namespace, `scripts/_netns.py`), one host cut off from the others for
 real (what crosses its link is dropped) and joined again.
 
 - A follower cut off stands for no election the others would hear of: its
@@ -26,10 +26,7 @@ no iproute2)."""
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -40,8 +37,8 @@ import pytest
 from cortex.errors import CortexError
 from cortex.raft.group import RaftSettings
 from cortex.v1 import cortex_pb2 as pb
+from scripts._netns import Hosts, link_cuts_unavailable, netns_unavailable
 from tests.cluster import Cluster, ClusterNode, wait_until
-from tests.netns import Hosts, link_cuts_unavailable, netns_unavailable
 
 _UNAVAILABLE = netns_unavailable()
 pytestmark = [
@@ -58,10 +55,8 @@ WATCHED_S = 4 * RaftSettings.election_timeout_s[1]
 
 @pytest.fixture
 def hosts_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, Hosts]]:
-    """Three nodes, node k on host k, its API reached through a relay (its
-    Unix socket in a short directory: a socket's path is at most 107 bytes)."""
-    sockets = Path(tempfile.mkdtemp(prefix="cx"))
-    with Hosts(3) as hosts, _removed(sockets):
+    """Three nodes, node k on host k, its API reached through a relay."""
+    with Hosts(3) as hosts:
         cluster = Cluster(tmp_path, 0)
         for k in range(1, 4):
             grpc_listen = f"{hosts.address(k)}:{GRPC_PORT}"
@@ -69,7 +64,7 @@ def hosts_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, Hosts]]:
                 ClusterNode(
                     node_id=f"n{k}",
                     raft=f"{hosts.address(k)}:{RAFT_PORT}",
-                    grpc=hosts.relay(k, sockets / f"n{k}.sock", grpc_listen),
+                    grpc=hosts.relay(k, grpc_listen),
                     grpc_listen=grpc_listen,
                     http="127.0.0.1:7200",
                     data_dir=tmp_path / f"n{k}",
@@ -86,14 +81,6 @@ def hosts_cluster(tmp_path: Path) -> Iterator[tuple[Cluster, Hosts]]:
             if not passed:
                 print(cluster.dump_logs())
             cluster.kill_all()
-
-
-@contextlib.contextmanager
-def _removed(directory: Path) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _host(cluster: Cluster, node: ClusterNode) -> int:

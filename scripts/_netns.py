@@ -1,4 +1,4 @@
-"""Test hosts in network namespaces a test makes itself: each host a
+"""Hosts in network namespaces a test or a chaos run makes itself: each host a
 namespace of its own with one address on a bridge (in one more namespace,
 the hub), so that a host can be cut off from the others for real (its
 port on the bridge taken down: what it sends is dropped, nothing is
@@ -6,10 +6,10 @@ refused) and joined again. Nothing of this touches the machine's own
 network: every address lives inside these namespaces, and deleting them
 removes their links and the bridge.
 
-The test process stays outside. It reaches a host's API through a relay
-(`python -m tests.netns relay`) that runs inside the host's namespace and
-forwards a Unix socket (a file: seen from every namespace) to an address
-there.
+The test (or `scripts/chaos.py --partitions`) stays outside. It reaches a
+host's API through a relay (`python scripts/_netns.py relay`) that runs
+inside the host's namespace and forwards a Unix socket (a file: seen from
+every namespace) to an address there.
 
 Needs root and iproute2's `ip` (`netns_unavailable` says why not), and
 iptables to cut one link alone (`link_cuts_unavailable`)."""
@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -69,6 +70,9 @@ class Hosts:
         self._names = [f"{tag}h{k}" for k in range(1, count + 1)]
         self._made: list[str] = []
         self._relays: list[subprocess.Popen[bytes]] = []
+        # The relays' Unix sockets: a socket's path holds at most 107 bytes,
+        # so they go in a short directory of their own.
+        self._sockets: Path | None = None
 
     def __enter__(self) -> Hosts:
         try:
@@ -135,11 +139,13 @@ class Hosts:
                 timeout=30,
             )
 
-    def relay(self, k: int, socket_path: Path, target: str) -> str:
-        """Starts a relay on host k from the Unix socket `socket_path` to
-        `target` (host:port there); returns the gRPC address of the socket."""
-        socket_path.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "tests.netns", "relay", str(socket_path), target]
+    def relay(self, k: int, target: str) -> str:
+        """Starts a relay on host k from a Unix socket to `target` (host:port
+        there); returns the gRPC address of the socket."""
+        if self._sockets is None:
+            self._sockets = Path(tempfile.mkdtemp(prefix="cx"))
+        socket_path = self._sockets / f"{k}-{len(self._relays)}.sock"
+        command = [sys.executable, os.path.abspath(__file__), "relay", str(socket_path), target]
         process = subprocess.Popen(
             [*self.wrapper(k), *command],
             stdin=subprocess.DEVNULL,
@@ -158,6 +164,9 @@ class Hosts:
             process.kill()
             process.wait(10)
         self._relays = []
+        if self._sockets is not None:
+            shutil.rmtree(self._sockets, ignore_errors=True)
+            self._sockets = None
         for name in reversed(self._made):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
         self._made = []
@@ -239,7 +248,7 @@ def relay(socket_path: str, target: str) -> None:
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 3 or argv[0] != "relay":
-        print("usage: python -m tests.netns relay SOCKET_PATH HOST:PORT", file=sys.stderr)
+        print("usage: python scripts/_netns.py relay SOCKET_PATH HOST:PORT", file=sys.stderr)
         return 2
     relay(argv[1], argv[2])
     return 0
