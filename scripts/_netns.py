@@ -155,7 +155,7 @@ class Hosts:
         deadline = time.monotonic() + 15
         while not socket_path.exists():
             if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"the relay to {target} on host {k} did not start")
+                raise RuntimeError(f"the relay to {target} on host {k} did not start")
             time.sleep(0.02)
         return f"unix:{socket_path}"
 

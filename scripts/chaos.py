@@ -7,8 +7,9 @@ brought back, for --rounds rounds. With --partitions (root, iproute2 and
 iptables) each node runs on a host of its own (a network namespace,
 `scripts/_netns.py`), and half the rounds cut the network instead: the
 node cut off from the others, or only its link to one other node, for up
-to a few seconds past the failure timeout, then joined again. Afterwards it waits until every task has
-ended and checks:
+to a few seconds past the failure timeout, then joined again.
+
+Afterwards it waits until every task has ended and checks:
 
 - every submitted task exists once and ended `completed` (with enough retries);
 - no task has more than one `completed` event, on any node;
