@@ -16,6 +16,7 @@ iptables to cut one link alone (`link_cuts_unavailable`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 SUBNET = "10.231.0"
@@ -39,7 +40,7 @@ def _ip(*args: str) -> None:
 
 
 def link_cuts_unavailable() -> str | None:
-    """Why one link between two hosts cannot be cut here (`Hosts.cut_link`
+    """Why one link between two hosts cannot be cut here (`Hosts.link_cut`
     needs iptables), or None when it can."""
     return None if shutil.which("iptables") else "iptables is not installed"
 
@@ -111,23 +112,25 @@ class Hosts:
         """The command prefix that runs a program on host k."""
         return ["ip", "netns", "exec", self._names[k - 1]]
 
-    def cut(self, k: int) -> None:
-        """Host k can reach no other host, nor they it: its port on the
-        bridge goes down, and what crosses it is dropped."""
+    @contextlib.contextmanager
+    def cut_off(self, k: int) -> Iterator[None]:
+        """While inside, host k reaches no other host, nor they it: its port
+        on the bridge is down, and what crosses it is dropped."""
         _ip("-n", self._hub, "link", "set", f"p{k}", "down")
+        try:
+            yield
+        finally:
+            _ip("-n", self._hub, "link", "set", f"p{k}", "up")
 
-    def join(self, k: int) -> None:
-        """Host k is back on the bridge."""
-        _ip("-n", self._hub, "link", "set", f"p{k}", "up")
-
-    def cut_link(self, a: int, b: int) -> None:
-        """Hosts a and b can no longer reach each other (what either sends
-        the other is dropped, on host a); each still reaches the rest."""
+    @contextlib.contextmanager
+    def link_cut(self, a: int, b: int) -> Iterator[None]:
+        """While inside, hosts a and b cannot reach each other (what either
+        sends the other is dropped, on host a); each still reaches the rest."""
         self._link_rules(a, b, "-A")
-
-    def join_link(self, a: int, b: int) -> None:
-        """Undoes `cut_link(a, b)`."""
-        self._link_rules(a, b, "-D")
+        try:
+            yield
+        finally:
+            self._link_rules(a, b, "-D")
 
     def _link_rules(self, a: int, b: int, action: str) -> None:
         other = self.address(b)

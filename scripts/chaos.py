@@ -206,18 +206,12 @@ def _cut(
     k = nodes.index(victim) + 1
     cut_s = rng.uniform(1.0, longest)
     if rng.random() < 0.5:
-        hosts.cut(k)
-        try:
+        with hosts.cut_off(k):
             time.sleep(cut_s)
-        finally:
-            hosts.join(k)
         return f"cut off for {cut_s:.1f}s"
     other = rng.choice([j for j in range(1, NODES + 1) if j != k])
-    hosts.cut_link(k, other)
-    try:
+    with hosts.link_cut(k, other):
         time.sleep(cut_s)
-    finally:
-        hosts.join_link(k, other)
     return f"link to node-{other} cut for {cut_s:.1f}s"
 
 

@@ -381,15 +381,22 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def completion_counts(node: ClusterNode) -> dict[str, int]:
-    """Completion events per task, read from the node's own SQLite file."""
+def state_rows(node: ClusterNode, query: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+    """The rows `query` reads from the node's own SQLite file (read only)."""
     import sqlite3
 
     conn = sqlite3.connect(f"file:{node.data_dir / 'state.db'}?mode=ro", uri=True)
     try:
-        rows = conn.execute(
-            "SELECT task_id, COUNT(*) FROM task_events WHERE event = 'completed' GROUP BY task_id"
-        ).fetchall()
+        return conn.execute(query, parameters).fetchall()
     finally:
         conn.close()
-    return dict(rows)
+
+
+def completion_counts(node: ClusterNode) -> dict[str, int]:
+    """Completion events per task, read from the node's own SQLite file."""
+    return dict(
+        state_rows(
+            node,
+            "SELECT task_id, COUNT(*) FROM task_events WHERE event = 'completed' GROUP BY task_id",
+        )
+    )

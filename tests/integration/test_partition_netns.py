@@ -26,7 +26,6 @@ no iproute2)."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -38,7 +37,7 @@ from cortex.errors import CortexError
 from cortex.raft.group import RaftSettings
 from cortex.v1 import cortex_pb2 as pb
 from scripts._netns import Hosts, link_cuts_unavailable, netns_unavailable
-from tests.cluster import Cluster, ClusterNode, wait_until
+from tests.cluster import Cluster, ClusterNode, state_rows, wait_until
 
 _UNAVAILABLE = netns_unavailable()
 pytestmark = [
@@ -158,14 +157,11 @@ def test_a_follower_cut_off_raises_no_term_and_deposes_no_leader(
     follower = next(node for node in cluster.nodes if node is not leader)
     others = [node for node in cluster.nodes if node is not follower]
 
-    hosts.cut(_host(cluster, follower))
-    try:
+    with hosts.cut_off(_host(cluster, follower)):
         wait_until(lambda: _cut_off(follower), 30, what=f"{follower.node_id} to notice the cut")
         # The two that can reach each other still commit and run work.
         _run_task_on(leader, others)
         _watch_term(follower, term, WATCHED_S)
-    finally:
-        hosts.join(_host(cluster, follower))
 
     # Back: it catches up (the task above included) with nobody deposed.
     cluster.wait_converged(timeout=60)
@@ -181,8 +177,7 @@ def test_a_leader_cut_off_is_replaced_and_follows_the_new_one_when_back(
     term = old.status().term
     others = [node for node in cluster.nodes if node is not old]
 
-    hosts.cut(_host(cluster, old))
-    try:
+    with hosts.cut_off(_host(cluster, old)):
         new = wait_until(lambda: _leader_among(others), 30, what="the other two to elect a leader")
         new_term = new.status().term
         assert new_term > term
@@ -192,8 +187,6 @@ def test_a_leader_cut_off_is_replaced_and_follows_the_new_one_when_back(
         wait_until(lambda: _stepped_down(old), 30, what=f"{old.node_id} to step down")
         _watch_term(old, term, WATCHED_S)
         assert new.status().term == new_term
-    finally:
-        hosts.join(_host(cluster, old))
 
     cluster.wait_converged(timeout=60)
     assert cluster.leader() is new
@@ -209,8 +202,7 @@ def test_a_follower_that_loses_only_its_link_to_the_leader_deposes_nobody(
     term = leader.status().term
     follower, other = [node for node in cluster.nodes if node is not leader]
 
-    hosts.cut_link(_host(cluster, follower), _host(cluster, leader))
-    try:
+    with hosts.link_cut(_host(cluster, follower), _host(cluster, leader)):
         # It still hears from a majority (itself and the other follower),
         # so nothing it reports tells the cut apart: its term is watched
         # from the cut on, over several of its election deadlines.
@@ -218,8 +210,6 @@ def test_a_follower_that_loses_only_its_link_to_the_leader_deposes_nobody(
         _watch_term(follower, term, WATCHED_S)
         assert leader.status().raft_role == pb.RAFT_ROLE_LEADER
         assert other.status().term == term
-    finally:
-        hosts.join_link(_host(cluster, follower), _host(cluster, leader))
 
     cluster.wait_converged(timeout=60)
     assert cluster.leader() is leader
@@ -229,15 +219,12 @@ def test_a_follower_that_loses_only_its_link_to_the_leader_deposes_nobody(
 def _tasks_with_key(node: ClusterNode, key: str) -> list[tuple[str, str]]:
     """(task id, state) of the tasks submitted with `key`, read from the
     node's own SQLite file."""
-    conn = sqlite3.connect(f"file:{node.data_dir / 'state.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(
-            "SELECT t.id, t.state FROM submissions s JOIN tasks t ON t.id = s.task_id"
-            " WHERE s.idempotency_key = ?",
-            (key,),
-        ).fetchall()
-    finally:
-        conn.close()
+    return state_rows(
+        node,
+        "SELECT t.id, t.state FROM submissions s JOIN tasks t ON t.id = s.task_id"
+        " WHERE s.idempotency_key = ?",
+        (key,),
+    )
 
 
 def test_a_submission_to_a_leader_cut_off_is_refused_and_its_retry_runs_once(
@@ -259,8 +246,7 @@ def test_a_submission_to_a_leader_cut_off_is_refused_and_its_retry_runs_once(
         except CortexError as err:
             refused.append(err)
 
-    hosts.cut(_host(cluster, old))
-    try:
+    with hosts.cut_off(_host(cluster, old)):
         # Sent as the cut begins: the old leader takes it into its log,
         # where no majority will ever have it.
         submitting = threading.Thread(target=submit_to_old)
@@ -277,8 +263,6 @@ def test_a_submission_to_a_leader_cut_off_is_refused_and_its_retry_runs_once(
                 return client.get_task(task_id).task.state == pb.TASK_STATE_COMPLETED
 
             wait_until(done, 30, what=f"task {task_id} to complete")
-    finally:
-        hosts.join(_host(cluster, old))
 
     cluster.wait_converged(timeout=60)
     for node in cluster.nodes:

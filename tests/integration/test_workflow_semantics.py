@@ -8,7 +8,6 @@ leaves no rejected entry behind."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import pytest
 from cortex.errors import FailedPrecondition, InvalidArgument
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
-from tests.cluster import Cluster, ClusterNode, shared_cluster, shell_spec, wait_until
+from tests.cluster import Cluster, ClusterNode, shared_cluster, shell_spec, state_rows, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -69,15 +68,12 @@ def _unchanged(cluster: Cluster, node: ClusterNode, check: Any) -> None:
 
 def _rejected(node: ClusterNode, first_index: int) -> list[tuple[int, str]]:
     """Rejections recorded from Raft index `first_index` on, from the node's SQLite file."""
-    conn = sqlite3.connect(f"file:{node.data_dir / 'state.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(
-            "SELECT raft_index, detail FROM task_events WHERE event = 'rejected'"
-            " AND raft_index >= ? ORDER BY seq",
-            (first_index,),
-        ).fetchall()
-    finally:
-        conn.close()
+    return state_rows(
+        node,
+        "SELECT raft_index, detail FROM task_events WHERE event = 'rejected'"
+        " AND raft_index >= ? ORDER BY seq",
+        (first_index,),
+    )
 
 
 def test_a_condition_naming_an_unknown_task_is_refused_at_submit(cluster):
