@@ -177,7 +177,9 @@ def start_cluster(
 
 
 def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
-    """Waits until every node knows a leader and sees every node registered."""
+    """Waits until every node knows a leader and sees every node registered
+    and reporting its resources (a leader placing tasks before the others'
+    first reports would put them all on itself)."""
     deadline = time.monotonic() + timeout_s
     pending = list(nodes)
     while pending:
@@ -185,7 +187,8 @@ def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
         try:
             with CortexClient(node.grpc, timeout_s=2, tls=False) as client:
                 status = client.get_cluster_status()
-            if status.leader_id and len(status.nodes) >= len(nodes):
+            reporting = sum(n.HasField("resources") for n in status.nodes)
+            if status.leader_id and reporting >= len(nodes):
                 pending.pop(0)
                 continue
         except CortexError:

@@ -33,6 +33,13 @@ from cortex.steps import SYSTEM_CLOCK, Clock, Sleep, Step, start_thread, wall_ms
 
 log = logging.getLogger(__name__)
 
+# Until every node it knows has taken a report from it, a starting node
+# reports this often instead of every interval (for at most FIRST_REPORTS_MAX
+# beats), so the leader does not place its first tasks knowing nothing of
+# the nodes that are up.
+FIRST_REPORTS_INTERVAL_S = 0.2
+FIRST_REPORTS_MAX = 25
+
 
 def _signed_resources(resources: NodeResources) -> dict[str, Any]:
     """The resources as a proof covers them: every measure a float, as it
@@ -157,6 +164,8 @@ class HeartbeatSender:
         self.boot_id = secrets.token_hex(16)
         self._seq = itertools.count(1)
         self._in_flight: set[str] = set()
+        # Nodes that have taken a report from this process.
+        self._reached: set[str] = set()
         # Nodes refusing this node's reports (TLS, stale), warned about once
         # until one is taken again.
         self._refused: set[str] = set()
@@ -174,13 +183,33 @@ class HeartbeatSender:
         self._stop.set()
 
     def main(self) -> Step[None]:
-        """Reports every interval; outcomes are taken as they arrive."""
+        """Reports every interval (more often at first, while some node has
+        taken none); outcomes are taken as they arrive."""
+        quick_beats = FIRST_REPORTS_MAX
         while not self._stop.is_set():
             try:
                 self.beat()
             except Exception:
                 log.exception("heartbeat failed")
-            yield Sleep(self._interval_s)
+            if quick_beats and not self.reached_all():
+                quick_beats -= 1
+                yield Sleep(min(FIRST_REPORTS_INTERVAL_S, self._interval_s))
+            else:
+                quick_beats = 0
+                yield Sleep(self._interval_s)
+
+    def reached_all(self) -> bool:
+        """Whether this node is registered and every other node it sends to
+        has taken a report from this process."""
+        nodes = self._reader.nodes()
+        if not any(node.id == self._node_id for node in nodes):
+            return False
+        with self._lock:
+            return all(
+                node.peer_address in self._reached
+                for node in nodes
+                if node.id != self._node_id and node.status != "offline"
+            )
 
     def beat(self) -> list[Future[None]]:
         """Samples, records and sends one report to every node not still
@@ -221,6 +250,7 @@ class HeartbeatSender:
             if err is None:
                 with self._lock:
                     self._refused.discard(address)
+                    self._reached.add(address)
                 return
             if isinstance(err, TlsError | FailedPrecondition | Unauthenticated):
                 with self._lock:

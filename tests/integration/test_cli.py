@@ -504,6 +504,10 @@ def test_dev_starts_a_three_node_cluster_and_dev_stop_stops_it(tmp_path: Path) -
         status = run_json("--node", f"127.0.0.1:{base + 101}", "status", "--json")
         assert status["leader"]
         assert len(status["nodes"]) == 3
+        # Every node's resources are known before it returns, so the first
+        # tasks are not all placed on the leader for want of reports.
+        listed = run_json("--node", f"127.0.0.1:{base + 101}", "node", "list", "--json")
+        assert all(n["resources"] for n in listed), listed
         assert {n["grpc_address"] for n in status["nodes"]} == {
             f"127.0.0.1:{base + 100 + i}" for i in range(3)
         }

@@ -19,7 +19,13 @@ from cortex.api.peer_server import PeerListener, PeerServicer
 from cortex.errors import CortexError, FailedPrecondition, TlsError, Unauthenticated
 from cortex.membership.board import ResourceBoard
 from cortex.membership.freshness import StaleHeartbeat
-from cortex.membership.heartbeat import HeartbeatReceiver, HeartbeatSender, signed_heartbeat
+from cortex.membership.heartbeat import (
+    FIRST_REPORTS_INTERVAL_S,
+    FIRST_REPORTS_MAX,
+    HeartbeatReceiver,
+    HeartbeatSender,
+    signed_heartbeat,
+)
 from cortex.membership.peer_calls import Heartbeat
 from cortex.scheduler.model import NodeResources
 from cortex.state import entries as e
@@ -51,14 +57,16 @@ class HeldCalls:
         return [future for to, _, future in self.calls if to == address]
 
 
+def join(log: WorkflowLog, node: str) -> None:
+    entry = e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"], peer_address=f"{node}:3")
+    assert log.one(entry)["ok"]
+
+
 @pytest.fixture
 def log(tmp_path: Path) -> Iterator[WorkflowLog]:
     log = WorkflowLog(tmp_path / "state.db")
     for node in ("n2", "n3"):
-        join = e.NodeJoin(
-            node, f"{node}:1", f"{node}:2", executors=["noop"], peer_address=f"{node}:3"
-        )
-        assert log.one(join)["ok"]
+        join(log, node)
     yield log
     log.close()
 
@@ -75,7 +83,7 @@ def test_the_sender_sends_to_every_node_without_waiting_or_threads(
         interval_s=2.0, clock=clock,
     )  # fmt: skip
     stepper = Stepper(sender.main())
-    assert stepper.waiting == Sleep(2.0)
+    assert stepper.waiting == Sleep(FIRST_REPORTS_INTERVAL_S)  # none taken yet
     assert sorted(address for address, _, _ in peers.calls) == ["n2:3", "n3:3"]
     _, sent, _ = peers.calls[0]
     assert (sent.node_id, sent.seq, sent.sent_at_ms) == ("n1", 1, wall_ms(clock))
@@ -112,6 +120,47 @@ def test_a_node_gone_offline_is_not_sent_to(log: WorkflowLog) -> None:
     )  # fmt: skip
     sent = sender.beat()
     assert [address for address, _, _ in peers.calls] == ["n2:3"] and len(sent) == 1
+
+
+def test_a_starting_node_reports_often_until_every_node_took_one(log: WorkflowLog) -> None:
+    peers = HeldCalls()
+    sender = HeartbeatSender(
+        "n1", SECRET, FixedSampler(), ResourceBoard(), log.reader, lambda: 0, {}, peers,
+        interval_s=2.0, clock=FakeClock(),
+    )  # fmt: skip
+    stepper = Stepper(sender.main())
+    # Not registered itself yet, and nobody has taken a report.
+    assert stepper.waiting == Sleep(FIRST_REPORTS_INTERVAL_S)
+    join(log, "n1")
+    peers.to("n2:3")[0].set_result(None)
+    stepper.resume()
+    assert stepper.waiting == Sleep(FIRST_REPORTS_INTERVAL_S)  # n3 has taken none
+    peers.to("n3:3")[0].set_result(None)
+    stepper.resume()
+    assert stepper.waiting == Sleep(2.0)
+    # A node joining later is reached at the interval (it reports quickly itself).
+    join(log, "n4")
+    stepper.resume()
+    assert stepper.waiting == Sleep(2.0)
+
+
+def test_quick_reports_end_after_a_bounded_number_of_beats(log: WorkflowLog) -> None:
+    join(log, "n1")
+    peers = HeldCalls()
+    sender = HeartbeatSender(
+        "n1", SECRET, FixedSampler(), ResourceBoard(), log.reader, lambda: 0, {}, peers,
+        interval_s=2.0, clock=FakeClock(),
+    )  # fmt: skip
+    stepper = Stepper(sender.main())
+    waits = [stepper.waiting]
+    for _ in range(FIRST_REPORTS_MAX + 2):
+        for _, _, future in peers.calls:
+            if not future.done():
+                future.set_exception(CortexError("connection refused"))
+        waits.append(stepper.resume())
+    quick = Sleep(FIRST_REPORTS_INTERVAL_S)
+    assert waits.count(quick) == FIRST_REPORTS_MAX
+    assert waits[FIRST_REPORTS_MAX:] == [Sleep(2.0)] * 3
 
 
 def heartbeat_at(clock: FakeClock, seq: int) -> Heartbeat:
