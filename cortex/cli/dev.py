@@ -183,6 +183,7 @@ def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     pending = list(nodes)
     while pending:
+        _check_started(nodes)
         node = pending[0]
         try:
             with CortexClient(node.grpc, timeout_s=2, tls=False) as client:
@@ -198,6 +199,41 @@ def wait_ready(nodes: list[DevNode], timeout_s: float = 60.0) -> None:
                 f"dev cluster not ready after {timeout_s:.0f}s; see {node.data_dir}/node.log"
             )
         time.sleep(0.2)
+
+
+LOG_TAIL_LINES = 15
+
+
+def _check_started(nodes: list[DevNode]) -> None:
+    """Raises Unavailable naming the first node whose process has ended, with
+    the end of its log: waiting out the timeout would only hide why."""
+    for node in nodes:
+        status = _exit_status(node.pid)
+        if status is None:
+            continue
+        log_path = Path(node.data_dir) / "node.log"
+        try:
+            lines = log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        except OSError:
+            lines = []
+        tail = "".join(f"\n  {line}" for line in lines)
+        raise Unavailable(
+            f"{node.node_id} exited while starting ({status}); the end of {log_path}:{tail}"
+        )
+
+
+def _exit_status(pid: int) -> str | None:
+    """How a child process ended, or None while it runs (or is not this
+    process's child)."""
+    try:
+        waited, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if waited != pid:
+        return None
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def stop_cluster(data_dir: Path, timeout_s: float = 15.0) -> list[DevNode]:

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,8 +43,6 @@ def _cli(
 
 def _describe(result: subprocess.CompletedProcess[str]) -> str:
     return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
-
-
 
 
 def _pids(data_dir: Path) -> list[int]:
@@ -196,3 +195,24 @@ def test_dev_nodes_run_the_cortex_that_started_them_beside_another_one(
     )  # fmt: skip
     assert stopped.returncode == 0, _describe(stopped)
     wait_until(lambda: not pid_alive(pids[0]), 30, what="the dev node to exit")
+
+
+def test_a_node_that_exits_while_starting_is_reported_at_once_with_its_log(
+    tmp_path: Path,
+) -> None:
+    from cortex.cli.dev import start_cluster, stop_cluster, wait_ready
+    from cortex.errors import Unavailable
+
+    data_dir = tmp_path / "dev"
+    nodes = start_cluster(2, free_base_port(2), data_dir, ["--no-such-option"])
+    try:
+        began = time.monotonic()
+        with pytest.raises(Unavailable) as raised:
+            wait_ready(nodes, timeout_s=60)
+        # Reported as soon as a node ended, not at the timeout.
+        assert time.monotonic() - began < 30
+        message = str(raised.value)
+        assert re.search(r"node-\d exited while starting \(exit status 2\)", message), message
+        assert "node.log" in message and "--no-such-option" in message, message
+    finally:
+        stop_cluster(data_dir)
