@@ -36,8 +36,11 @@ def build_candidates(
     """The nodes as this node currently sees them: replicated status and
     labels, the latest resource report, and active tasks."""
     active = reader.active_counts_by_node()
-    reserved = reader.reserved_memory_by_node()
     reports = board.all()
+    # Memory promised to tasks counts only against memory a node declares
+    # (`declares_memory`); summing it reads every active task.
+    declared = any(declares_memory(report.resources) for report in reports.values())
+    reserved = reader.reserved_memory_by_node() if declared else {}
     out = []
     for node in reader.nodes():
         report = reports.get(node.id)

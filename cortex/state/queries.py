@@ -363,15 +363,19 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         return [row[0] for row in self._conn().execute(query, (limit,))]
 
     def active_counts_by_node(self) -> dict[str, int]:
+        """Tasks assigned to or running on each node that has any, from the
+        counts apply keeps (`task_counts`): a few rows per node and task
+        type, where counting the tasks read every active one, on every
+        placement."""
         rows = (
             self._conn()
             .execute(
-                "SELECT assigned_node, COUNT(*) FROM tasks WHERE state IN ('assigned', 'running')"
-                " GROUP BY assigned_node"
+                "SELECT node, SUM(n) FROM task_counts WHERE state IN ('assigned', 'running')"
+                " AND node != '' GROUP BY node HAVING SUM(n) > 0"
             )
             .fetchall()
         )
-        return {row[0]: row[1] for row in rows if row[0] is not None}
+        return {row[0]: row[1] for row in rows}
 
     def reserved_memory_by_node(self) -> dict[str, float]:
         """Memory promised through minMemoryMb to each node's active tasks."""

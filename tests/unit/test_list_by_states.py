@@ -104,3 +104,12 @@ def test_totals_from_the_counters_match_the_rows(
             ]
             assert page.total == len(expected), (states, task_type, node)
     assert log.reader.counts_by_state() == {state: 4 for state in STATES}
+
+
+def test_active_counts_by_node_from_the_counters_match_the_rows(log: WorkflowLog) -> None:
+    everything = log.reader.list_tasks(limit=1000).tasks
+    expected: dict[str, int] = {}
+    for task in everything:
+        if task.state in ("assigned", "running") and task.node is not None:
+            expected[task.node] = expected.get(task.node, 0) + 1
+    assert expected and log.reader.active_counts_by_node() == expected
