@@ -70,7 +70,7 @@ def _per_call_us(call: Callable[[], object], count: int) -> float:
     return (time.perf_counter() - began) / count * 1e6
 
 
-def measure(active: int, placements: int) -> dict[str, Any]:
+def measure(active: int, placements: int, batch: int = 1) -> dict[str, Any]:
     spec = parse_task_spec({"type": "noop"}, 1 << 20, None).model_dump(mode="json")
     with tempfile.TemporaryDirectory(prefix="cortex-bench-placement-") as scratch:
         path = Path(scratch) / "state.db"
@@ -91,7 +91,12 @@ def measure(active: int, placements: int) -> dict[str, Any]:
             NODES[0], reader, candidates, Reservations(time.monotonic), SYSTEM_CLOCK
         )
         batches = [
-            e.encode_batch([e.Entry.create(e.TaskSubmit(e.new_id(), spec, None), node=NODES[0])])
+            e.encode_batch(
+                [
+                    e.Entry.create(e.TaskSubmit(e.new_id(), spec, None), node=NODES[0])
+                    for _ in range(batch)
+                ]
+            )
             for _ in range(placements)
         ]
         times = []
@@ -105,6 +110,7 @@ def measure(active: int, placements: int) -> dict[str, Any]:
         times.sort()
         figures = {
             "active_tasks": active,
+            "tasks_per_batch": batch,
             "placements": placements,
             "place_p50_us": round(times[len(times) // 2] * 1e6, 1),
             "place_mean_us": round(statistics.mean(times) * 1e6, 1),
@@ -124,15 +130,16 @@ def main() -> int:
     parser.add_argument("--active", type=int, nargs="+", default=[0, 200, 2000],
                         help="tasks assigned to the nodes (default: 0 200 2000)")  # fmt: skip
     parser.add_argument("--placements", type=int, default=2000)
+    parser.add_argument("--batch", type=int, default=1, help="submissions per batch placed")
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
     args = parser.parse_args()
     for active in args.active:
-        figures = measure(active, args.placements)
+        figures = measure(active, args.placements, args.batch)
         if args.json:
             print(json.dumps(figures))
             continue
         print(
-            f"{active:6d} active tasks: place p50 {figures['place_p50_us']:7.1f} us"
+            f"{active:6d} active tasks, {args.batch} per batch: place p50 {figures['place_p50_us']:7.1f} us"
             f" (mean {figures['place_mean_us']:.1f});"
             f" build_candidates {figures['build_candidates_us']:.1f} us"
             f" [active counts {figures['active_counts_us']:.1f},"

@@ -38,6 +38,7 @@ from cortex.scheduler.placement import schedule_round
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
 from cortex.state import entries as e
+from cortex.state.canonical import dump
 from cortex.state.queries import StateReader
 from cortex.steps import Clock, wall_ms
 
@@ -121,13 +122,17 @@ def assign_entry(placements: Sequence[Placement], node_id: str, clock: Clock) ->
 
 
 def _submitted_tasks(entries: list[Any]) -> list[PendingTask]:
-    """The tasks of a batch's submissions that may be placed with it."""
+    """The tasks of a batch's submissions that may be placed with it. Tasks
+    of one shape share one parsed Constraints, and so one placement group
+    (`cortex.scheduler.placement`): the nodes are scored once for them all,
+    not once per task."""
     tasks = []
+    parsed: dict[str, Constraints] = {}
     for entry in entries:
         if not isinstance(entry, e.Entry) or entry.type != e.TaskSubmit.TYPE:
             continue
         try:
-            task = _pending(entry)
+            task = _pending(entry, parsed)
         except (e.EntryDecodeError, KeyError, TypeError, ValueError):
             continue  # apply refuses the submission, or it is not for here
         if task is not None:
@@ -135,20 +140,25 @@ def _submitted_tasks(entries: list[Any]) -> list[PendingTask]:
     return tasks
 
 
-def _pending(entry: e.Entry) -> PendingTask | None:
+def _pending(entry: e.Entry, parsed: dict[str, Constraints]) -> PendingTask | None:
     submit = entry.decode_payload()
     if not isinstance(submit, e.TaskSubmit) or submit.workflow_id is not None:
         return None
     spec = submit.spec
     if spec.get("concurrency_key"):
         return None
+    given = spec.get("constraints") or {}
+    shape = dump(given)
+    constraints = parsed.get(shape)
+    if constraints is None:
+        constraints = parsed[shape] = Constraints.model_validate(given)
     return PendingTask(
         submit.task_id,
         str(spec["type"]),
         0,
         int(spec["priority"]),
         entry.ts,
-        Constraints.model_validate(spec.get("constraints") or {}),
+        constraints,
         spec.get("fairness_key") or DEFAULT_FAIRNESS_KEY,
         None,
     )

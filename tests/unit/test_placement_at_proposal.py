@@ -266,3 +266,20 @@ def test_a_round_counts_placements_made_with_submissions_and_they_count_its_own(
     rounds.settle()
     assert rounds.done and len(loop.reservations) == 1  # new-1's, not applied yet
     assert loop.at_proposal.place(batch(e.TaskSubmit("new-2", spec()))) is None
+
+
+def test_tasks_of_one_shape_in_a_batch_share_their_constraints() -> None:
+    """One parsed Constraints per shape, so the batch's tasks of that shape
+    form one placement group and the nodes are scored once for them."""
+    labelled = spec(constraints={"nodeLabels": ["ssd"]})
+    data = batch(
+        e.TaskSubmit("t1", spec()),
+        e.TaskSubmit("t2", labelled),
+        e.TaskSubmit("t3", spec()),
+        e.TaskSubmit("t4", labelled),
+    )
+    tasks = {t.id: t for t in at_proposal._submitted_tasks(e.decode_batch(data))}
+    assert tasks["t1"].constraints is tasks["t3"].constraints
+    assert tasks["t2"].constraints is tasks["t4"].constraints
+    assert tasks["t1"].constraints is not tasks["t2"].constraints
+    assert tasks["t2"].constraints.node_labels == ["ssd"]
