@@ -111,23 +111,25 @@ def test_the_sender_sends_to_every_node_without_waiting_or_threads(
     assert set(threading.enumerate()) - before == set()
 
 
+def plain_sender(log: WorkflowLog, peers: HeldCalls) -> HeartbeatSender:
+    """n1's sender, reporting every 2 s on a clock of its own."""
+    return HeartbeatSender(
+        "n1", SECRET, FixedSampler(), ResourceBoard(), log.reader, lambda: 0, {}, peers,
+        interval_s=2.0, clock=FakeClock(),
+    )  # fmt: skip
+
+
 def test_a_node_gone_offline_is_not_sent_to(log: WorkflowLog) -> None:
     assert log.one(e.NodeStatus("n3", "offline", "silent"))["ok"]
     peers = HeldCalls()
-    sender = HeartbeatSender(
-        "n1", SECRET, FixedSampler(), ResourceBoard(), log.reader, lambda: 0, {}, peers,
-        clock=FakeClock(),
-    )  # fmt: skip
+    sender = plain_sender(log, peers)
     sent = sender.beat()
     assert [address for address, _, _ in peers.calls] == ["n2:3"] and len(sent) == 1
 
 
 def test_a_starting_node_reports_often_until_every_node_took_one(log: WorkflowLog) -> None:
     peers = HeldCalls()
-    sender = HeartbeatSender(
-        "n1", SECRET, FixedSampler(), ResourceBoard(), log.reader, lambda: 0, {}, peers,
-        interval_s=2.0, clock=FakeClock(),
-    )  # fmt: skip
+    sender = plain_sender(log, peers)
     stepper = Stepper(sender.main())
     # Not registered itself yet, and nobody has taken a report.
     assert stepper.waiting == Sleep(FIRST_REPORTS_INTERVAL_S)
@@ -147,10 +149,7 @@ def test_a_starting_node_reports_often_until_every_node_took_one(log: WorkflowLo
 def test_quick_reports_end_after_a_bounded_number_of_beats(log: WorkflowLog) -> None:
     join(log, "n1")
     peers = HeldCalls()
-    sender = HeartbeatSender(
-        "n1", SECRET, FixedSampler(), ResourceBoard(), log.reader, lambda: 0, {}, peers,
-        interval_s=2.0, clock=FakeClock(),
-    )  # fmt: skip
+    sender = plain_sender(log, peers)
     stepper = Stepper(sender.main())
     waits = [stepper.waiting]
     for _ in range(FIRST_REPORTS_MAX + 2):
