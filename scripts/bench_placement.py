@@ -87,26 +87,21 @@ def measure(active: int, placements: int, batch: int = 1) -> dict[str, Any]:
         def candidates() -> Any:
             return build_candidates(reader, board, lambda node: True)
 
-        placer = PlacementAtProposal(
-            NODES[0], reader, candidates, Reservations(time.monotonic), SYSTEM_CLOCK
-        )
-        batches = [
-            e.encode_batch(
-                [
-                    e.Entry.create(e.TaskSubmit(e.new_id(), spec, None), node=NODES[0])
-                    for _ in range(batch)
-                ]
-            )
-            for _ in range(placements)
-        ]
+        reservations = Reservations(time.monotonic)
+        placer = PlacementAtProposal(NODES[0], reader, candidates, reservations, SYSTEM_CLOCK)
+        batches = []
+        for _ in range(placements):
+            ids = [e.new_id() for _ in range(batch)]
+            entries = [e.Entry.create(e.TaskSubmit(i, spec, None), node=NODES[0]) for i in ids]
+            batches.append((ids, e.encode_batch(entries)))
         times = []
-        for data in batches:
+        for ids, data in batches:
             began = time.perf_counter()
             placed = placer.place(data)
             times.append(time.perf_counter() - began)
             assert placed is not None, "nothing was placed"
-            # As apply would release it: each placement is the only one held.
-            placer._reservations = Reservations(time.monotonic)
+            # As apply releases them: each batch's placements are the only ones held.
+            reservations.release(ids)
         times.sort()
         figures = {
             "active_tasks": active,

@@ -259,12 +259,8 @@ def stop_cluster(data_dir: Path, timeout_s: float = 15.0) -> list[DevNode]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)
-        if waited == pid:
-            return False
-    except ChildProcessError:
-        pass
+    if _exit_status(pid) is not None:
+        return False
     try:
         os.kill(pid, 0)
         return True
