@@ -5,6 +5,7 @@ PREFIX_NAME, with PREFIX_UNSPECIFIED as zero, so one rule serves them all."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar, cast
 
 Enum = TypeVar("Enum", bound=int)
@@ -22,10 +23,16 @@ def enum_value(enum: type[Enum], name: str | None) -> Enum:
     wrapper: Any = enum
     if not name:
         return cast(Enum, UNSPECIFIED)
+    return cast(Enum, _value(wrapper, name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _value(enum: Any, name: str) -> int:
+    # Cached: a listing page looks up the same few names for every row.
     try:
-        return cast(Enum, wrapper.Value(_prefix(wrapper) + name.upper()))
+        return int(enum.Value(_prefix(enum) + name.upper()))
     except ValueError:
-        return cast(Enum, UNSPECIFIED)
+        return UNSPECIFIED
 
 
 def enum_name(enum: Any, value: int) -> str:

@@ -51,6 +51,13 @@ def timestamp(ms: int | None) -> Timestamp | None:
     return stamp
 
 
+def set_time(field: Timestamp, ms: int | None) -> None:
+    """Sets a message's Timestamp field to milliseconds since the epoch;
+    leaves it unset for 0 or None, as `timestamp` does."""
+    if ms:
+        field.FromMilliseconds(ms)
+
+
 def duration(ms: int | float | None) -> Duration | None:
     """Milliseconds as a Duration; None (unset) for None."""
     if ms is None:
@@ -193,19 +200,25 @@ def spec_from_proto(message: pb.TaskSpec) -> dict[str, Any]:
 
 
 def spec_to_proto(spec: dict[str, Any]) -> pb.TaskSpec:
-    message = pb.TaskSpec(type=spec.get("type", "shell"))
+    message = pb.TaskSpec(
+        type=spec.get("type", "shell"),
+        cwd=spec.get("cwd") or "",
+        priority=spec.get("priority", 5),
+        concurrency_key=spec.get("concurrency_key") or "",
+        fairness_key=spec.get("fairness_key") or "",
+    )
     command = spec.get("command")
     if isinstance(command, str):
         message.shell = command
     elif command:
         message.command.extend(command)
-    message.env.update(spec.get("env") or {})
-    message.cwd = spec.get("cwd") or ""
-    timeout = duration(spec.get("timeout_ms"))
+    if env := spec.get("env"):
+        message.env.update(env)
+    timeout = spec.get("timeout_ms")
     if timeout is not None:
-        message.timeout.CopyFrom(timeout)
-    message.priority = spec.get("priority", 5)
-    message.labels.update(spec.get("labels") or {})
+        message.timeout.FromNanoseconds(int(timeout * 1_000_000))
+    if labels := spec.get("labels"):
+        message.labels.update(labels)
     constraints = spec.get("constraints") or {}
     for name in _CONSTRAINT_FIELDS:
         value = constraints.get(name)
@@ -222,13 +235,11 @@ def spec_to_proto(spec: dict[str, Any]) -> pb.TaskSpec:
     for name in _RETRY_FIELDS:
         if name in policy:
             setattr(message.retry_policy, name, policy[name])
-    backoff = duration(policy.get("backoff_ms"))
+    backoff = policy.get("backoff_ms")
     if backoff is not None:
-        message.retry_policy.backoff.CopyFrom(backoff)
-    if spec.get("options"):
-        message.options.update(spec["options"])
-    message.concurrency_key = spec.get("concurrency_key") or ""
-    message.fairness_key = spec.get("fairness_key") or ""
+        message.retry_policy.backoff.FromNanoseconds(int(backoff * 1_000_000))
+    if options := spec.get("options"):
+        message.options.update(options)
     return message
 
 
@@ -260,24 +271,24 @@ def task_to_proto(task: TaskView, reasons: list[str] | None = None) -> pb.Task:
         workflow_id=task.workflow_id or "",
         workflow_key=task.workflow_key or "",
         error=task.error or "",
-        create_time=timestamp(task.created_at),
-        update_time=timestamp(task.updated_at),
         pending_reasons=reasons or [],
         submit_index=task.submit_index,
         traceparent=task.traceparent or "",
         concurrency_key=task.concurrency_key or "",
         fairness_key=task.fairness_key,
     )
-    if task.state == "queued" and task.scheduled_after:
-        message.schedule_time.CopyFrom(timestamp(task.scheduled_after))
+    # Times are set in place: a Timestamp made apart is copied in, and a
+    # listing page converts many tasks.
+    set_time(message.create_time, task.created_at)
+    set_time(message.update_time, task.updated_at)
+    if task.state == "queued":
+        set_time(message.schedule_time, task.scheduled_after)
     # An assigned task's current attempt has not started: the time kept is
     # the previous attempt's.
-    started = timestamp(task.started_at) if task.state != "assigned" else None
-    if started is not None:
-        message.start_time.CopyFrom(started)
-    finished = timestamp(task.completed_at) if task.state in TERMINAL_STATES else None
-    if finished is not None:
-        message.finish_time.CopyFrom(finished)
+    if task.state != "assigned":
+        set_time(message.start_time, task.started_at)
+    if task.state in TERMINAL_STATES:
+        set_time(message.finish_time, task.completed_at)
     if task.result is not None:
         message.result.CopyFrom(result_to_proto(task.result))
     return message

@@ -3,10 +3,12 @@ read-only connection. Rows come back as typed views, never raw tuples."""
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import sqlite3
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
 from typing import Any
 
 from cortex.state.digest import stored_digest
@@ -73,30 +75,34 @@ class TaskView:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> TaskView:
-        return cls(
-            id=row["id"],
-            state=row["state"],
-            type=row["type"],
-            priority=row["priority"],
-            spec=json.loads(row["spec"]),
-            attempt=row["attempt"],
-            retries=row["retries"],
-            node=row["assigned_node"],
-            result=json.loads(row["result"]) if row["result"] else None,
-            error=row["error"],
-            idempotency_key=row["idempotency_key"],
-            workflow_id=row["workflow_id"],
-            workflow_key=row["workflow_key"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            scheduled_after=row["scheduled_after"],
-            submit_index=row["submit_index"],
-            started_at=row["started_at"],
-            completed_at=row["completed_at"],
-            traceparent=row["traceparent"],
-            concurrency_key=row["concurrency_key"],
-            fairness_key=row["fairness_key"],
-        )
+        # By position: a name looked up in a Row is compared with every
+        # column name before it, and listing pages read many rows.
+        values = list(_task_columns(tuple(row.keys()))(row))
+        values[_SPEC] = json.loads(values[_SPEC])
+        values[_RESULT] = json.loads(values[_RESULT]) if values[_RESULT] else None
+        return cls(*values)
+
+
+# TaskView's fields, in order, and the tasks columns they are read from.
+_TASK_COLUMNS = {
+    "id": "id", "state": "state", "type": "type", "priority": "priority", "spec": "spec",
+    "attempt": "attempt", "retries": "retries", "node": "assigned_node", "result": "result",
+    "error": "error", "idempotency_key": "idempotency_key", "workflow_id": "workflow_id",
+    "workflow_key": "workflow_key", "created_at": "created_at", "updated_at": "updated_at",
+    "scheduled_after": "scheduled_after", "submit_index": "submit_index",
+    "started_at": "started_at", "completed_at": "completed_at", "traceparent": "traceparent",
+    "concurrency_key": "concurrency_key", "fairness_key": "fairness_key",
+}  # fmt: skip
+if tuple(_TASK_COLUMNS) != tuple(field.name for field in fields(TaskView)):
+    raise TypeError("_TASK_COLUMNS must name TaskView's fields in their order")
+_SPEC, _RESULT = list(_TASK_COLUMNS).index("spec"), list(_TASK_COLUMNS).index("result")
+
+
+@functools.cache
+def _task_columns(names: tuple[str, ...]) -> Callable[[sqlite3.Row], tuple[Any, ...]]:
+    """What reads TaskView's columns, in its fields' order, from a row of
+    columns `names` (the row of a `SELECT *` of tasks)."""
+    return operator.itemgetter(*(names.index(column) for column in _TASK_COLUMNS.values()))
 
 
 # Events with the workflow each concerns: its task's, or the one its detail

@@ -6,6 +6,7 @@ Driven through the servicer over a real StateMachine (tests/api_harness.py)."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from cortex.api.convert import spec_from_proto, spec_to_proto, task_to_proto
 from cortex.proto_enums import enum_name, enum_names, enum_value
 from cortex.spec import parse_task_spec
 from cortex.state import entries as e
+from cortex.state.queries import TaskView
 from cortex.v1 import cortex_pb2 as pb
 from cortex.workflows import ConditionOutcome
 from tests.api_harness import Aborted, ApiState
@@ -92,6 +94,63 @@ def test_a_spec_travels_with_durations_and_a_struct_of_options() -> None:
     unset = spec_to_proto(parse_task_spec({"command": "true"}).model_dump(mode="json"))
     assert not unset.HasField("timeout") and not unset.HasField("options")
     assert unset.shell == "true"
+
+
+def test_a_spec_with_every_field_comes_back_as_it_was_sent() -> None:
+    sent = pb.TaskSpec(
+        type="noop",
+        command=["echo", "hi"],
+        env={"A": "1", "B": "2"},
+        cwd="/tmp",
+        timeout=timedelta(seconds=3),
+        priority=9,
+        labels={"team": "data"},
+        constraints=pb.Constraints(
+            requires_gpu=True,
+            avoid_gaming=True,
+            min_memory_mb=512,
+            min_disk_gb=1.5,
+            node_labels=["zone=a", "ssd"],
+            target_node="n2",
+            requires_capabilities={"cuda": "12"},
+            allowed_nodes=["n1", "n2"],
+            forbidden_nodes=["n3"],
+            max_parallel_per_node=4,
+        ),
+        retry_policy=pb.RetryPolicy(
+            max_retries=5,
+            backoff=timedelta(milliseconds=750),
+            backoff_multiplier=1.5,
+            retryable=False,
+        ),
+        options={"duration_ms": 5},
+        concurrency_key="db",
+        fairness_key="tenant-7",
+    )
+    stored = parse_task_spec(spec_from_proto(sent)).model_dump(mode="json")
+    assert spec_to_proto(stored) == sent
+    shell = pb.TaskSpec(type="shell", shell="echo hi | wc -c", priority=5)
+    back = spec_to_proto(parse_task_spec(spec_from_proto(shell)).model_dump(mode="json"))
+    assert back.shell == "echo hi | wc -c" and not back.command
+
+
+def test_a_task_reads_the_same_whatever_order_its_columns_come_in(api: ApiState) -> None:
+    api.log.one(e.TaskSubmit("t1", SHELL, idempotency_key="k1"))
+    api.log.one(e.TaskAssign([{"task_id": "t1", "node": "n1", "attempt": 1}]))
+    api.log.one(e.TaskComplete("t1", 1, "n1", {"exit_code": 0, "stdout": "hi"}))
+    conn = sqlite3.connect(api.log.machine.path)
+    conn.row_factory = sqlite3.Row
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(tasks)")]
+    forward = conn.execute("SELECT * FROM tasks WHERE id = 't1'").fetchone()
+    backward = conn.execute(
+        f"SELECT {', '.join(reversed(columns))} FROM tasks WHERE id = 't1'"
+    ).fetchone()
+    conn.close()
+    view = TaskView.from_row(forward)
+    assert TaskView.from_row(backward) == view
+    assert (view.id, view.state, view.node, view.idempotency_key) == ("t1", "completed", "n1", "k1")
+    assert view.result is not None and view.result["stdout"] == "hi"
+    assert view.spec["command"] == ["true"] and view.attempt == 1
 
 
 def test_a_task_carries_its_times_and_state(api: ApiState) -> None:

@@ -1,0 +1,155 @@
+"""What a node spends serving one page of `task list`, without the cluster
+or the network: the query (rows and the total), the task views made from
+the rows, and the page's messages built and serialized, as `ListTasks`
+does. On a state database of finished noop tasks built here through the
+state machine (`--tasks`), or on a node's own (`--db`, e.g. one kept by
+`bench_scale.py --keep-data`). Prints the thread CPU of the best and the
+median of `--samples` pages for the default listing and the listings by
+state and by node, and the best of each part (the listing's query with
+its views, the views alone, the messages); the best is the figure to
+compare (the median moves with whatever else the machine does)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cortex.api.convert import task_to_proto
+from cortex.executors.base import ExecutionResult
+from cortex.requests import DEFAULT_PAGE_SIZE
+from cortex.state import entries as e
+from cortex.state.machine import StateMachine
+from cortex.state.queries import StateReader, TaskPage, TaskView
+from cortex.state.spec_rules import check_task_spec
+from cortex.v1 import cortex_pb2 as pb
+
+NODES = ("node-1", "node-2", "node-3")
+CHUNK = 500
+SPEC = check_task_spec({"type": "noop"})
+RESULT = ExecutionResult(exit_code=0).to_dict()
+TRACEPARENT = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+
+
+class _Log:
+    def __init__(self, path: Path) -> None:
+        self.machine = StateMachine(str(path))
+        self.index = 0
+
+    def apply(self, node: str, *payloads: e.Payload) -> None:
+        self.index += 1
+        entries = [e.Entry.create(p, node=node, ts=1_000 + self.index) for p in payloads]
+        results = self.machine.apply_batch(self.index, e.encode_batch(entries))
+        assert results is not None and all(r.get("ok") for r in results), results
+
+
+def build(path: Path, tasks: int) -> None:
+    """`tasks` noop tasks submitted, placed round-robin and completed."""
+    log = _Log(path)
+    for node in NODES:
+        log.apply(node, e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"]))
+    for start in range(0, tasks, CHUNK):
+        ids = [e.new_id() for _ in range(min(CHUNK, tasks - start))]
+        placed = [(task_id, NODES[k % len(NODES)]) for k, task_id in enumerate(ids)]
+        log.apply(
+            NODES[0],
+            *(
+                e.TaskSubmit(task_id, SPEC, f"key-{task_id}", traceparent=TRACEPARENT)
+                for task_id in ids
+            ),
+        )
+        log.apply(
+            NODES[0],
+            e.TaskAssign([{"task_id": t, "node": node, "attempt": 1} for t, node in placed]),
+        )
+        log.apply(
+            NODES[0],
+            *(e.TaskComplete(t, 1, node, RESULT, 1_000 + log.index) for t, node in placed),
+        )
+    log.machine.close()
+
+
+def _page(reader: StateReader, filters: dict[str, Any]) -> tuple[float, float, float]:
+    """Seconds of CPU one page took: the listing (query and views), the
+    views alone (made again from the page's rows), and the messages."""
+    began = time.thread_time()
+    page: TaskPage = reader.list_tasks(limit=DEFAULT_PAGE_SIZE, **filters)
+    listed = time.thread_time()
+    pb.ListTasksResponse(
+        tasks=[task_to_proto(task) for task in page.tasks], total_size=page.total
+    ).SerializeToString()
+    built = time.thread_time()
+    rows = (
+        reader._conn()  # the bench's own reader
+        .execute(
+            "SELECT * FROM tasks WHERE id IN ({})".format(",".join("?" * len(page.tasks))),
+            [task.id for task in page.tasks],
+        )
+        .fetchall()
+    )
+    viewing = time.thread_time()
+    views = [TaskView.from_row(row) for row in rows]
+    viewed = time.thread_time()
+    assert len(views) == len(page.tasks)
+    return listed - began, viewed - viewing, built - listed
+
+
+def measure(reader: StateReader, samples: int) -> dict[str, dict[str, float]]:
+    listings: dict[str, Callable[[], dict[str, Any]]] = {
+        "default": dict,
+        "state": lambda: {"states": ["completed"]},
+        "node": lambda: {"node": NODES[0]},
+    }
+    figures = {}
+    for name, filters in listings.items():
+        taken = [_page(reader, filters()) for _ in range(samples)]
+        whole = sorted(listed + built for listed, _, built in taken)
+        figures[name] = {
+            "best_ms": round(whole[0] * 1e3, 2),
+            "median_ms": round(statistics.median(whole) * 1e3, 2),
+            "listing_best_ms": round(min(t[0] for t in taken) * 1e3, 2),
+            "views_best_ms": round(min(t[1] for t in taken) * 1e3, 2),
+            "messages_best_ms": round(min(t[2] for t in taken) * 1e3, 2),
+        }
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tasks", type=int, default=20_000,
+                        help="finished tasks in the database built (default 20000)")  # fmt: skip
+    parser.add_argument("--db", help="a node's state database to read instead")
+    parser.add_argument("--samples", type=int, default=300, help="pages per listing")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cortex-bench-list-") as scratch:
+        if args.db:
+            path = Path(args.db)
+        else:
+            path = Path(scratch) / "state.db"
+            build(path, args.tasks)
+        reader = StateReader(f"{path}")
+        try:
+            figures = measure(reader, args.samples)
+        finally:
+            reader.close()
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    print(f"one page of {DEFAULT_PAGE_SIZE} tasks, CPU ms (best of {args.samples}; median):")
+    for name, f in figures.items():
+        print(
+            f"  {name:8s} {f['best_ms']:6.2f} ({f['median_ms']:.2f})"
+            f"  listing {f['listing_best_ms']:.2f} (views {f['views_best_ms']:.2f}),"
+            f" messages {f['messages_best_ms']:.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
