@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -469,6 +468,10 @@ def load_config(
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
     if path:
+        # Imported here: every CLI command imports this module, and only a
+        # node reading its config file needs a YAML parser.
+        import yaml
+
         try:
             loaded = yaml.safe_load(Path(path).read_text()) or {}
         except OSError as err:

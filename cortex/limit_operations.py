@@ -9,7 +9,8 @@ from cortex.errors import InvalidArgument, UnknownId
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
 from cortex.state import entries as e
-from cortex.state.key_limits import MAX_WEIGHT, limit_problem
+from cortex.state.key_limits import limit_problem
+from cortex.state.limit_bounds import MAX_WEIGHT
 from cortex.state.limit_queries import LimitView, WeightView
 from cortex.state.queries import StateReader
 from cortex.state.spec_rules import key_problem

@@ -15,6 +15,8 @@ MAX_SUBMIT_BATCH = 1000
 DEFAULT_PAGE_SIZE = 100
 # Longest a single call may wait for a task to end.
 MAX_WAIT_MS = 600_000
+# Longest a drain may give running tasks: 30 days.
+MAX_DRAIN_DEADLINE_MS = 30 * 86_400_000
 
 
 def check_id(value: str, name: str) -> None:

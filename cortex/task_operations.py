@@ -28,13 +28,13 @@ from cortex.scheduler.limits import LimitGate
 from cortex.scheduler.loop import build_candidates, limit_gate, pending
 from cortex.scheduler.model import Candidate
 from cortex.spec import TaskTypes, parse_task_spec
-from cortex.state import TERMINAL_STATES
 from cortex.state import entries as e
 from cortex.state.canonical import dump
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow, PageKey
 from cortex.state.queries import EventView, NodeView, StateReader, TaskPage, TaskView
 from cortex.state.task_match import TaskMatch
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.state.traceparent import TraceParent
 from cortex.state.transitions import same_spec
 from cortex.tracing import NO_TRACING, Span, Tracer

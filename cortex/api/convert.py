@@ -6,7 +6,7 @@ to the lower-case names kept in SQLite)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.json_format import MessageToDict
@@ -15,10 +15,14 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cortex.errors import InvalidArgument
 from cortex.proto_enums import UNSPECIFIED, Enum, enum_name, enum_names, enum_value
-from cortex.state import TERMINAL_STATES
 from cortex.state.paging import CreatedWindow
-from cortex.state.queries import EventView, TaskView
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.v1 import cortex_pb2 as pb
+
+if TYPE_CHECKING:
+    # Types only: the client imports this module, and the read queries
+    # would load much of apply with them.
+    from cortex.state.queries import EventView, TaskView
 
 _CONSTRAINT_FIELDS = {
     "requires_gpu": "requiresGpu",

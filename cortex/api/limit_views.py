@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from cortex.api.views import iso_time
-from cortex.state.key_limits import describe_rate
+from cortex.state.limit_bounds import describe_rate
 from cortex.v1 import cortex_pb2 as pb
 
 __all__ = ["limit_json", "rate_text", "weight_json"]

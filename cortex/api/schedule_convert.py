@@ -17,10 +17,13 @@ from cortex.api.convert import (
 )
 from cortex.errors import InvalidArgument
 from cortex.proto_enums import enum_name, enum_value
-from cortex.schedules.firing import DEFAULT_CATCHUP_WINDOW_MS
-from cortex.schedules.slots import MIN_EVERY_MS, Timing
+from cortex.schedules.slots import Timing
+from cortex.state.schedule_bounds import (
+    DEFAULT_CATCHUP_WINDOW_MS,
+    MAX_CATCHUP_WINDOW_MS,
+    MIN_EVERY_MS,
+)
 from cortex.state.schedule_queries import FiringView, ScheduleView
-from cortex.state.schedule_transitions import MAX_CATCHUP_WINDOW_MS
 from cortex.v1 import cortex_pb2 as pb
 
 

@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from cryptography import x509
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
 
 from cortex.errors import ConfigError
 
 if TYPE_CHECKING:
+    from cryptography import x509
+
     from cortex.config import NodeConfig
 
 TLS_CA_ENV = "CORTEX_TLS_CA"
@@ -82,6 +81,10 @@ def _read(path: str, name: str) -> bytes:
 def read_certificates(path: str, name: str) -> tuple[bytes, list[x509.Certificate]]:
     """The file's bytes and the certificates in it; ConfigError when it cannot
     be read or holds no PEM certificate."""
+    # Imported here: every client and CLI command imports this module, and
+    # only a TLS setting needs cryptography (a tenth of the CLI's start).
+    from cryptography import x509
+
     data = _read(path, name)
     try:
         return data, x509.load_pem_x509_certificates(data)
@@ -94,6 +97,9 @@ def read_key_pair(
 ) -> tuple[bytes, bytes]:
     """A certificate chain and the unencrypted private key that belongs to its
     first certificate, both PEM."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
     cert_pem, certs = read_certificates(cert_path, cert_name)
     key_pem = _read(key_path, key_name)
     try:

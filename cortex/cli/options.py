@@ -147,7 +147,7 @@ class Duration:
 def rate_per_minute(value: str) -> int:
     """A rate such as `5/s` or `30/m`, as starts per minute."""
     from cortex.limit_operations import parse_rate
-    from cortex.state.key_limits import MAX_RATE_PER_MIN
+    from cortex.state.limit_bounds import MAX_RATE_PER_MIN
 
     raw = text(value).strip()
     try:

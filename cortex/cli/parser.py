@@ -26,8 +26,12 @@ from cortex.cli.options import (
     walk,
 )
 from cortex.config import NodeConfig
-from cortex.membership.administration import MAX_DRAIN_DEADLINE_MS
-from cortex.requests import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_WAIT_MS
+from cortex.requests import (
+    DEFAULT_PAGE_SIZE,
+    MAX_DRAIN_DEADLINE_MS,
+    MAX_PAGE_SIZE,
+    MAX_WAIT_MS,
+)
 from cortex.spec import Constraints, RetryPolicy, TaskSpec
 from cortex.v1 import cortex_pb2 as pb
 
@@ -579,9 +583,13 @@ def _add_workflow(commands: Commands) -> None:
 
 
 def _add_schedule(commands: Commands) -> None:
-    from cortex.schedules.firing import DEFAULT_CATCHUP_WINDOW_MS, OVERLAP_POLICIES
-    from cortex.schedules.slots import MAX_EVERY_MS, MIN_EVERY_MS
-    from cortex.state.schedule_transitions import MAX_CATCHUP_WINDOW_MS
+    from cortex.state.schedule_bounds import (
+        DEFAULT_CATCHUP_WINDOW_MS,
+        MAX_CATCHUP_WINDOW_MS,
+        MAX_EVERY_MS,
+        MIN_EVERY_MS,
+        OVERLAP_POLICIES,
+    )
 
     schedule = commands.add_parser("schedule", help="start tasks or workflows on a schedule")
     sub = schedule.add_subparsers(dest="schedule_command", required=True, metavar="COMMAND")
@@ -653,7 +661,7 @@ def _add_schedule(commands: Commands) -> None:
 
 
 def _add_limit(commands: Commands) -> None:
-    from cortex.state.key_limits import MAX_BURST, MAX_RUNNING, MAX_WEIGHT
+    from cortex.state.limit_bounds import MAX_BURST, MAX_RUNNING, MAX_WEIGHT
 
     limit = commands.add_parser(
         "limit", help="limits per concurrency key and weights of fairness keys"

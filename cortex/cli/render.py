@@ -6,14 +6,14 @@ cluster status. JSON and YAML keep everything; tables are for reading."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shlex
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.markup import escape
@@ -25,6 +25,9 @@ from cortex.cli.tables import Column, print_table
 from cortex.errors import InvalidArgument
 from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["Table", "node_json", "status_json", "task_json"]
 
@@ -82,21 +85,29 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=False))
 
 
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (a task's output) as literal blocks, as written."""
+@functools.cache
+def _dumper() -> type[yaml.SafeDumper]:
+    """A dumper writing multi-line strings (a task's output) as literal
+    blocks, as written. Made, and YAML imported, on first use: every
+    command imports this module, few print YAML."""
+    import yaml
 
+    class Dumper(yaml.SafeDumper):
+        pass
 
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
-
-_Dumper.add_representer(str, _str)
+    Dumper.add_representer(str, text)
+    return Dumper
 
 
 def yaml_text(data: Any) -> str:
+    import yaml
+
     return str(
-        yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
+        yaml.dump(data, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=1_000_000)
     )
 
 

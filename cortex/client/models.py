@@ -15,9 +15,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cortex.proto_enums import enum_name, enum_names
 from cortex.proto_enums import enum_value as proto_enum_value
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.v1 import cortex_pb2 as pb
 
-TERMINAL_TASK_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
+TERMINAL_TASK_STATES = TERMINAL_STATES
 TERMINAL_WORKFLOW_STATES = frozenset({"completed", "failed", "cancelled"})
 
 

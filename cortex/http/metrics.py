@@ -16,7 +16,8 @@ from collections import Counter as Tally
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.registry import Collector
 
-from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.task_states import TERMINAL_STATES
+from cortex.state.transitions import TaskChange
 
 # Seconds. Applying one batch and committing one entry take milliseconds;
 # a task waits and runs for anything from milliseconds to a day.

@@ -34,12 +34,17 @@ from cortex.errors import CortexError, InvalidArgument
 from cortex.mcp.task_output import read_output
 from cortex.mcp.tool_calls import CheckedServer, strict_tool
 from cortex.mcp.tool_errors import cortex_tool_error, error_prefix
-from cortex.membership.administration import MAX_DRAIN_DEADLINE_MS
 from cortex.proto_enums import enum_names
-from cortex.requests import MAX_ID_CHARS, MAX_IDEMPOTENCY_KEY, MAX_PAGE_SIZE, MAX_WAIT_MS
-from cortex.schedules.slots import MAX_CRON_CHARS
+from cortex.requests import (
+    MAX_DRAIN_DEADLINE_MS,
+    MAX_ID_CHARS,
+    MAX_IDEMPOTENCY_KEY,
+    MAX_PAGE_SIZE,
+    MAX_WAIT_MS,
+)
 from cortex.spec import Constraints, RetryPolicy, TaskSpec
-from cortex.state.key_limits import MAX_BURST, MAX_RUNNING, MAX_WEIGHT
+from cortex.state.limit_bounds import MAX_BURST, MAX_RUNNING, MAX_WEIGHT
+from cortex.state.schedule_bounds import MAX_CRON_CHARS
 from cortex.v1 import cortex_pb2 as pb
 
 if TYPE_CHECKING:

@@ -11,13 +11,11 @@ from cortex.membership.peer_calls import Removal
 from cortex.membership.removal import NodeRemover
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
-from cortex.requests import check_id
+from cortex.requests import MAX_DRAIN_DEADLINE_MS, check_id
 from cortex.state import entries as e
 from cortex.state.queries import NodeView, StateReader
 
 DEFAULT_DRAIN_MS = 300_000
-# Longest a drain may give running tasks: 30 days.
-MAX_DRAIN_DEADLINE_MS = 30 * 86_400_000
 
 
 class NodeAdministration:

@@ -17,7 +17,7 @@ from cortex.output.relay import NODE_HEADER, RelayClient, StreamContext, end_mes
 from cortex.output.ticker import StateTicker
 from cortex.proto_enums import enum_name, enum_value
 from cortex.state.queries import StateReader, TaskView
-from cortex.state.transitions import TERMINAL_STATES
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.v1 import cortex_pb2 as pb
 
 log = logging.getLogger(__name__)

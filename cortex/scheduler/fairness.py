@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
 from cortex.scheduler.model import PendingTask
-from cortex.state.key_limits import DEFAULT_WEIGHT, MAX_WEIGHT
+from cortex.state.limit_bounds import DEFAULT_WEIGHT, MAX_WEIGHT
 from cortex.state.transitions import DEFAULT_FAIRNESS_KEY
 
 __all__ = ["DEFAULT_FAIRNESS_KEY", "DEFAULT_WEIGHT", "MAX_WEIGHT", "FairQueue", "LastServed"]

@@ -6,16 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cortex.state.key_limits import (
-    MAX_BURST,
-    MAX_RATE_PER_MIN,
-    MAX_RUNNING,
-    TOKEN_UNITS,
-    Bucket,
-    KeyLimit,
-    available_units,
-    take_tokens,
-)
+from cortex.state.key_limits import Bucket, KeyLimit, available_units, take_tokens
+from cortex.state.limit_bounds import MAX_BURST, MAX_RATE_PER_MIN, MAX_RUNNING, TOKEN_UNITS
 
 __all__ = [
     "MAX_BURST",

@@ -20,7 +20,8 @@ from cortex.scheduler.placement import schedule_round
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
 from cortex.state.queries import NodeView, StateReader, TaskView
-from cortex.state.transitions import TERMINAL_STATES, TaskChange, last_changes
+from cortex.state.task_states import TERMINAL_STATES
+from cortex.state.transitions import TaskChange, last_changes
 from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cortex.schedules.slots import MAX_SLOTS_PER_CALL, Timing, slots_between
-from cortex.state.schedule_transitions import DEFAULT_CATCHUP_WINDOW_MS, OVERLAP_POLICIES
+from cortex.state.schedule_bounds import DEFAULT_CATCHUP_WINDOW_MS, OVERLAP_POLICIES
 
 __all__ = [
     "DEFAULT_CATCHUP_WINDOW_MS",

@@ -21,7 +21,8 @@ from cortex.schedules.runs import RunBuilder
 from cortex.schedules.slots import MAX_SLOTS_PER_CALL, next_slot
 from cortex.state import entries as e
 from cortex.state.schedule_queries import ScheduleView
-from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.task_states import TERMINAL_STATES
+from cortex.state.transitions import TaskChange
 from cortex.steps import Step, wall_ms
 
 log = logging.getLogger(__name__)

@@ -12,14 +12,18 @@ from typing import Any
 from cortex.errors import AlreadyExists, FailedPrecondition, InvalidArgument, UnknownId
 from cortex.raft.proposer import Proposer
 from cortex.refusals import refusal_error
-from cortex.schedules.firing import DEFAULT_CATCHUP_WINDOW_MS, OVERLAP_POLICIES
 from cortex.schedules.runs import RunBuilder
 from cortex.schedules.slots import Timing, next_slot
 from cortex.spec import TaskTypes, parse_task_spec
 from cortex.state import entries as e
 from cortex.state.queries import StateReader
+from cortex.state.schedule_bounds import (
+    DEFAULT_CATCHUP_WINDOW_MS,
+    MAX_CATCHUP_WINDOW_MS,
+    OVERLAP_POLICIES,
+)
 from cortex.state.schedule_queries import ScheduleView
-from cortex.state.schedule_transitions import MAX_CATCHUP_WINDOW_MS, MAX_WORKFLOW_TEXT_BYTES
+from cortex.state.schedule_transitions import MAX_WORKFLOW_TEXT_BYTES
 from cortex.state.spec_rules import key_problem
 from cortex.workflows.definition import WorkflowDefinition, parse_definition
 from cortex.workflows.operations import submit_payloads

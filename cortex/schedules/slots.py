@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from cortex.errors import InvalidArgument
-from cortex.state.schedule_transitions import MAX_CRON_CHARS, MAX_EVERY_MS, MIN_EVERY_MS
+from cortex.state.schedule_bounds import MAX_CRON_CHARS, MAX_EVERY_MS, MIN_EVERY_MS
 
 __all__ = [
     "MAX_CRON_CHARS",

@@ -22,6 +22,7 @@ from cortex.state.reasons import (
     Rejected,
     quoted,
 )
+from cortex.state.schedule_bounds import DEFAULT_CATCHUP_WINDOW_MS
 from cortex.state.traceparent import is_stored_form
 
 SCHEMA_VERSION = 1
@@ -82,8 +83,6 @@ _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 # Latest proposer clock (ms) an entry may carry: far beyond any real clock,
 # and low enough that the clock plus any delay apply adds still fits SQLite.
 MAX_TS_MS = 2**62
-# How late a slot may still fire when a schedule names no catch-up window.
-DEFAULT_CATCHUP_WINDOW_MS = 60_000
 # Longest delay (ms) a TASK_RETRY may ask for: the longest back-off.
 MAX_RETRY_DELAY_MS = MAX_BACKOFF_MS
 

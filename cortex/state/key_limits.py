@@ -17,19 +17,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cortex.state import entries as e
+from cortex.state.limit_bounds import (
+    DEFAULT_WEIGHT,
+    MAX_BURST,
+    MAX_RATE_PER_MIN,
+    MAX_RUNNING,
+    MAX_WEIGHT,
+    TOKEN_UNITS,
+    describe_rate,
+)
 from cortex.state.reasons import INVALID_PAYLOAD, LIMIT_REACHED, Rejected, quoted
 from cortex.state.spec_rules import key_problem
 
 if TYPE_CHECKING:
     from cortex.state.transitions import ApplyContext, EntryHandler
-
-# Units per token: a rate of N per minute refills N units per millisecond.
-TOKEN_UNITS = 60_000
-MAX_RATE_PER_MIN = 60_000_000
-MAX_BURST = 100_000
-MAX_RUNNING = 1_000_000
-MAX_WEIGHT = 10_000
-DEFAULT_WEIGHT = 1
 
 
 @dataclass(frozen=True)
@@ -43,13 +44,6 @@ class KeyLimit:
 
     def describe_rate(self) -> str:
         return describe_rate(self.rate_per_min)
-
-
-def describe_rate(rate_per_min: int) -> str:
-    """A rate as `5/s`, or `7/m` when it is not whole per second."""
-    if rate_per_min % 60 == 0:
-        return f"{rate_per_min // 60}/s"
-    return f"{rate_per_min}/m"
 
 
 @dataclass(frozen=True)

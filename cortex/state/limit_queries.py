@@ -8,13 +8,13 @@ import sqlite3
 from dataclasses import dataclass
 
 from cortex.state.key_limits import (
-    TOKEN_UNITS,
     Bucket,
     KeyLimit,
     available_units,
     bucket_from_row,
     limit_from_row,
 )
+from cortex.state.limit_bounds import TOKEN_UNITS
 
 # Queued tasks of a workflow still `submitting`, or cancelled with tasks left
 # to cancel, wait (a dead letter retried after its workflow failed runs).

@@ -8,7 +8,7 @@ import sqlite3
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cortex.state.transitions import TERMINAL_STATES
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.state.workflow_rules import WORKFLOW_TERMINAL_STATES
 
 # How many of a schedule's newest firings a view carries.

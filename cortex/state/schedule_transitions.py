@@ -21,7 +21,6 @@ from typing import Any
 from cortex.state import digest
 from cortex.state import entries as e
 from cortex.state.canonical import dump as _dump
-from cortex.state.entries import DEFAULT_CATCHUP_WINDOW_MS
 from cortex.state.reasons import (
     INVALID_SCHEDULE,
     NAME_TAKEN,
@@ -29,9 +28,17 @@ from cortex.state.reasons import (
     Rejected,
     quoted,
 )
+from cortex.state.schedule_bounds import (
+    DEFAULT_CATCHUP_WINDOW_MS,
+    MAX_CATCHUP_WINDOW_MS,
+    MAX_CRON_CHARS,
+    MAX_EVERY_MS,
+    MIN_EVERY_MS,
+    OVERLAP_POLICIES,
+)
 from cortex.state.spec_rules import SpecError, check_task_spec, key_problem
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.state.transitions import (
-    TERMINAL_STATES,
     ApplyContext,
     EntryHandler,
     task_submit,
@@ -39,15 +46,10 @@ from cortex.state.transitions import (
 from cortex.state.workflow_rules import WORKFLOW_TERMINAL_STATES
 from cortex.state.workflow_transitions import workflow_cancel, workflow_submit
 
-OVERLAP_POLICIES = ("skip", "buffer_one", "allow_all", "cancel_previous")
 __all__ = ["DEFAULT_CATCHUP_WINDOW_MS", "OVERLAP_POLICIES", "SCHEDULE_HANDLERS"]
 ACTIONS = ("fire", "missed", "skipped", "buffered", "trigger")
 # Firings kept per schedule (older ones are dropped as newer ones are written).
 KEPT_FIRINGS = 100
-MAX_CATCHUP_WINDOW_MS = 366 * 86_400_000
-MIN_EVERY_MS = 1000
-MAX_EVERY_MS = 366 * 86_400_000
-MAX_CRON_CHARS = 256
 MAX_TIMEZONE_CHARS = 64
 MAX_WORKFLOW_TEXT_BYTES = 256 * 1024
 WORKFLOW_FORMATS = ("yaml", "json")

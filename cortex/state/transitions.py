@@ -33,10 +33,9 @@ from cortex.state.reasons import (
 )
 from cortex.state.runs import Run
 from cortex.state.spec_rules import SpecError, check_task_spec
+from cortex.state.task_states import ACTIVE_STATES, TERMINAL_STATES
 
 DEFAULT_FAIRNESS_KEY = "default"
-TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "skipped", "dead_letter"})
-ACTIVE_STATES = frozenset({"assigned", "running"})
 
 
 # A task's row as read, or as a handler has already moved it on this entry.

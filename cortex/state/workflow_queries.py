@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
-from cortex.state.transitions import TERMINAL_STATES
+from cortex.state.task_states import TERMINAL_STATES
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from cortex.state.transitions import TERMINAL_STATES
+from cortex.state.task_states import TERMINAL_STATES
 
 # `submitting`: a workflow sent in parts whose last part has not arrived.
 WORKFLOW_STATES = ("submitting", "running", "completed", "failed", "cancelled")

@@ -26,8 +26,8 @@ from cortex.state.reasons import (
 )
 from cortex.state.spec_rules import SpecError, check_task_spec
 from cortex.state.sql_lists import select_in
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.state.transitions import (
-    TERMINAL_STATES,
     ApplyContext,
     EntryHandler,
     TaskChange,

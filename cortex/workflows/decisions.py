@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cortex.state.transitions import TERMINAL_STATES
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.state.workflow_rules import default_verdict
 from cortex.workflows.condition_input import DEFAULT_MAX_BYTES, condition_input, upstream
 from cortex.workflows.sandbox import ConditionOutcome, ConditionSandbox

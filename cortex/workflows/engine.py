@@ -20,7 +20,8 @@ import logging
 
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.state import entries as e
-from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.task_states import TERMINAL_STATES
+from cortex.state.transitions import TaskChange
 from cortex.state.workflow_queries import WorkflowView
 from cortex.steps import Step, wall_ms
 from cortex.tracing import NO_TRACING, Tracer

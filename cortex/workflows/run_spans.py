@@ -12,7 +12,8 @@ import threading
 from collections.abc import Callable
 
 from cortex.state.queries import StateReader
-from cortex.state.transitions import TERMINAL_STATES, TaskChange
+from cortex.state.task_states import TERMINAL_STATES
+from cortex.state.transitions import TaskChange
 from cortex.state.workflow_queries import WorkflowEnding
 from cortex.steps import Signal, Step, WaitSignal, start_thread
 from cortex.tracing import Tracer

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from cortex.state import entries as e
-from cortex.state.transitions import TERMINAL_STATES
+from cortex.state.task_states import TERMINAL_STATES
 from cortex.state.workflow_rules import UNSUCCESSFUL_TASK_STATES
 from cortex.workflows.decisions import sandbox_evaluator
 from cortex.workflows.sandbox import ConditionSandbox

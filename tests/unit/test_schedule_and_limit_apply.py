@@ -27,7 +27,7 @@ from cortex.state.entries import (
     TaskSubmit,
     WeightSet,
 )
-from cortex.state.key_limits import TOKEN_UNITS
+from cortex.state.limit_bounds import TOKEN_UNITS
 from cortex.state.machine import StateMachine, copy_database
 from cortex.state.queries import StateReader
 from cortex.state.schedule_transitions import KEPT_FIRINGS, schedule_idempotency_key
