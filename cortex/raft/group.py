@@ -334,6 +334,8 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
     def _state_changed(self, old: int, new: int) -> None:
         if _LEADER not in (old, new):
             return
+        if old == _LEADER:
+            self._release_uncommitted()
         for listener in self._role_listeners:
             try:
                 listener(new == _LEADER)
@@ -406,6 +408,25 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         heard = self._leader_heard_at
         silence = self._leader_silence_s if within_s is None else within_s
         return heard is not None and pysyncobj.syncobj.monotonicTime() - heard <= silence
+
+    def _release_uncommitted(self) -> None:
+        """Answers this node's own proposals not yet applied as it stops
+        leading: pysyncobj keeps waiting for them until their index is
+        applied here, which a leader cut off from the others (it steps down
+        when a majority has not answered for `leader_fallback_timeout_s`)
+        reaches only once it is back, so its clients waited for the whole
+        commit timeout. Whether such an entry commits is now up to the next
+        leader: each caller hears the outcome is unknown (and retries with
+        its idempotency key); when the entry is applied later, nobody is
+        waiting for it."""
+        waiting = self._SyncObj__commandsWaitingCommit
+        callbacks = [callback for index in sorted(waiting) for _, callback in waiting[index]]
+        waiting.clear()
+        for callback in callbacks:
+            try:
+                callback(None, FAIL_REASON.UNKNOWN_OUTCOME)
+            except Exception:  # never let an exception reach pysyncobj
+                log.exception("a proposal's callback failed")
 
     def _SyncObj__deleteEntriesTo(self, toIDx: int) -> None:  # noqa: N802 (pysyncobj's name)
         """pysyncobj drops the log before a finished snapshot's index, the

@@ -20,6 +20,8 @@ from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
+from pysyncobj.config import FAIL_REASON
+
 from cortex.errors import Unavailable
 from cortex.raft.group import FAIL_REASON_NAMES, RaftGroup
 from cortex.state.entries import Entry, encode_batch, fold_starts
@@ -155,6 +157,10 @@ def check_writable(group: RaftGroup) -> None:
         raise Unavailable("this node cannot reach a quorum of the cluster")
 
 
+# Failures after which the entry may still be committed by the next leader.
+_OUTCOME_UNKNOWN = frozenset({FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME})
+
+
 def settle_batch(
     futures: list[Future[dict[str, Any]]],
     results: Any,
@@ -167,10 +173,7 @@ def settle_batch(
     every entry proposed carrying at least its own. Shared with the
     simulator's proposer."""
     if error != 0:
-        failure = Unavailable(
-            f"entry not committed ({FAIL_REASON_NAMES.get(error, error)}); "
-            "retry with the same idempotency key"
-        )
+        failure = Unavailable(_failure_text(error))
         for future in futures:
             future.set_exception(failure)
         return
@@ -188,6 +191,16 @@ def settle_batch(
         return
     for future, carrier in zip(futures, carriers, strict=True):
         future.set_result(results[carrier])
+
+
+def _failure_text(error: int) -> str:
+    reason = FAIL_REASON_NAMES.get(error, error)
+    if error in _OUTCOME_UNKNOWN:
+        return (
+            f"the leader changed before the entry was committed ({reason}); it may still"
+            " be applied, so retry with the same idempotency key"
+        )
+    return f"entry not committed ({reason}); retry with the same idempotency key"
 
 
 def fail_overdue(in_flight: dict[int, tuple[Any, list[Future[dict[str, Any]]]]], now: Any) -> None:

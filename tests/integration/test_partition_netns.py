@@ -11,8 +11,9 @@ real (what crosses its link is dropped) and joined again.
   always said no left them without a leader, and the test fails). The old
   leader steps down alone, stands for nothing, and follows the new one
   when it is back, with no election after that.
-- A submission to a leader cut off is refused (Unavailable) once it
-  cannot commit; retried with the same idempotency key through the new
+- A submission to a leader cut off is refused (Unavailable) as it steps
+  down, its outcome left to the next leader (it waited for the whole
+  commit timeout before, and the test fails); retried with the same idempotency key through the new
   leader, it runs once, and when the old leader is back its uncommitted
   copy is gone from every node.
 - A follower that loses only its link to the leader (it still reaches the
@@ -254,6 +255,8 @@ def test_a_submission_to_a_leader_cut_off_is_refused_and_its_retry_runs_once(
         submitting.join(30)
         assert not submitting.is_alive(), "the submission to the leader cut off never returned"
         assert refused, "the leader cut off acknowledged a submission it could not commit"
+        # Answered as it stepped down, not at the end of its commit timeout.
+        assert "the leader changed" in str(refused[0]), refused[0]
         assert "retry with the same idempotency key" in str(refused[0])
         new = wait_until(lambda: _leader_among(others), 30, what="the other two to elect a leader")
         with new.client() as client:
