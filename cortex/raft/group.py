@@ -335,7 +335,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         if _LEADER not in (old, new):
             return
         if old == _LEADER:
-            self._release_uncommitted()
+            self._release_waiting()
         for listener in self._role_listeners:
             try:
                 listener(new == _LEADER)
@@ -357,6 +357,17 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             if self._election_due():
                 self._pre_vote.before_standing()
         super()._onTick(timeToWait)
+        if (
+            self._SyncObj__raftState != _LEADER
+            and (self._SyncObj__commandsWaitingReply or self._SyncObj__commandsWaitingCommit)
+            and not self._hears_from_leader()
+        ):
+            # Forwarded to a leader this node no longer hears from (it is cut
+            # off, or the leader is): pysyncobj waits for the leader's answer,
+            # or for the index it named to be applied here, which come only
+            # once the link is back, and the callers waited for the whole
+            # commit timeout.
+            self._release_waiting()
 
     def _election_due(self) -> bool:
         """Whether this voter's election deadline has passed while it follows
@@ -409,19 +420,24 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         silence = self._leader_silence_s if within_s is None else within_s
         return heard is not None and pysyncobj.syncobj.monotonicTime() - heard <= silence
 
-    def _release_uncommitted(self) -> None:
-        """Answers this node's own proposals not yet applied as it stops
-        leading: pysyncobj keeps waiting for them until their index is
-        applied here, which a leader cut off from the others (it steps down
-        when a majority has not answered for `leader_fallback_timeout_s`)
-        reaches only once it is back, so its clients waited for the whole
-        commit timeout. Whether such an entry commits is now up to the next
-        leader: each caller hears the outcome is unknown (and retries with
-        its idempotency key); when the entry is applied later, nobody is
-        waiting for it."""
-        waiting = self._SyncObj__commandsWaitingCommit
-        callbacks = [callback for index in sorted(waiting) for _, callback in waiting[index]]
-        waiting.clear()
+    def _release_waiting(self) -> None:
+        """Answers this node's proposals not yet applied: as it stops
+        leading, or, following, once it has not heard from the leader for
+        the longest election timeout. pysyncobj keeps waiting for each until
+        its index is applied here (or the leader answers a forwarded one),
+        which a node cut off from the others reaches only once it is back;
+        a leader cut off steps down when a majority has not answered for
+        `leader_fallback_timeout_s`. Their clients waited for the whole
+        commit timeout. Whether such an entry commits is up to the leader
+        of the majority: each caller hears the outcome is unknown (and
+        retries with its idempotency key); when the entry is applied here
+        later, nobody is waiting for it."""
+        committing = self._SyncObj__commandsWaitingCommit
+        answering = self._SyncObj__commandsWaitingReply
+        callbacks = [callback for index in sorted(committing) for _, callback in committing[index]]
+        callbacks += [answering[number] for number in sorted(answering)]
+        committing.clear()
+        answering.clear()
         for callback in callbacks:
             try:
                 callback(None, FAIL_REASON.UNKNOWN_OUTCOME)

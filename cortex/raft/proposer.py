@@ -197,8 +197,9 @@ def _failure_text(error: int) -> str:
     reason = FAIL_REASON_NAMES.get(error, error)
     if error in _OUTCOME_UNKNOWN:
         return (
-            f"the leader changed before the entry was committed ({reason}); it may still"
-            " be applied, so retry with the same idempotency key"
+            f"leadership changed, or this node lost touch with the leader, before the entry"
+            f" was committed ({reason}); it may still be applied, so retry with the same"
+            " idempotency key"
         )
     return f"entry not committed ({reason}); retry with the same idempotency key"
 

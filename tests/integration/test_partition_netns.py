@@ -12,10 +12,11 @@ real (what crosses its link is dropped) and joined again.
   leader steps down alone, stands for nothing, and follows the new one
   when it is back, with no election after that.
 - A submission to a leader cut off is refused (Unavailable) as it steps
-  down, its outcome left to the next leader (it waited for the whole
-  commit timeout before, and the test fails); retried with the same idempotency key through the new
-  leader, it runs once, and when the old leader is back its uncommitted
-  copy is gone from every node.
+  down, its outcome left to the next leader; one to a follower cut off,
+  once it stops hearing from the leader (each waited for the whole commit
+  timeout before, and the tests fail). Retried with the same idempotency
+  key through the leader of the others, it runs once, and when the old
+  leader is back its uncommitted copy is gone from every node.
 - A follower that loses only its link to the leader (it still reaches the
   other follower: a firewall, a route gone) stands for nothing either: the
   other follower still hears from the leader and says no, so the leader
@@ -256,10 +257,54 @@ def test_a_submission_to_a_leader_cut_off_is_refused_and_its_retry_runs_once(
         assert not submitting.is_alive(), "the submission to the leader cut off never returned"
         assert refused, "the leader cut off acknowledged a submission it could not commit"
         # Answered as it stepped down, not at the end of its commit timeout.
-        assert "the leader changed" in str(refused[0]), refused[0]
+        assert "before the entry was committed" in str(refused[0]), refused[0]
         assert "retry with the same idempotency key" in str(refused[0])
         new = wait_until(lambda: _leader_among(others), 30, what="the other two to elect a leader")
         with new.client() as client:
+            task_id = client.submit_task(spec, idempotency_key=key).task.id
+
+            def done() -> bool:
+                return client.get_task(task_id).task.state == pb.TASK_STATE_COMPLETED
+
+            wait_until(done, 30, what=f"task {task_id} to complete")
+
+    cluster.wait_converged(timeout=60)
+    for node in cluster.nodes:
+        assert _tasks_with_key(node, key) == [(task_id, "completed")], node.node_id
+
+
+def test_a_submission_to_a_follower_cut_off_is_refused_and_its_retry_runs_once(
+    hosts_cluster: tuple[Cluster, Hosts],
+) -> None:
+    cluster, hosts = hosts_cluster
+    leader = cluster.leader()
+    follower = next(node for node in cluster.nodes if node is not leader)
+    others = [node for node in cluster.nodes if node is not follower]
+    key = "partition-retry-2"
+    spec = pb.TaskSpec(
+        type="noop", constraints=pb.Constraints(allowed_nodes=[n.node_id for n in others])
+    )
+    refused: list[BaseException] = []
+
+    def submit_to_follower() -> None:
+        try:
+            with follower.client(timeout_s=30) as client:
+                client.submit_task(spec, idempotency_key=key)
+        except CortexError as err:
+            refused.append(err)
+
+    with hosts.cut_off(_host(cluster, follower)):
+        # Sent as the cut begins: forwarded to a leader it no longer reaches.
+        submitting = threading.Thread(target=submit_to_follower)
+        submitting.start()
+        submitting.join(30)
+        assert not submitting.is_alive(), "the submission to the follower cut off never returned"
+        assert refused, "the follower cut off acknowledged a submission it could not commit"
+        # Answered once it stopped hearing from the leader, not at the end
+        # of its commit timeout.
+        assert "before the entry was committed" in str(refused[0]), refused[0]
+        assert "retry with the same idempotency key" in str(refused[0])
+        with leader.client() as client:
             task_id = client.submit_task(spec, idempotency_key=key).task.id
 
             def done() -> bool:
