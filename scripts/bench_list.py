@@ -20,58 +20,41 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _state_log import NODES, StateLog
+
 from cortex.api.convert import task_to_proto
 from cortex.executors.base import ExecutionResult
 from cortex.requests import DEFAULT_PAGE_SIZE
 from cortex.state import entries as e
-from cortex.state.machine import StateMachine
 from cortex.state.queries import StateReader, TaskPage, TaskView
 from cortex.state.spec_rules import check_task_spec
 from cortex.v1 import cortex_pb2 as pb
 
-NODES = ("node-1", "node-2", "node-3")
 CHUNK = 500
 SPEC = check_task_spec({"type": "noop"})
 RESULT = ExecutionResult(exit_code=0).to_dict()
 TRACEPARENT = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
 
 
-class _Log:
-    def __init__(self, path: Path) -> None:
-        self.machine = StateMachine(str(path))
-        self.index = 0
-
-    def apply(self, node: str, *payloads: e.Payload) -> None:
-        self.index += 1
-        entries = [e.Entry.create(p, node=node, ts=1_000 + self.index) for p in payloads]
-        results = self.machine.apply_batch(self.index, e.encode_batch(entries))
-        assert results is not None and all(r.get("ok") for r in results), results
-
-
 def build(path: Path, tasks: int) -> None:
     """`tasks` noop tasks submitted, placed round-robin and completed."""
-    log = _Log(path)
-    for node in NODES:
-        log.apply(node, e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"]))
+    log = StateLog(path)
     for start in range(0, tasks, CHUNK):
         ids = [e.new_id() for _ in range(min(CHUNK, tasks - start))]
         placed = [(task_id, NODES[k % len(NODES)]) for k, task_id in enumerate(ids)]
         log.apply(
-            NODES[0],
             *(
                 e.TaskSubmit(task_id, SPEC, f"key-{task_id}", traceparent=TRACEPARENT)
                 for task_id in ids
             ),
         )
         log.apply(
-            NODES[0],
             e.TaskAssign([{"task_id": t, "node": node, "attempt": 1} for t, node in placed]),
         )
         log.apply(
-            NODES[0],
             *(e.TaskComplete(t, 1, node, RESULT, 1_000 + log.index) for t, node in placed),
         )
-    log.machine.close()
+    log.close()
 
 
 def _page(reader: StateReader, filters: dict[str, Any]) -> tuple[float, float, float]:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _state_log import NODES, StateLog
+
 from cortex.membership.board import ResourceBoard
 from cortex.scheduler.at_proposal import PlacementAtProposal
 from cortex.scheduler.loop import build_candidates
@@ -24,30 +26,14 @@ from cortex.scheduler.model import NodeResources
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import parse_task_spec
 from cortex.state import entries as e
-from cortex.state.machine import StateMachine
 from cortex.state.queries import StateReader
 from cortex.steps import SYSTEM_CLOCK
 
-NODES = ("node-1", "node-2", "node-3")
 ASSIGN_CHUNK = 500
 
 
-class _Log:
-    def __init__(self, path: Path) -> None:
-        self.machine = StateMachine(str(path))
-        self.index = 0
-
-    def apply(self, *payloads: e.Payload) -> None:
-        self.index += 1
-        entries = [e.Entry.create(p, node=NODES[0], ts=1_000 + self.index) for p in payloads]
-        results = self.machine.apply_batch(self.index, e.encode_batch(entries))
-        assert results is not None and all(r.get("ok") for r in results), results
-
-
 def _state(path: Path, active: int, spec: dict[str, Any]) -> None:
-    log = _Log(path)
-    for node in NODES:
-        log.apply(e.NodeJoin(node, f"{node}:1", f"{node}:2", executors=["noop"]))
+    log = StateLog(path)
     ids = [e.new_id() for _ in range(active)]
     for start in range(0, active, ASSIGN_CHUNK):
         chunk = ids[start : start + ASSIGN_CHUNK]
@@ -60,7 +46,7 @@ def _state(path: Path, active: int, spec: dict[str, Any]) -> None:
                 ]
             )
         )
-    log.machine.close()
+    log.close()
 
 
 def _per_call_us(call: Callable[[], object], count: int) -> float:

@@ -30,6 +30,7 @@ from cortex.api.session import Session
 from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.errors import CortexError, InvalidArgument, ResourceExhausted
 from cortex.proto_enums import enum_names, enum_value
+from cortex.state import task_states
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
 
@@ -38,14 +39,9 @@ BUSY_RETRIES = 5
 MAX_BUSY_PAUSE_S = 5.0
 DEFAULT_WAIT_MS = 30_000
 _BACKLOG_END_HEADER = "cortex-backlog-end"
+# The terminal task states as the wire's TaskState values.
 TERMINAL_STATES = frozenset(
-    {
-        pb.TASK_STATE_COMPLETED,
-        pb.TASK_STATE_FAILED,
-        pb.TASK_STATE_CANCELLED,
-        pb.TASK_STATE_SKIPPED,
-        pb.TASK_STATE_DEAD_LETTER,
-    }
+    enum_value(pb.TaskState, state) for state in task_states.TERMINAL_STATES
 )
 Span: TypeAlias = Duration | timedelta
 

@@ -51,13 +51,13 @@ def timestamp(ms: int | None) -> Timestamp | None:
     if not ms:
         return None
     stamp = Timestamp()
-    stamp.FromMilliseconds(ms)
+    set_time(stamp, ms)
     return stamp
 
 
 def set_time(field: Timestamp, ms: int | None) -> None:
-    """Sets a message's Timestamp field to milliseconds since the epoch;
-    leaves it unset for 0 or None, as `timestamp` does."""
+    """Sets a message's Timestamp field (in place: one made apart is copied
+    in) to milliseconds since the epoch; leaves it unset for 0 or None."""
     if ms:
         field.FromMilliseconds(ms)
 
@@ -67,8 +67,15 @@ def duration(ms: int | float | None) -> Duration | None:
     if ms is None:
         return None
     span = Duration()
-    span.FromNanoseconds(int(ms * 1_000_000))
+    set_duration(span, ms)
     return span
+
+
+def set_duration(field: Duration, ms: int | float | None) -> None:
+    """Sets a message's Duration field in place to milliseconds; leaves it
+    unset for None."""
+    if ms is not None:
+        field.FromNanoseconds(int(ms * 1_000_000))
 
 
 def duration_ms(span: Duration) -> int:
@@ -218,9 +225,7 @@ def spec_to_proto(spec: dict[str, Any]) -> pb.TaskSpec:
         message.command.extend(command)
     if env := spec.get("env"):
         message.env.update(env)
-    timeout = spec.get("timeout_ms")
-    if timeout is not None:
-        message.timeout.FromNanoseconds(int(timeout * 1_000_000))
+    set_duration(message.timeout, spec.get("timeout_ms"))
     if labels := spec.get("labels"):
         message.labels.update(labels)
     constraints = spec.get("constraints") or {}
@@ -239,9 +244,7 @@ def spec_to_proto(spec: dict[str, Any]) -> pb.TaskSpec:
     for name in _RETRY_FIELDS:
         if name in policy:
             setattr(message.retry_policy, name, policy[name])
-    backoff = policy.get("backoff_ms")
-    if backoff is not None:
-        message.retry_policy.backoff.FromNanoseconds(int(backoff * 1_000_000))
+    set_duration(message.retry_policy.backoff, policy.get("backoff_ms"))
     if options := spec.get("options"):
         message.options.update(options)
     return message
@@ -281,8 +284,7 @@ def task_to_proto(task: TaskView, reasons: list[str] | None = None) -> pb.Task:
         concurrency_key=task.concurrency_key or "",
         fairness_key=task.fairness_key,
     )
-    # Times are set in place: a Timestamp made apart is copied in, and a
-    # listing page converts many tasks.
+    # Times set in place: a listing page converts many tasks.
     set_time(message.create_time, task.created_at)
     set_time(message.update_time, task.updated_at)
     if task.state == "queued":

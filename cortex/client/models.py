@@ -18,7 +18,6 @@ from cortex.proto_enums import enum_value as proto_enum_value
 from cortex.state.task_states import TERMINAL_STATES
 from cortex.v1 import cortex_pb2 as pb
 
-TERMINAL_TASK_STATES = TERMINAL_STATES
 TERMINAL_WORKFLOW_STATES = frozenset({"completed", "failed", "cancelled"})
 
 
@@ -99,7 +98,7 @@ class Task:
     @property
     def done(self) -> bool:
         """Whether the task is terminal."""
-        return self.state in TERMINAL_TASK_STATES
+        return self.state in TERMINAL_STATES
 
     @classmethod
     def from_proto(cls, message: pb.Task) -> Task:

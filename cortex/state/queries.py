@@ -83,26 +83,19 @@ class TaskView:
         return cls(*values)
 
 
-# TaskView's fields, in order, and the tasks columns they are read from.
-_TASK_COLUMNS = {
-    "id": "id", "state": "state", "type": "type", "priority": "priority", "spec": "spec",
-    "attempt": "attempt", "retries": "retries", "node": "assigned_node", "result": "result",
-    "error": "error", "idempotency_key": "idempotency_key", "workflow_id": "workflow_id",
-    "workflow_key": "workflow_key", "created_at": "created_at", "updated_at": "updated_at",
-    "scheduled_after": "scheduled_after", "submit_index": "submit_index",
-    "started_at": "started_at", "completed_at": "completed_at", "traceparent": "traceparent",
-    "concurrency_key": "concurrency_key", "fairness_key": "fairness_key",
-}  # fmt: skip
-if tuple(_TASK_COLUMNS) != tuple(field.name for field in fields(TaskView)):
-    raise TypeError("_TASK_COLUMNS must name TaskView's fields in their order")
-_SPEC, _RESULT = list(_TASK_COLUMNS).index("spec"), list(_TASK_COLUMNS).index("result")
+# The tasks columns TaskView's fields are read from, in the fields' order:
+# each field's own name but `node`.
+_TASK_COLUMNS = tuple(
+    {"node": "assigned_node"}.get(field.name, field.name) for field in fields(TaskView)
+)
+_SPEC, _RESULT = _TASK_COLUMNS.index("spec"), _TASK_COLUMNS.index("result")
 
 
 @functools.cache
 def _task_columns(names: tuple[str, ...]) -> Callable[[sqlite3.Row], tuple[Any, ...]]:
     """What reads TaskView's columns, in its fields' order, from a row of
     columns `names` (the row of a `SELECT *` of tasks)."""
-    return operator.itemgetter(*(names.index(column) for column in _TASK_COLUMNS.values()))
+    return operator.itemgetter(*(names.index(column) for column in _TASK_COLUMNS))
 
 
 # Events with the workflow each concerns: its task's, or the one its detail
@@ -424,9 +417,11 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         return int(row.fetchone()[0])
 
     def counts_by_state(self) -> dict[str, int]:
-        rows = self._conn().execute(
-            "SELECT state, SUM(n) FROM task_counts GROUP BY state HAVING SUM(n) > 0"
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT state, SUM(n) FROM task_counts GROUP BY state HAVING SUM(n) > 0")
+            .fetchall()
+        )
         return {row[0]: row[1] for row in rows}
 
     def purge_due(self, before_ms: int) -> bool:

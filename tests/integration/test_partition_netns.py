@@ -119,19 +119,47 @@ def _stepped_down(node: ClusterNode) -> bool:
     return status is not None and not status.has_quorum and status.raft_role != pb.RAFT_ROLE_LEADER
 
 
-def _run_task_on(node: ClusterNode, allowed: list[ClusterNode]) -> None:
-    """Submits a task through `node` that only `allowed` may run, and waits
-    for it to complete: the cluster still commits and runs work."""
-    spec = pb.TaskSpec(
+def _noop_on(allowed: list[ClusterNode]) -> pb.TaskSpec:
+    """A noop task only `allowed` may run."""
+    return pb.TaskSpec(
         type="noop", constraints=pb.Constraints(allowed_nodes=[n.node_id for n in allowed])
     )
+
+
+def _run_task_on(node: ClusterNode, allowed: list[ClusterNode], key: str | None = None) -> str:
+    """Submits a task through `node` that only `allowed` may run, and waits
+    for it to complete: the cluster still commits and runs work."""
     with node.client() as client:
-        task_id = client.submit_task(spec).task.id
+        task_id = client.submit_task(_noop_on(allowed), idempotency_key=key).task.id
 
         def done() -> bool:
             return client.get_task(task_id).task.state == pb.TASK_STATE_COMPLETED
 
         wait_until(done, 30, what=f"task {task_id} to complete")
+    return str(task_id)
+
+
+def _refused_through(node: ClusterNode, allowed: list[ClusterNode], key: str) -> None:
+    """Submits, through `node` as it is being cut off, a task only `allowed`
+    may run: the call must return refused, as soon as `node` knows it cannot
+    get the entry committed (not at the end of its commit timeout: the
+    refusal says which), and tell the caller to retry with its key."""
+    refused: list[BaseException] = []
+
+    def submit() -> None:
+        try:
+            with node.client(timeout_s=30) as client:
+                client.submit_task(_noop_on(allowed), idempotency_key=key)
+        except CortexError as err:
+            refused.append(err)
+
+    submitting = threading.Thread(target=submit)
+    submitting.start()
+    submitting.join(30)
+    assert not submitting.is_alive(), f"the submission to {node.node_id} never returned"
+    assert refused, f"{node.node_id} acknowledged a submission it could not commit"
+    assert "before the entry was committed" in str(refused[0]), refused[0]
+    assert "retry with the same idempotency key" in str(refused[0])
 
 
 def _watch_term(node: ClusterNode, term: int, seconds: float) -> None:
@@ -236,37 +264,12 @@ def test_a_submission_to_a_leader_cut_off_is_refused_and_its_retry_runs_once(
     old = cluster.leader()
     others = [node for node in cluster.nodes if node is not old]
     key = "partition-retry-1"
-    spec = pb.TaskSpec(
-        type="noop", constraints=pb.Constraints(allowed_nodes=[n.node_id for n in others])
-    )
-    refused: list[BaseException] = []
-
-    def submit_to_old() -> None:
-        try:
-            with old.client(timeout_s=30) as client:
-                client.submit_task(spec, idempotency_key=key)
-        except CortexError as err:
-            refused.append(err)
-
     with hosts.cut_off(_host(cluster, old)):
         # Sent as the cut begins: the old leader takes it into its log,
-        # where no majority will ever have it.
-        submitting = threading.Thread(target=submit_to_old)
-        submitting.start()
-        submitting.join(30)
-        assert not submitting.is_alive(), "the submission to the leader cut off never returned"
-        assert refused, "the leader cut off acknowledged a submission it could not commit"
-        # Answered as it stepped down, not at the end of its commit timeout.
-        assert "before the entry was committed" in str(refused[0]), refused[0]
-        assert "retry with the same idempotency key" in str(refused[0])
+        # where no majority will ever have it; refused as it steps down.
+        _refused_through(old, others, key)
         new = wait_until(lambda: _leader_among(others), 30, what="the other two to elect a leader")
-        with new.client() as client:
-            task_id = client.submit_task(spec, idempotency_key=key).task.id
-
-            def done() -> bool:
-                return client.get_task(task_id).task.state == pb.TASK_STATE_COMPLETED
-
-            wait_until(done, 30, what=f"task {task_id} to complete")
+        task_id = _run_task_on(new, others, key)
 
     cluster.wait_converged(timeout=60)
     for node in cluster.nodes:
@@ -281,36 +284,11 @@ def test_a_submission_to_a_follower_cut_off_is_refused_and_its_retry_runs_once(
     follower = next(node for node in cluster.nodes if node is not leader)
     others = [node for node in cluster.nodes if node is not follower]
     key = "partition-retry-2"
-    spec = pb.TaskSpec(
-        type="noop", constraints=pb.Constraints(allowed_nodes=[n.node_id for n in others])
-    )
-    refused: list[BaseException] = []
-
-    def submit_to_follower() -> None:
-        try:
-            with follower.client(timeout_s=30) as client:
-                client.submit_task(spec, idempotency_key=key)
-        except CortexError as err:
-            refused.append(err)
-
     with hosts.cut_off(_host(cluster, follower)):
-        # Sent as the cut begins: forwarded to a leader it no longer reaches.
-        submitting = threading.Thread(target=submit_to_follower)
-        submitting.start()
-        submitting.join(30)
-        assert not submitting.is_alive(), "the submission to the follower cut off never returned"
-        assert refused, "the follower cut off acknowledged a submission it could not commit"
-        # Answered once it stopped hearing from the leader, not at the end
-        # of its commit timeout.
-        assert "before the entry was committed" in str(refused[0]), refused[0]
-        assert "retry with the same idempotency key" in str(refused[0])
-        with leader.client() as client:
-            task_id = client.submit_task(spec, idempotency_key=key).task.id
-
-            def done() -> bool:
-                return client.get_task(task_id).task.state == pb.TASK_STATE_COMPLETED
-
-            wait_until(done, 30, what=f"task {task_id} to complete")
+        # Sent as the cut begins: forwarded to a leader it no longer
+        # reaches; refused once it stops hearing from the leader.
+        _refused_through(follower, others, key)
+        task_id = _run_task_on(leader, others, key)
 
     cluster.wait_converged(timeout=60)
     for node in cluster.nodes:
