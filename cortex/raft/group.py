@@ -471,12 +471,25 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         about a millisecond for one task, tens of milliseconds for a batch
         of hundreds. The leader here sends the index first; the followers
         apply while it does. Nothing else changes: the index is the one the
-        leader would send after applying, and appends are not sent twice."""
-        announce = (
-            self._SyncObj__raftState == _LEADER
-            and self._SyncObj__raftCommitIndex > self._SyncObj__raftLastApplied
-        )
-        if announce:
+        leader would send after applying, and appends are not sent twice.
+
+        Likewise the proposals waiting in the command queue are taken before
+        the apply, not after it: a leader logs them and sends them with the
+        index (one append per follower for both), a follower forwards them,
+        and their commit goes on while this node applies. A submission that
+        reached a node as it applied used to wait for the whole apply (about
+        a millisecond for one task) before it left. The leader still syncs
+        what it logged before it reads any acknowledgement
+        (`sync_around_poll`)."""
+        if (
+            self._SyncObj__raftCommitIndex <= self._SyncObj__raftLastApplied
+            or not self._SyncObj__transport.ready
+        ):
+            return bool(super()._SyncObj__applyLogEntries())
+        logged = self._SyncObj__getCurrentLogIndex()
+        self._checkCommandsToApply()
+        announce = self._SyncObj__raftState == _LEADER
+        if announce and self._SyncObj__getCurrentLogIndex() == logged:
             self._SyncObj__sendAppendEntries()
         applied = bool(super()._SyncObj__applyLogEntries())
         return applied and not announce
