@@ -6,6 +6,11 @@ node converged to the same state digest.
 
     python scripts/bench_core.py --tasks 2000 --concurrency 32
     python scripts/bench_core.py --tasks 20000 --mode batch --json
+    python scripts/bench_core.py --tasks 600 --concurrency 1 --stages
+
+`--stages` also prints, per node, the thread CPU of named stages of its work
+(apply and its parts, Raft messages, the journal, placement, submission's
+parts, the agent's starts) per call and per entry (`scripts/_stage_timing`).
 
 Exits non-zero when a task did not complete or the nodes' digests differ;
 missing the throughput or latency aim is reported, not failed.
@@ -14,6 +19,7 @@ missing the throughput or latency aim is reported, not failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -54,6 +60,10 @@ AIM_SINGLE_TASKS_PER_S = 1000.0
 AIM_BATCH_TASKS_PER_S = 2000.0
 AIM_CPU_MS_PER_TASK = 1.0
 AIM_P50_MS = 5.0
+# `--stages`: the module the nodes load (from PYTHONPATH) and where it writes.
+STAGE_TIMING_PATH = Path(__file__).resolve().parent / "_stage_timing"
+STAGE_DIR_VARIABLE = "CORTEX_STAGE_TIMING_DIR"
+STAGE_WAIT_S = 10.0
 NODE_COUNT = 3
 TERMINAL_STATES = [
     pb.TASK_STATE_COMPLETED,
@@ -325,6 +335,9 @@ class BenchRun:
     # Context switches during the run by (kind of thread, "voluntary" or
     # "involuntary"), summed over the nodes (`cortex_thread_context_switches`).
     thread_switches: dict[tuple[str, str], float] = field(default_factory=dict)
+    # With --stages: per node, each stage's calls and thread CPU in
+    # nanoseconds during the run (`scripts/_stage_timing`).
+    stages: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -510,6 +523,19 @@ def figures(run: BenchRun) -> dict[str, Any]:
         # (a thread waiting: each hand-off of work between threads) and
         # involuntary ones (preemption), and both by kind of thread.
         "context_switches_per_task": _switches_per_task(run.thread_switches, len(completed)),
+        # With --stages: per node, each stage's calls and microseconds of its
+        # threads' CPU per Raft entry applied during the run.
+        "stages": {
+            node_id: {
+                stage: {
+                    "calls": calls,
+                    "cpu_us_per_entry": round(spent / 1000 / max(entries, 1), 1),
+                }
+                for stage, (calls, spent) in stages.items()
+                if calls
+            }
+            for node_id, stages in run.stages.items()
+        },
     }
 
 
@@ -534,6 +560,56 @@ def _switches_per_task(switches: dict[tuple[str, str], float], completed: int) -
 
 def _rounded(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 2)
+
+
+def _stage_totals(stage_dir: Path, nodes: Sequence[DevNode]) -> dict[str, dict[str, list[int]]]:
+    """Each node's stage totals as written after this call (each node
+    rewrites its file every `DUMP_S`), so they cover what came before it."""
+    asked_ns = time.time_ns()
+    deadline = time.monotonic() + STAGE_WAIT_S
+    totals: dict[str, dict[str, list[int]]] = {}
+    for node in nodes:
+        path = stage_dir / f"{node.node_id}.json"
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                written = json.loads(path.read_text())
+                if written["at_ns"] > asked_ns:
+                    totals[node.node_id] = written["stages"]
+                    break
+            if time.monotonic() > deadline:
+                raise CortexError(f"no stage timings from {node.node_id} in {path}")
+            time.sleep(0.05)
+    return totals
+
+
+def _stages_between(
+    before: dict[str, dict[str, list[int]]], after: dict[str, dict[str, list[int]]]
+) -> dict[str, dict[str, tuple[int, int]]]:
+    changed = {}
+    for node_id, stages in after.items():
+        earlier = before.get(node_id, {})
+        changed[node_id] = {
+            stage: (calls - earlier.get(stage, [0, 0])[0], spent - earlier.get(stage, [0, 0])[1])
+            for stage, (calls, spent) in stages.items()
+        }
+    return changed
+
+
+def _stage_lines(run: BenchRun) -> None:
+    """Per node, each stage's calls and CPU: per call, and per Raft entry
+    applied during the run."""
+    entries = max(run.applied_after - run.applied_before, 1)
+    for node_id, stages in run.stages.items():
+        print()
+        print(
+            f"stages on {node_id} (thread CPU; a stage includes those it calls), {entries} entries"
+        )
+        for stage, (calls, spent) in sorted(stages.items(), key=lambda item: -item[1][1]):
+            if calls:
+                print(
+                    f"  {stage:<44} {calls:>8} calls {spent / calls / 1000:>8.1f} us/call"
+                    f" {spent / entries / 1000:>8.1f} us/entry"
+                )
 
 
 def report(run: BenchRun) -> None:
@@ -613,6 +689,7 @@ def report(run: BenchRun) -> None:
         )
         _thread_lines(run.thread_cpu_s, len(completed), busy)
         _switch_line(run.thread_switches, len(completed))
+    _stage_lines(run)
 
     print()
     print("convergence")
@@ -699,6 +776,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.max_tasks is not None:
         extra += ["--max-tasks", str(args.max_tasks)]
     print(f"raft_sync {'on' if args.raft_sync else 'OFF (--no-raft-sync)'}")
+    stage_dir = data_dir / "stages" if args.stages else None
+    if stage_dir is not None:
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        # The nodes inherit both: Python loads the module at start-up.
+        os.environ[STAGE_DIR_VARIABLE] = str(stage_dir)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(STAGE_TIMING_PATH), os.environ.get("PYTHONPATH")])
+        )
     nodes = start_cluster(NODE_COUNT, base_port, data_dir, extra)
     clients: list[CortexClient] = []
     stop = threading.Event()
@@ -710,7 +795,7 @@ def _run(args: argparse.Namespace) -> int:
         clients = [CortexClient(n.grpc, timeout_s=30) for n in nodes]
         leader = leader_index(clients)
         print(f"cluster ready in {time.monotonic() - started:.1f}s; leader {nodes[leader].node_id}")
-        measured = measure(args, nodes, clients, leader, stop)
+        measured = measure(args, nodes, clients, leader, stop, stage_dir)
         report(measured)
         problems = problems_of(measured)
         if args.json:
@@ -737,9 +822,11 @@ def measure(
     clients: Sequence[CortexClient],
     leader: int,
     stop: threading.Event,
+    stage_dir: Path | None = None,
 ) -> BenchRun:
     """Submits the tasks, waits for them all to finish, then gathers every
-    task's events and every node's final status."""
+    task's events and every node's final status (with `stage_dir`, the
+    nodes' stage timings too)."""
     before = clients[leader].get_cluster_status()
     journal_before = [c.get_cluster_status() for c in clients]
     baseline = _terminal_count(clients[leader])
@@ -755,6 +842,7 @@ def measure(
         for _ in range(args.stuck):
             clients[leader].submit_task(stuck)
         print(f"{args.stuck} tasks no node can take left queued")
+    stages_before = _stage_totals(stage_dir, nodes) if stage_dir is not None else {}
     scraped_before = [_scrape(node) for node in nodes]
     cpu_before = _cpu_seconds(nodes)
     run_id = f"{time.time_ns()}"
@@ -769,6 +857,7 @@ def measure(
     finished = _wait_terminal(clients[leader], baseline + args.tasks, args.timeout)
     t_done = time.perf_counter()
     cpu_after = _cpu_seconds(nodes)
+    stages_after = _stage_totals(stage_dir, nodes) if stage_dir is not None else {}
     scraped_after = [_scrape(node) for node in nodes]
     applied_after = clients[leader].get_cluster_status().applied_index
     journal_after = [c.get_cluster_status() for c in clients]
@@ -804,6 +893,7 @@ def measure(
         },
         thread_cpu_s=_counted_between(scraped_before, scraped_after, _thread_cpu),
         thread_switches=_counted_between(scraped_before, scraped_after, _thread_switches),
+        stages=_stages_between(stages_before, stages_after),
     )
 
 
@@ -849,6 +939,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="most tasks each node runs at once (default: the node default, 64); a"
         " higher limit shows what the engine does when the nodes' slots do not bound it",
+    )
+    parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="also time named stages of each node's work by their threads' CPU (apply, Raft"
+        " messages, the journal, SubmitTask's parts, ...; scripts/_stage_timing)",
     )
     add_cluster_arguments(parser)
     args = parser.parse_args(argv)

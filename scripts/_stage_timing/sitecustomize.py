@@ -1,0 +1,122 @@
+"""Stage timing for the nodes `bench_core.py --stages` starts: Python loads
+this module at start-up from any directory on PYTHONPATH. In a process
+started with CORTEX_STAGE_TIMING_DIR set and `--node-id` among its arguments
+(a Cortex node), it wraps named stages of the node's work (`STAGES`) and
+counts each one's calls and the CPU of the thread running them
+(`time.thread_time_ns`, so waiting for the GIL, the disk or a message is not
+counted). The totals go to `<dir>/<node-id>.json` every `DUMP_S` seconds.
+Nothing else changes; any other process loads nothing.
+
+Stages nest: a stage's CPU includes the stages it calls (apply holds the
+transaction, which holds the handlers)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+DIR_VARIABLE = "CORTEX_STAGE_TIMING_DIR"
+DUMP_S = 0.2
+# (module, class, attribute, stage): what is timed.
+STAGES = (
+    ("pysyncobj.syncobj", "SyncObj", "_onTick", "raft tick"),
+    ("pysyncobj.poller", "PollPoller", "poll", "raft poll (receiving inside)"),
+    ("cortex.raft.transport", "DurableTransport", "_onMessageReceived", "raft message handled"),
+    ("cortex.raft.transport", "DurableTransport", "_deliver", "raft message sent"),
+    ("pysyncobj.syncobj", "SyncObj", "_SyncObj__sendAppendEntries", "raft appends sent (leader)"),
+    ("pysyncobj.syncobj", "SyncObj", "_checkCommandsToApply", "raft command queue"),
+    ("cortex.raft.group", "RaftGroup", "_applyCommand", "raft command in (placement)"),
+    ("cortex.raft.journal", "DurableJournal", "add", "journal append"),
+    ("cortex.raft.journal", "DurableJournal", "sync", "journal sync"),
+    ("cortex.raft.group", "RaftGroup", "_apply_next", "apply"),
+    ("cortex.state.machine", "StateMachine", "_apply_in_transaction", "apply: transaction"),
+    ("cortex.state.machine", "StateMachine", "_apply_entries", "apply: handlers"),
+    ("cortex.api.servicer", "CortexServicer", "SubmitTask", "SubmitTask"),
+    ("cortex.task_operations", "TaskOperations", "_known_submission", "submit: idempotency key pre-check"),
+    ("cortex.raft.proposer", "Proposer", "propose", "submit: proposing (and waiting)"),
+    ("cortex.task_operations", "TaskOperations", "_accepted_tasks", "submit: accepted tasks read back"),
+    ("cortex.task_operations", "TaskOperations", "pending_reasons_all", "pending reasons"),
+    ("cortex.agent.runner", "Agent", "_start_fresh", "agent: starting what was assigned"),
+    ("cortex.agent.runner", "Agent", "_start", "agent: one attempt's start"),
+)
+
+
+def _install(node_id: str, out_dir: str) -> None:
+    totals: dict[str, list[int]] = {}
+    clock = time.thread_time_ns
+
+    def timed(stage: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            began = clock()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent = clock() - began
+                total = totals.get(stage)
+                if total is None:
+                    totals[stage] = [1, spent]
+                else:
+                    total[0] += 1
+                    total[1] += spent
+
+        return wrapper
+
+    for module_name, class_name, attribute, stage in STAGES:
+        owner = getattr(importlib.import_module(module_name), class_name)
+        setattr(owner, attribute, timed(stage, getattr(owner, attribute)))
+    _time_listeners(timed)
+    path = os.path.join(out_dir, f"{node_id}.json")
+
+    def dump() -> None:
+        while True:
+            time.sleep(DUMP_S)
+            snapshot = {stage: list(total) for stage, total in list(totals.items())}
+            temporary = f"{path}.tmp"
+            with open(temporary, "w") as out:
+                json.dump({"at_ns": time.time_ns(), "stages": snapshot}, out)
+            os.replace(temporary, path)
+
+    threading.Thread(target=dump, name="stage-timing", daemon=True).start()
+
+
+def _time_listeners(timed: Callable[[str, Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Each state listener (run on the Raft thread after every apply) as a
+    stage of its own, named by its qualified name."""
+    from cortex.state.machine import StateMachine
+
+    add_listener = StateMachine.add_listener
+
+    def add_timed_listener(machine: StateMachine, listener: Callable[..., Any]) -> None:
+        name = getattr(listener, "__qualname__", type(listener).__name__)
+        add_listener(machine, timed(f"apply: listener {name}", listener))
+
+    StateMachine.add_listener = add_timed_listener  # type: ignore[method-assign,assignment]
+
+
+def _node_id(argv: list[str]) -> str | None:
+    return argv[argv.index("--node-id") + 1] if "--node-id" in argv[:-1] else None
+
+
+def _main() -> None:
+    out_dir = os.environ.get(DIR_VARIABLE)
+    if not out_dir:
+        return
+    # `python -m cortex.cli.main ...`: the arguments are known before the module runs.
+    with open("/proc/self/cmdline", "rb") as cmdline:
+        argv = [part.decode(errors="replace") for part in cmdline.read().split(b"\0")]
+    node_id = _node_id(argv)
+    if node_id is None:
+        return
+    try:
+        _install(node_id, out_dir)
+    except Exception as err:  # a measurement aid must never stop the node
+        print(f"stage timing not installed: {err}", file=sys.stderr)
+
+
+_main()
