@@ -331,6 +331,16 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         hand work off (wake a loop)."""
         self._role_listeners.append(listener)
 
+    def _SyncObj__onBecomeLeader(self) -> None:  # noqa: N802 (pysyncobj's name)
+        """pysyncobj logs a new leader's no-op entry and sends it while
+        handling the vote that elected it, in the middle of a poll that may
+        go on to read a fast follower's answer to it; the leader syncs what
+        it logged only after the poll. The no-op is synced at once, so the
+        leader reads no answer naming an entry it has not synced
+        (`sync_around_poll`)."""
+        super()._SyncObj__onBecomeLeader()
+        self.journal.sync()
+
     def _state_changed(self, old: int, new: int) -> None:
         if _LEADER not in (old, new):
             return
