@@ -7,10 +7,15 @@ node converged to the same state digest.
     python scripts/bench_core.py --tasks 2000 --concurrency 32
     python scripts/bench_core.py --tasks 20000 --mode batch --json
     python scripts/bench_core.py --tasks 600 --concurrency 1 --stages
+    python scripts/bench_core.py --tasks 600 --concurrency 1 --path
 
 `--stages` also prints, per node, the thread CPU of named stages of its work
 (apply and its parts, Raft messages, the journal, placement, submission's
 parts, the agent's starts) per call and per entry (`scripts/_stage_timing`).
+`--path` instead prints where the wall-clock time from a task's proposal to
+its attempt's start goes: to the leader's log, to the commit, to the apply
+on the node that runs it, that apply, and on to the start, from times every
+node notes (`scripts/_path_timing`, `scripts/_path_segments.py`).
 
 Exits non-zero when a task did not complete or the nodes' digests differ;
 missing the throughput or latency aim is reported, not failed.
@@ -45,6 +50,7 @@ from _cluster import (
     run_main,
     wait_all_active,
 )
+from _path_segments import STRETCHES, TOTAL, TaskPath, path_of_tasks
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -64,6 +70,9 @@ AIM_P50_MS = 5.0
 STAGE_TIMING_PATH = Path(__file__).resolve().parent / "_stage_timing"
 STAGE_DIR_VARIABLE = "CORTEX_STAGE_TIMING_DIR"
 STAGE_WAIT_S = 10.0
+# `--path`: likewise (the two modules share a name: one or the other).
+PATH_TIMING_PATH = Path(__file__).resolve().parent / "_path_timing"
+PATH_DIR_VARIABLE = "CORTEX_PATH_TIMING_DIR"
 NODE_COUNT = 3
 TERMINAL_STATES = [
     pb.TASK_STATE_COMPLETED,
@@ -338,6 +347,8 @@ class BenchRun:
     # With --stages: per node, each stage's calls and thread CPU in
     # nanoseconds during the run (`scripts/_stage_timing`).
     stages: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    # With --path: the stretches of each task's way to its start.
+    path: TaskPath | None = None
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -536,6 +547,30 @@ def figures(run: BenchRun) -> dict[str, Any]:
             }
             for node_id, stages in run.stages.items()
         },
+        # With --path: per stretch of a task's way from its proposal to its
+        # attempt's start, milliseconds of wall clock (p50, p90, mean).
+        "path": _path_figures(run.path) if run.path is not None else {},
+    }
+
+
+def _spread(values: Sequence[float]) -> dict[str, float | int | None]:
+    return {
+        "n": len(values),
+        "p50": _rounded(percentile(values, 50)),
+        "p90": _rounded(percentile(values, 90)),
+        "mean": _rounded(mean(values)) if values else None,
+    }
+
+
+def _path_figures(path: TaskPath) -> dict[str, Any]:
+    return {
+        "traced": path.traced,
+        "placed_later": path.placed_later,
+        "stretches": {name: _spread(values) for name, values in path.stretches.items()},
+        "total_by_role": {
+            f"proposed on the {proposer}, run on the {runner}": _spread(values)
+            for (proposer, runner), values in sorted(path.totals_by_role.items())
+        },
     }
 
 
@@ -593,6 +628,50 @@ def _stages_between(
             for stage, (calls, spent) in stages.items()
         }
     return changed
+
+
+def _path_events(path_dir: Path, nodes: Sequence[DevNode]) -> dict[str, list[list[Any]]]:
+    """Every event each node noted (`scripts/_path_timing`), once its last
+    write came after this call."""
+    asked_ns = time.time_ns()
+    deadline = time.monotonic() + STAGE_WAIT_S
+    events: dict[str, list[list[Any]]] = {}
+    for node in nodes:
+        path = path_dir / f"{node.node_id}.jsonl"
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+                if any(line[0] == "flushed" and line[1] > asked_ns for line in lines):
+                    events[node.node_id] = [line for line in lines if line[0] != "flushed"]
+                    break
+            if time.monotonic() > deadline:
+                raise CortexError(f"no path timings from {node.node_id} in {path}")
+            time.sleep(0.05)
+    return events
+
+
+def _path_lines(path: TaskPath | None) -> None:
+    """Each stretch of a task's way to its start, and the totals by where
+    it was proposed and where it ran."""
+    if path is None:
+        return
+    print()
+    print(
+        f"path of a task placed with its submission, proposal -> attempt start (wall clock,"
+        f" ms; {len(path.stretches[TOTAL])} tasks, {path.placed_later} more placed later)"
+    )
+    for name in (*STRETCHES, TOTAL):
+        values = path.stretches[name]
+        if values:
+            print(
+                f"  {name:<44} p50 {percentile(values, 50):7.2f}  p90 {percentile(values, 90):7.2f}"
+                f"  mean {mean(values):7.2f}"
+            )
+    for (proposer, runner), values in sorted(path.totals_by_role.items()):
+        print(
+            f"  {f'total, proposed on the {proposer}, run on the {runner}':<44}"
+            f" p50 {percentile(values, 50):7.2f}  n {len(values)}"
+        )
 
 
 def _stage_lines(run: BenchRun) -> None:
@@ -690,6 +769,7 @@ def report(run: BenchRun) -> None:
         _thread_lines(run.thread_cpu_s, len(completed), busy)
         _switch_line(run.thread_switches, len(completed))
     _stage_lines(run)
+    _path_lines(run.path)
 
     print()
     print("convergence")
@@ -784,6 +864,13 @@ def _run(args: argparse.Namespace) -> int:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(STAGE_TIMING_PATH), os.environ.get("PYTHONPATH")])
         )
+    path_dir = data_dir / "path" if args.path else None
+    if path_dir is not None:
+        path_dir.mkdir(parents=True, exist_ok=True)
+        os.environ[PATH_DIR_VARIABLE] = str(path_dir)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(PATH_TIMING_PATH), os.environ.get("PYTHONPATH")])
+        )
     nodes = start_cluster(NODE_COUNT, base_port, data_dir, extra)
     clients: list[CortexClient] = []
     stop = threading.Event()
@@ -795,7 +882,7 @@ def _run(args: argparse.Namespace) -> int:
         clients = [CortexClient(n.grpc, timeout_s=30) for n in nodes]
         leader = leader_index(clients)
         print(f"cluster ready in {time.monotonic() - started:.1f}s; leader {nodes[leader].node_id}")
-        measured = measure(args, nodes, clients, leader, stop, stage_dir)
+        measured = measure(args, nodes, clients, leader, stop, stage_dir, path_dir)
         report(measured)
         problems = problems_of(measured)
         if args.json:
@@ -823,10 +910,12 @@ def measure(
     leader: int,
     stop: threading.Event,
     stage_dir: Path | None = None,
+    path_dir: Path | None = None,
 ) -> BenchRun:
     """Submits the tasks, waits for them all to finish, then gathers every
     task's events and every node's final status (with `stage_dir`, the
-    nodes' stage timings too)."""
+    nodes' stage timings too; with `path_dir`, what they noted of each
+    task's way to its start)."""
     before = clients[leader].get_cluster_status()
     journal_before = [c.get_cluster_status() for c in clients]
     baseline = _terminal_count(clients[leader])
@@ -894,6 +983,7 @@ def measure(
         thread_cpu_s=_counted_between(scraped_before, scraped_after, _thread_cpu),
         thread_switches=_counted_between(scraped_before, scraped_after, _thread_switches),
         stages=_stages_between(stages_before, stages_after),
+        path=path_of_tasks(_path_events(path_dir, nodes)) if path_dir is not None else None,
     )
 
 
@@ -940,7 +1030,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="most tasks each node runs at once (default: the node default, 64); a"
         " higher limit shows what the engine does when the nodes' slots do not bound it",
     )
-    parser.add_argument(
+    timing = parser.add_mutually_exclusive_group()
+    timing.add_argument(
+        "--path",
+        action="store_true",
+        help="also note, on every node, when each task is proposed, logged, applied and"
+        " started, and print where its way to its start goes (scripts/_path_timing)",
+    )
+    timing.add_argument(
         "--stages",
         action="store_true",
         help="also time named stages of each node's work by their threads' CPU (apply, Raft"

@@ -1,0 +1,75 @@
+"""scripts/_path_segments.py: a task's way from its proposal to its
+attempt's start, cut at the times the nodes noted (the leader is the node
+that logged the entry first, the commit the first apply of it), and tasks
+placed by a later entry only counted."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "_path_segments.py"
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def segments() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_path_segments", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_path_segments"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _events() -> dict[str, list[list[object]]]:
+    """Task a: proposed on f1, placed on f1 by its submission's entry 7.
+    Task b: submitted in entry 8, placed on f2 by a round's entry 9. Task
+    c: never started."""
+    return {
+        "leader": [
+            ["log", 1 * MS, 7, ["a"]],
+            ["apply", 3_200_000, 4_500_000, 7, ["a"]],
+            ["log", 11 * MS, 8, ["b", "c"]],
+            ["apply", 12 * MS, 13 * MS, 8, ["b", "c"]],
+            ["log", 14 * MS, 9, ["b"]],
+            ["apply", 15 * MS, 16 * MS, 9, ["b"]],
+        ],
+        "f1": [
+            ["propose", 0, ["a"]],
+            ["log", 1_500_000, 7, ["a"]],
+            ["apply", 3_500_000, 4_400_000, 7, ["a"]],
+            ["start", 5 * MS, "a"],
+            ["propose", 10 * MS, ["b", "c"]],
+        ],
+        "f2": [
+            ["log", 1_400_000, 7, ["a"]],
+            ["apply", 3 * MS, 4 * MS, 7, ["a"]],
+            ["apply", 12 * MS, 13 * MS, 8, ["b", "c"]],
+            ["apply", 15 * MS, 16 * MS, 9, ["b"]],
+            ["start", 17 * MS, "b"],
+        ],
+    }
+
+
+def test_each_stretch_runs_from_one_noted_time_to_the_next(segments: ModuleType) -> None:
+    path = segments.path_of_tasks(_events())
+    got = {name: [round(v, 3) for v in values] for name, values in path.stretches.items()}
+    assert got == {
+        "proposed -> in the leader's log": [1.0],
+        "-> committed (a node applies)": [2.0],  # f2 applied first, at 3 ms
+        "-> apply starts where it runs": [0.5],
+        "apply where it runs": [0.9],
+        "-> attempt starts": [0.6],
+        "proposed -> attempt starts": [5.0],
+    }
+    assert path.totals_by_role == {("follower", "follower"): [5.0]}
+
+
+def test_a_task_placed_by_a_later_round_is_only_counted(segments: ModuleType) -> None:
+    path = segments.path_of_tasks(_events())
+    assert (path.traced, path.placed_later) == (2, 1)
