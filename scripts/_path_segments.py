@@ -7,8 +7,11 @@ id]`, by node.
 For a task placed with its submission (one entry submits and assigns it):
 
 1. proposed -> in the leader's log: from the proposing node's proposal to
-   the leader logging the entry (a follower's proposal is forwarded first;
-   the leader places the task before it logs the entry);
+   the leader logging the entry, in four parts: until the batch leaves the
+   proposing node's proposer (`send`: it waits while a batch of that node
+   is in flight), on to the leader placing it (a follower's batch is
+   forwarded; the leader's own is placed at once), the placement, and on
+   to the log;
 2. -> committed: until the first node starts applying the entry, which
    none does before a majority holds it (the leader sends the commit on
    before it applies, so a follower may be first);
@@ -28,6 +31,10 @@ from typing import Any
 
 STRETCHES = (
     "proposed -> in the leader's log",
+    "  proposed -> leaves its proposer",
+    "  -> the leader places it",
+    "  placement",
+    "  -> logged",
     "-> committed (a node applies)",
     "-> apply starts where it runs",
     "apply where it runs",
@@ -59,6 +66,8 @@ def path_of_tasks(events: dict[str, Iterable[list[Any]]]) -> TaskPath:
     """The stretches of every task all of whose events were noted."""
     proposed: dict[str, tuple[str, int]] = {}
     started: dict[str, tuple[str, int]] = {}
+    sent: dict[tuple[str, str], int] = {}
+    placed: dict[tuple[str, str], tuple[int, int]] = {}
     logged: dict[str, dict[int, int]] = {}
     applied: dict[str, dict[int, tuple[int, int]]] = {}
     indexes: dict[str, set[int]] = {}
@@ -69,6 +78,12 @@ def path_of_tasks(events: dict[str, Iterable[list[Any]]]) -> TaskPath:
             if kind == "propose":
                 for task_id in event[2]:
                     proposed.setdefault(task_id, (node, event[1]))
+            elif kind == "send":
+                for task_id in event[2]:
+                    sent.setdefault((node, task_id), event[1])
+            elif kind == "place":
+                for task_id in event[3]:
+                    placed.setdefault((node, task_id), (event[1], event[2]))
             elif kind == "log":
                 logged[node].setdefault(event[2], event[1])
             elif kind == "apply":
@@ -96,10 +111,25 @@ def path_of_tasks(events: dict[str, Iterable[list[Any]]]) -> TaskPath:
             continue
         commit_ns = min(applied[node][index][0] for node in applied if index in applied[node])
         run_began, run_ended = applied[runner][index]
+        # Without a noted send or placement (a node that does not place),
+        # the parts are left out and the whole stays.
+        sent_ns = sent.get((proposer, task_id))
+        place = placed.get((leader, task_id))
+        parts = (
+            (
+                _ms(proposed_ns, sent_ns),
+                _ms(sent_ns, place[0]),
+                _ms(place[0], place[1]),
+                _ms(place[1], logged_ns),
+            )
+            if sent_ns is not None and place is not None
+            else (None, None, None, None)
+        )
         for name, value in zip(
             STRETCHES,
             (
                 _ms(proposed_ns, logged_ns),
+                *parts,
                 _ms(logged_ns, commit_ns),
                 _ms(commit_ns, run_began),
                 _ms(run_began, run_ended),
@@ -107,7 +137,8 @@ def path_of_tasks(events: dict[str, Iterable[list[Any]]]) -> TaskPath:
             ),
             strict=True,
         ):
-            path.stretches[name].append(value)
+            if value is not None:
+                path.stretches[name].append(value)
         total = _ms(proposed_ns, started_ns)
         path.stretches[TOTAL].append(total)
         roles = (

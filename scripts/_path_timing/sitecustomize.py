@@ -6,6 +6,11 @@ every process of the machine) of each point a task passes on its way from
 its submission to its attempt's start:
 
 - `propose`: this node proposes the task's submission (`Proposer._submit`);
+- `send`: the batch holding it leaves this node's proposer for Raft
+  (`RaftGroup.propose_batch`: at once, or after the batch in flight);
+- `place`: the leader places the batch's tasks (`PlacementAtProposal.place`,
+  start and end; the leader's own batch as it leaves its proposer, a
+  follower's as the leader takes it);
 - `log`: this node's Raft journal takes an entry naming the task (the
   leader as it logs it, a follower as the append reaches it);
 - `apply`: this node applies an entry naming the task (start and end);
@@ -63,6 +68,20 @@ def _install(node_id: str, out_dir: str) -> None:
             events.append(["propose", at, [i for i in ids if isinstance(i, str)]])
         return original(proposer, entries)
 
+    def sent(original: Callable[..., Any], group: Any, data: bytes, callback: Any) -> Any:
+        ids = _task_ids(data)
+        if ids:
+            events.append(["send", clock(), ids])
+        return original(group, data, callback)
+
+    def placed(original: Callable[..., Any], placer: Any, data: bytes) -> Any:
+        began = clock()
+        result = original(placer, data)
+        ids = _task_ids(data)
+        if ids:
+            events.append(["place", began, clock(), ids])
+        return result
+
     def logged(
         original: Callable[..., Any], journal: Any, command: bytes, idx: int, term: int
     ) -> Any:
@@ -89,6 +108,8 @@ def _install(node_id: str, out_dir: str) -> None:
         return original(agent, task, *args)
 
     wrap("cortex.raft.proposer", "Proposer", "_submit", proposed)
+    wrap("cortex.raft.group", "RaftGroup", "propose_batch", sent)
+    wrap("cortex.scheduler.at_proposal", "PlacementAtProposal", "place", placed)
     wrap("cortex.raft.journal", "DurableJournal", "add", logged)
     wrap("cortex.state.machine", "StateMachine", "apply_batches", applied)
     wrap("cortex.agent.runner", "Agent", "_start", started)

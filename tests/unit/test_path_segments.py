@@ -32,6 +32,7 @@ def _events() -> dict[str, list[list[object]]]:
     c: never started."""
     return {
         "leader": [
+            ["place", 600_000, 800_000, ["a"]],
             ["log", 1 * MS, 7, ["a"]],
             ["apply", 3_200_000, 4_500_000, 7, ["a"]],
             ["log", 11 * MS, 8, ["b", "c"]],
@@ -41,6 +42,7 @@ def _events() -> dict[str, list[list[object]]]:
         ],
         "f1": [
             ["propose", 0, ["a"]],
+            ["send", 200_000, ["a"]],
             ["log", 1_500_000, 7, ["a"]],
             ["apply", 3_500_000, 4_400_000, 7, ["a"]],
             ["start", 5 * MS, "a"],
@@ -61,6 +63,10 @@ def test_each_stretch_runs_from_one_noted_time_to_the_next(segments: ModuleType)
     got = {name: [round(v, 3) for v in values] for name, values in path.stretches.items()}
     assert got == {
         "proposed -> in the leader's log": [1.0],
+        "  proposed -> leaves its proposer": [0.2],
+        "  -> the leader places it": [0.4],
+        "  placement": [0.2],
+        "  -> logged": [0.2],
         "-> committed (a node applies)": [2.0],  # f2 applied first, at 3 ms
         "-> apply starts where it runs": [0.5],
         "apply where it runs": [0.9],
@@ -68,6 +74,16 @@ def test_each_stretch_runs_from_one_noted_time_to_the_next(segments: ModuleType)
         "proposed -> attempt starts": [5.0],
     }
     assert path.totals_by_role == {("follower", "follower"): [5.0]}
+
+
+def test_without_a_placement_noted_only_the_whole_first_stretch_is_given(
+    segments: ModuleType,
+) -> None:
+    events = _events()
+    events["leader"] = [e for e in events["leader"] if e[0] != "place"]
+    path = segments.path_of_tasks(events)
+    assert path.stretches["proposed -> in the leader's log"] == [1.0]
+    assert path.stretches["  placement"] == []
 
 
 def test_a_task_placed_by_a_later_round_is_only_counted(segments: ModuleType) -> None:
