@@ -103,9 +103,9 @@ def _install(node_id: str, out_dir: str) -> None:
             events.append(["apply", began, ended, index, ids])
         return result
 
-    def started(original: Callable[..., Any], agent: Any, task: Any, *args: Any) -> Any:
+    def started(original: Callable[..., Any], agent: Any, task: Any, *args: Any, **kw: Any) -> Any:
         events.append(["start", clock(), task.id])
-        return original(agent, task, *args)
+        return original(agent, task, *args, **kw)
 
     wrap("cortex.raft.proposer", "Proposer", "_submit", proposed)
     wrap("cortex.raft.group", "RaftGroup", "propose_batch", sent)
