@@ -1,9 +1,11 @@
 """The Raft port's frames between two real connections over a socket pair:
-a message crosses as its sealed pickle, uncompressed, and a frame from a
-node that still compresses (pysyncobj's zlib) is read as well."""
+a message crosses as its sealed pickle, uncompressed, bytes in it as they
+are, and a frame from a node that still compresses (pysyncobj's zlib) or
+pickles with protocol 2 is read as well."""
 
 from __future__ import annotations
 
+import pickle
 import socket
 import struct
 import time
@@ -77,7 +79,7 @@ def test_a_message_crosses_as_its_sealed_pickle_uncompressed() -> None:
         assert made.poll_until(1) == [APPEND]
     finally:
         made.close()
-    assert sealed == [pysyncobj_pickle.dumps(APPEND)]
+    assert sealed == [pickle.dumps(APPEND, protocol=5)]
     assert sealed[0][0] == 0x80
 
 
@@ -103,3 +105,21 @@ def test_payloads_round_trip_either_way() -> None:
     assert frame_message(payload) == APPEND
     assert frame_message(zlib.compress(payload, 3)) == APPEND
     assert len(zlib.compress(payload, 3)) < len(payload)
+
+
+def test_bytes_go_as_they_are_and_a_protocol_2_frame_is_still_read() -> None:
+    # A chunk of snapshot pages: bytes of every value. Protocol 2 would carry
+    # it as a latin-1 string, each byte of 0x80 or more taking two.
+    chunk = bytes(range(256)) * 256
+    message = {"type": "append_entries", "term": 7, "serialized": {"data": chunk}}
+    payload = frame_payload(message)
+    assert len(payload) < len(chunk) + 256
+    assert frame_message(payload) == message
+    assert frame_message(pysyncobj_pickle.dumps(message)) == message
+
+
+def test_bytes_cross_a_socket_as_they_were_sent(pair: Pair) -> None:
+    chunk = bytes(range(256)) * 64
+    message = {"type": "append_entries", "term": 7, "entries": [(chunk, 42, 7)]}
+    pair.sender.send(message)
+    assert pair.poll_until(1) == [message]
