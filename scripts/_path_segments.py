@@ -1,5 +1,5 @@
 """A task's way from its submission to its attempt's start, cut into the
-stretches between what the nodes noted (`scripts/_path_timing`): each event
+stretches between what the nodes noted (`scripts/_node_timing`): each event
 is `["propose", ns, [task ids]]`, `["log", ns, index, [task ids]]`,
 `["apply", began_ns, ended_ns, index, [task ids]]` or `["start", ns, task
 id]`, by node.

@@ -11,11 +11,11 @@ node converged to the same state digest.
 
 `--stages` also prints, per node, the thread CPU of named stages of its work
 (apply and its parts, Raft messages, the journal, placement, submission's
-parts, the agent's starts) per call and per entry (`scripts/_stage_timing`).
+parts, the agent's starts) per call and per entry (`scripts/_node_timing`).
 `--path` instead prints where the wall-clock time from a task's proposal to
 its attempt's start goes: to the leader's log, to the commit, to the apply
 on the node that runs it, that apply, and on to the start, from times every
-node notes (`scripts/_path_timing`, `scripts/_path_segments.py`).
+node notes (`scripts/_node_timing`, `scripts/_path_segments.py`).
 
 Exits non-zero when a task did not complete or the nodes' digests differ;
 missing the throughput or latency aim is reported, not failed.
@@ -66,13 +66,12 @@ AIM_SINGLE_TASKS_PER_S = 1000.0
 AIM_BATCH_TASKS_PER_S = 2000.0
 AIM_CPU_MS_PER_TASK = 1.0
 AIM_P50_MS = 5.0
-# `--stages`: the module the nodes load (from PYTHONPATH) and where it writes.
-STAGE_TIMING_PATH = Path(__file__).resolve().parent / "_stage_timing"
+# `--stages` and `--path`: the hooks the nodes load (from PYTHONPATH), and
+# the variables naming where each writes.
+NODE_TIMING_PATH = Path(__file__).resolve().parent / "_node_timing"
 STAGE_DIR_VARIABLE = "CORTEX_STAGE_TIMING_DIR"
-STAGE_WAIT_S = 10.0
-# `--path`: likewise (the two modules share a name: one or the other).
-PATH_TIMING_PATH = Path(__file__).resolve().parent / "_path_timing"
 PATH_DIR_VARIABLE = "CORTEX_PATH_TIMING_DIR"
+TIMING_WAIT_S = 10.0
 NODE_COUNT = 3
 TERMINAL_STATES = [
     pb.TASK_STATE_COMPLETED,
@@ -345,7 +344,7 @@ class BenchRun:
     # "involuntary"), summed over the nodes (`cortex_thread_context_switches`).
     thread_switches: dict[tuple[str, str], float] = field(default_factory=dict)
     # With --stages: per node, each stage's calls and thread CPU in
-    # nanoseconds during the run (`scripts/_stage_timing`).
+    # nanoseconds during the run (`scripts/_node_timing`).
     stages: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     # With --path: the stretches of each task's way to its start.
     path: TaskPath | None = None
@@ -597,24 +596,41 @@ def _rounded(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 2)
 
 
-def _stage_totals(stage_dir: Path, nodes: Sequence[DevNode]) -> dict[str, dict[str, list[int]]]:
-    """Each node's stage totals as written after this call (each node
-    rewrites its file every `DUMP_S`), so they cover what came before it."""
+def _written_after(
+    timing_dir: Path,
+    suffix: str,
+    nodes: Sequence[DevNode],
+    fresh: Callable[[str, int], Any | None],
+) -> dict[str, Any]:
+    """What each node's timing file (`<node-id><suffix>`) holds once the node
+    has written it after this call, so it covers what came before: `fresh`
+    returns that from the file's text, or None while the last write is
+    older than the time given."""
     asked_ns = time.time_ns()
-    deadline = time.monotonic() + STAGE_WAIT_S
-    totals: dict[str, dict[str, list[int]]] = {}
+    deadline = time.monotonic() + TIMING_WAIT_S
+    read: dict[str, Any] = {}
     for node in nodes:
-        path = stage_dir / f"{node.node_id}.json"
+        path = timing_dir / f"{node.node_id}{suffix}"
         while True:
             with contextlib.suppress(OSError, ValueError):
-                written = json.loads(path.read_text())
-                if written["at_ns"] > asked_ns:
-                    totals[node.node_id] = written["stages"]
+                found = fresh(path.read_text(), asked_ns)
+                if found is not None:
+                    read[node.node_id] = found
                     break
             if time.monotonic() > deadline:
-                raise CortexError(f"no stage timings from {node.node_id} in {path}")
+                raise CortexError(f"no timings from {node.node_id} in {path}")
             time.sleep(0.05)
-    return totals
+    return read
+
+
+def _stage_totals(stage_dir: Path, nodes: Sequence[DevNode]) -> dict[str, dict[str, list[int]]]:
+    """Each node's stage totals (each node rewrites its file every `DUMP_S`)."""
+
+    def fresh(text: str, asked_ns: int) -> dict[str, list[int]] | None:
+        written = json.loads(text)
+        return written["stages"] if written["at_ns"] > asked_ns else None
+
+    return _written_after(stage_dir, ".json", nodes, fresh)
 
 
 def _stages_between(
@@ -631,23 +647,16 @@ def _stages_between(
 
 
 def _path_events(path_dir: Path, nodes: Sequence[DevNode]) -> dict[str, list[list[Any]]]:
-    """Every event each node noted (`scripts/_path_timing`), once its last
-    write came after this call."""
-    asked_ns = time.time_ns()
-    deadline = time.monotonic() + STAGE_WAIT_S
-    events: dict[str, list[list[Any]]] = {}
-    for node in nodes:
-        path = path_dir / f"{node.node_id}.jsonl"
-        while True:
-            with contextlib.suppress(OSError, ValueError):
-                lines = [json.loads(line) for line in path.read_text().splitlines() if line]
-                if any(line[0] == "flushed" and line[1] > asked_ns for line in lines):
-                    events[node.node_id] = [line for line in lines if line[0] != "flushed"]
-                    break
-            if time.monotonic() > deadline:
-                raise CortexError(f"no path timings from {node.node_id} in {path}")
-            time.sleep(0.05)
-    return events
+    """Every event each node noted (`scripts/_node_timing`; each node
+    appends its new events and a `flushed` line every `DUMP_S`)."""
+
+    def fresh(text: str, asked_ns: int) -> list[list[Any]] | None:
+        lines = [json.loads(line) for line in text.splitlines() if line]
+        if not any(line[0] == "flushed" and line[1] > asked_ns for line in lines):
+            return None
+        return [line for line in lines if line[0] != "flushed"]
+
+    return _written_after(path_dir, ".jsonl", nodes, fresh)
 
 
 def _path_lines(path: TaskPath | None) -> None:
@@ -857,19 +866,15 @@ def _run(args: argparse.Namespace) -> int:
         extra += ["--max-tasks", str(args.max_tasks)]
     print(f"raft_sync {'on' if args.raft_sync else 'OFF (--no-raft-sync)'}")
     stage_dir = data_dir / "stages" if args.stages else None
-    if stage_dir is not None:
-        stage_dir.mkdir(parents=True, exist_ok=True)
-        # The nodes inherit both: Python loads the module at start-up.
-        os.environ[STAGE_DIR_VARIABLE] = str(stage_dir)
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(STAGE_TIMING_PATH), os.environ.get("PYTHONPATH")])
-        )
     path_dir = data_dir / "path" if args.path else None
-    if path_dir is not None:
-        path_dir.mkdir(parents=True, exist_ok=True)
-        os.environ[PATH_DIR_VARIABLE] = str(path_dir)
+    for variable, timing_dir in ((STAGE_DIR_VARIABLE, stage_dir), (PATH_DIR_VARIABLE, path_dir)):
+        if timing_dir is not None:
+            timing_dir.mkdir(parents=True, exist_ok=True)
+            os.environ[variable] = str(timing_dir)
+    if stage_dir is not None or path_dir is not None:
+        # The nodes inherit both: Python loads the hooks at start-up.
         os.environ["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(PATH_TIMING_PATH), os.environ.get("PYTHONPATH")])
+            filter(None, [str(NODE_TIMING_PATH), os.environ.get("PYTHONPATH")])
         )
     nodes = start_cluster(NODE_COUNT, base_port, data_dir, extra)
     clients: list[CortexClient] = []
@@ -1035,13 +1040,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--path",
         action="store_true",
         help="also note, on every node, when each task is proposed, logged, applied and"
-        " started, and print where its way to its start goes (scripts/_path_timing)",
+        " started, and print where its way to its start goes (scripts/_node_timing)",
     )
     timing.add_argument(
         "--stages",
         action="store_true",
         help="also time named stages of each node's work by their threads' CPU (apply, Raft"
-        " messages, the journal, SubmitTask's parts, ...; scripts/_stage_timing)",
+        " messages, the journal, SubmitTask's parts, ...; scripts/_node_timing)",
     )
     add_cluster_arguments(parser)
     args = parser.parse_args(argv)

@@ -5,7 +5,6 @@ cortex.internal.v1."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -13,6 +12,7 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from cortex.v1 import cortex_pb2
+from tests.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 API_DOCS = ROOT / "docs" / "api.md"
@@ -20,13 +20,7 @@ API_DOCS = ROOT / "docs" / "api.md"
 
 @pytest.fixture(scope="module")
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gen_api_docs", ROOT / "scripts" / "gen_api_docs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_api_docs")
 
 
 @pytest.fixture(scope="module")

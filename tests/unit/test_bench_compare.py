@@ -4,24 +4,17 @@ signed so that positive is better whichever way a figure improves."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_compare.py"
+from tests.script_modules import load_script
 
 
 @pytest.fixture(scope="module")
 def compare() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_compare", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_compare"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_compare")
 
 
 def test_pairs_alternate_which_side_runs_first(compare: ModuleType) -> None:

@@ -5,25 +5,18 @@ placed by a later entry only counted."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "_path_segments.py"
+from tests.script_modules import load_script
+
 MS = 1_000_000
 
 
 @pytest.fixture(scope="module")
 def segments() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_path_segments", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["_path_segments"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("_path_segments")
 
 
 def _events() -> dict[str, list[list[object]]]:

@@ -1,11 +1,9 @@
-"""Stage timing for the nodes `bench_core.py --stages` starts: Python loads
-this module at start-up from any directory on PYTHONPATH. In a process
-started with CORTEX_STAGE_TIMING_DIR set and `--node-id` among its arguments
-(a Cortex node), it wraps named stages of the node's work (`STAGES`) and
-counts each one's calls and the CPU of the thread running them
-(`time.thread_time_ns`, so waiting for the GIL, the disk or a message is not
-counted). The totals go to `<dir>/<node-id>.json` every `DUMP_S` seconds.
-Nothing else changes; any other process loads nothing.
+"""Stage timing for the nodes `bench_core.py --stages` starts (installed by
+`sitecustomize` beside it when CORTEX_STAGE_TIMING_DIR is set): wraps named
+stages of the node's work (`STAGES`) and counts each one's calls and the CPU
+of the thread running them (`time.thread_time_ns`, so waiting for the GIL,
+the disk or a message is not counted). The totals go to `<dir>/<node-id>.json`
+every `DUMP_S` seconds. Nothing else changes.
 
 Stages nest: a stage's CPU includes the stages it calls (apply holds the
 transaction, which holds the handlers)."""
@@ -15,13 +13,11 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-DIR_VARIABLE = "CORTEX_STAGE_TIMING_DIR"
 DUMP_S = 0.2
 # (module, class, attribute, stage): what is timed.
 STAGES = (
@@ -57,7 +53,7 @@ STAGES = (
 )
 
 
-def _install(node_id: str, out_dir: str) -> None:
+def install(node_id: str, out_dir: str) -> None:
     totals: dict[str, list[int]] = {}
     clock = time.thread_time_ns
 
@@ -107,26 +103,3 @@ def _time_listeners(timed: Callable[[str, Callable[..., Any]], Callable[..., Any
         add_listener(machine, timed(f"apply: listener {name}", listener))
 
     StateMachine.add_listener = add_timed_listener  # type: ignore[method-assign,assignment]
-
-
-def _node_id(argv: list[str]) -> str | None:
-    return argv[argv.index("--node-id") + 1] if "--node-id" in argv[:-1] else None
-
-
-def _main() -> None:
-    out_dir = os.environ.get(DIR_VARIABLE)
-    if not out_dir:
-        return
-    # `python -m cortex.cli.main ...`: the arguments are known before the module runs.
-    with open("/proc/self/cmdline", "rb") as cmdline:
-        argv = [part.decode(errors="replace") for part in cmdline.read().split(b"\0")]
-    node_id = _node_id(argv)
-    if node_id is None:
-        return
-    try:
-        _install(node_id, out_dir)
-    except Exception as err:  # a measurement aid must never stop the node
-        print(f"stage timing not installed: {err}", file=sys.stderr)
-
-
-_main()

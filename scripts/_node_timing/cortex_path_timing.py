@@ -1,7 +1,6 @@
-"""Path timing for the nodes `bench_core.py --path` starts: Python loads
-this module at start-up from any directory on PYTHONPATH. In a process
-started with CORTEX_PATH_TIMING_DIR set and `--node-id` among its arguments
-(a Cortex node), it notes the wall-clock time (`time.time_ns`, one clock for
+"""Path timing for the nodes `bench_core.py --path` starts (installed by
+`sitecustomize` beside it when CORTEX_PATH_TIMING_DIR is set): notes the
+wall-clock time (`time.time_ns`, one clock for
 every process of the machine) of each point a task passes on its way from
 its submission to its attempt's start:
 
@@ -19,8 +18,7 @@ its submission to its attempt's start:
 Entries are named by their Raft index and the tasks by their ids, found in
 the entries' JSON. The events go to `<dir>/<node-id>.jsonl`, one JSON array
 a line, every `DUMP_S` seconds, each batch followed by a `flushed` line
-with the time it was written. Nothing else changes; any other process loads
-nothing. The lookups cost the Raft thread a few microseconds per entry:
+with the time it was written. Nothing else changes. The lookups cost the Raft thread a few microseconds per entry:
 meant for the latency runs (`--concurrency 1`), not for throughput."""
 
 from __future__ import annotations
@@ -29,13 +27,11 @@ import importlib
 import json
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-DIR_VARIABLE = "CORTEX_PATH_TIMING_DIR"
 DUMP_S = 0.2
 _TASK_ID = re.compile(rb'"task_id":"([^"\\]+)"')
 
@@ -44,7 +40,7 @@ def _task_ids(*blobs: bytes) -> list[str]:
     return sorted({found.decode() for blob in blobs for found in _TASK_ID.findall(blob)})
 
 
-def _install(node_id: str, out_dir: str) -> None:
+def install(node_id: str, out_dir: str) -> None:
     events: list[list[Any]] = []
     clock = time.time_ns
 
@@ -127,25 +123,3 @@ def _install(node_id: str, out_dir: str) -> None:
                 out.write(json.dumps(["flushed", clock()]) + "\n")
 
     threading.Thread(target=dump, name="path-timing", daemon=True).start()
-
-
-def _node_id(argv: list[str]) -> str | None:
-    return argv[argv.index("--node-id") + 1] if "--node-id" in argv[:-1] else None
-
-
-def _main() -> None:
-    out_dir = os.environ.get(DIR_VARIABLE)
-    if not out_dir:
-        return
-    with open("/proc/self/cmdline", "rb") as cmdline:
-        argv = [part.decode(errors="replace") for part in cmdline.read().split(b"\0")]
-    node_id = _node_id(argv)
-    if node_id is None:
-        return
-    try:
-        _install(node_id, out_dir)
-    except Exception as err:  # a measurement aid must never stop the node
-        print(f"path timing not installed: {err}", file=sys.stderr)
-
-
-_main()
