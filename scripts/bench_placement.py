@@ -23,6 +23,7 @@ from cortex.membership.board import ResourceBoard
 from cortex.scheduler.at_proposal import PlacementAtProposal
 from cortex.scheduler.loop import build_candidates
 from cortex.scheduler.model import NodeResources
+from cortex.scheduler.queue_watch import QueueWatch
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import parse_task_spec
 from cortex.state import entries as e
@@ -74,7 +75,9 @@ def measure(active: int, placements: int, batch: int = 1) -> dict[str, Any]:
             return build_candidates(reader, board, lambda node: True)
 
         reservations = Reservations(time.monotonic)
-        placer = PlacementAtProposal(NODES[0], reader, candidates, reservations, SYSTEM_CLOCK)
+        placer = PlacementAtProposal(
+            NODES[0], reader, candidates, reservations, SYSTEM_CLOCK, QueueWatch()
+        )
         batches = []
         for _ in range(placements):
             ids = [e.new_id() for _ in range(batch)]

@@ -35,6 +35,7 @@ from typing import Any
 from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY
 from cortex.scheduler.model import Candidate, PendingTask, Placement
 from cortex.scheduler.placement import schedule_round
+from cortex.scheduler.queue_watch import QueueWatch
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
 from cortex.state import entries as e
@@ -56,12 +57,14 @@ class PlacementAtProposal:
         candidates: Callable[[], list[Candidate]],
         reservations: Reservations,
         clock: Clock,
+        queue: QueueWatch,
     ) -> None:
         self._node_id = node_id
         self._reader = reader
         self._candidates = candidates
         self._reservations = reservations
         self._clock = clock
+        self._queue = queue
 
     def place(self, data: bytes) -> bytes | None:
         """The batch with a TASK_ASSIGN of its standalone submissions
@@ -105,8 +108,15 @@ class PlacementAtProposal:
         is not among the held ones, `placed`, and that the last round did
         not pass over (`Reservations.pass_over`). The caller holds the
         reservations' lock, so no other decision adds to them meanwhile; one
-        released since was applied (or refused, and waits for a round)."""
+        released since was applied (or refused, and waits for a round). A
+        queue known to be empty (`QueueWatch`) is not read."""
+        if self._queue.known_empty:
+            return False
+        seen = self._queue.changes
         queued = self._reader.queued_ids(len(placed) + len(passed_over) + 1)
+        if not queued:
+            self._queue.found_empty(seen)
+            return False
         return any(t not in placed and t not in passed_over for t in queued)
 
 

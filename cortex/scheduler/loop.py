@@ -17,6 +17,7 @@ from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY, LastServed
 from cortex.scheduler.limits import LimitGate
 from cortex.scheduler.model import Candidate, PendingTask, RoundResult, declares_memory
 from cortex.scheduler.placement import schedule_round
+from cortex.scheduler.queue_watch import QueueWatch
 from cortex.scheduler.reservations import Reservations
 from cortex.spec import Constraints
 from cortex.state.queries import NodeView, StateReader, TaskView
@@ -110,13 +111,10 @@ class SchedulerLoop(LeaderLoop):
         self._reachable = reachable
         self._served = LastServed()
         self.reservations = Reservations(self._clock.monotonic)
-        # Changes that left a task queued, counted on the Raft thread; and
-        # the count when a round last found the queue empty (None: not known).
-        self._queued_changes = 0
-        self._empty_at: int | None = None
+        self.queue = QueueWatch()
         # The Raft group's `placer`.
         self.at_proposal = PlacementAtProposal(
-            self._node_id, self._reader, self._nodes, self.reservations, self._clock
+            self._node_id, self._reader, self._nodes, self.reservations, self._clock, self.queue
         )
 
     def _nodes(self) -> list[Candidate]:
@@ -137,20 +135,18 @@ class SchedulerLoop(LeaderLoop):
         round."""
         self.applied(c.task_id for c in changes)
         if not changes:
-            self._empty_at = None
+            self.queue.forget()
             self.wake()
             return
         if _left_queued(changes):
-            self._queued_changes += 1
+            self.queue.left_queued()
             self.wake()
-        elif self._empty_at != self._queued_changes and any(
-            c.state in TERMINAL_STATES for c in changes
-        ):
+        elif not self.queue.known_empty and any(c.state in TERMINAL_STATES for c in changes):
             self.wake()
 
     def on_follower(self) -> None:
         self.reservations.clear()
-        self._empty_at = None
+        self.queue.forget()
 
     def wait_s(self) -> float:
         """The interval, or less when a backing-off task becomes runnable
@@ -170,10 +166,9 @@ class SchedulerLoop(LeaderLoop):
         """Runs one round: places what it can and waits for the round's one
         TASK_ASSIGN entry to be applied. Returns True when the round was
         full, so more tasks may be waiting."""
-        seen = self._queued_changes
+        seen = self.queue.changes
         if not self._reader.has_queued():
-            # Every change counted in `seen` was committed before this read.
-            self._empty_at = seen
+            self.queue.found_empty(seen)
             return False
         with self.reservations.lock:
             decided = self._decide()

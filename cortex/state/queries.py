@@ -158,6 +158,10 @@ class NodeView:
     role: str = "voter"
 
 
+# The nodes' rows; a removed node's only when the parameter is 1.
+_NODE_ROWS = "SELECT * FROM nodes WHERE ? OR status != 'removed' ORDER BY id"
+
+
 @dataclass(frozen=True)
 class TaskPage:
     tasks: list[TaskView]
@@ -170,6 +174,8 @@ class TaskPage:
 class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
     def __init__(self, path: str) -> None:
         self._reads = ReadConnections(path)
+        # The node rows last read and the views made of them (`nodes`).
+        self._node_views: tuple[tuple[tuple[Any, ...], ...], list[NodeView]] = ((), [])
 
     def _conn(self) -> sqlite3.Connection:
         return self._reads.get()
@@ -437,9 +443,14 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
 
     def nodes(self, include_removed: bool = False) -> list[NodeView]:
         """Cluster members; a removed node's row is kept but left out unless asked for."""
-        where = "" if include_removed else " WHERE status != 'removed'"
-        rows = self._conn().execute(f"SELECT * FROM nodes{where} ORDER BY id").fetchall()
-        return [
+        rows = self._conn().execute(_NODE_ROWS, (1 if include_removed else 0,)).fetchall()
+        # Node rows seldom change, and every placement reads them: views made
+        # of the same rows are made once (their JSON columns parsed once).
+        key = tuple(tuple(row) for row in rows)
+        known_key, known_views = self._node_views
+        if key == known_key:
+            return list(known_views)
+        views = [
             NodeView(
                 id=r["id"],
                 raft_address=r["raft_address"],
@@ -455,6 +466,8 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             )
             for r in rows
         ]
+        self._node_views = (key, views)
+        return list(views)
 
     def removal_index(self, node_id: str) -> int | None:
         """The Raft index of the node's latest removal, while its event is kept."""

@@ -96,6 +96,32 @@ def test_a_queued_task_keeps_its_place_ahead_of_new_submissions(log: WorkflowLog
     assert len(loop.reservations) == 0
 
 
+def test_the_queue_found_empty_is_read_again_only_once_a_task_is_left_queued(
+    log: WorkflowLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue, read empty, is not read for later placements while
+    applied entries leave nothing queued (the scheduler's listener counts
+    those that do); the first that does has the next placement read it."""
+    loop = scheduler(log)
+    log.machine.add_listener(lambda index, changes: loop.on_change(changes))
+    reads = []
+    queued_ids = log.reader.queued_ids
+    monkeypatch.setattr(log.reader, "queued_ids", lambda n: reads.append(n) or queued_ids(n))
+    for i in range(3):
+        placed = loop.at_proposal.place(batch(e.TaskSubmit(f"t{i}", spec())))
+        assert placed is not None
+        assert [r["ok"] for r in apply(log, placed)] == [True, True]
+    assert len(reads) == 1 and loop.queue.known_empty
+
+    assert log.one(e.TaskSubmit("waiting", spec()))["ok"]
+    assert not loop.queue.known_empty
+    assert loop.at_proposal.place(batch(e.TaskSubmit("t3", spec()))) is None
+    assert len(reads) == 2
+    # A snapshot replaces the whole state: nothing is known of its queue.
+    loop.on_change([])
+    assert not loop.queue.known_empty
+
+
 def test_a_task_the_round_passed_over_keeps_no_submission_behind_it(log: WorkflowLog) -> None:
     """Two slots per node, four queued tasks, one of them needing a GPU no
     node has: the round places three and passes the fourth over, so new
