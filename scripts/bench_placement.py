@@ -57,7 +57,7 @@ def _per_call_us(call: Callable[[], object], count: int) -> float:
     return (time.perf_counter() - began) / count * 1e6
 
 
-def measure(active: int, placements: int, batch: int = 1) -> dict[str, Any]:
+def measure(active: int, placements: int, batch: int = 1, declared: bool = False) -> dict[str, Any]:
     spec = parse_task_spec({"type": "noop"}, 1 << 20, None).model_dump(mode="json")
     with tempfile.TemporaryDirectory(prefix="cortex-bench-placement-") as scratch:
         path = Path(scratch) / "state.db"
@@ -68,6 +68,7 @@ def measure(active: int, placements: int, batch: int = 1) -> dict[str, Any]:
             measured = NodeResources(
                 cpu_cores=2.0, cpu_usage_percent=20.0,
                 memory_total_mb=4096.0, memory_available_mb=3000.0,
+                declared=frozenset({"memory_available_mb"}) if declared else frozenset(),
             )  # fmt: skip
             board.record(node, measured, {}, 0)
 
@@ -94,6 +95,7 @@ def measure(active: int, placements: int, batch: int = 1) -> dict[str, Any]:
         times.sort()
         figures = {
             "active_tasks": active,
+            "memory_declared": declared,
             "tasks_per_batch": batch,
             "placements": placements,
             "place_p50_us": round(times[len(times) // 2] * 1e6, 1),
@@ -115,15 +117,20 @@ def main() -> int:
                         help="tasks assigned to the nodes (default: 0 200 2000)")  # fmt: skip
     parser.add_argument("--placements", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=1, help="submissions per batch placed")
+    parser.add_argument("--declared-memory", action="store_true",
+                        help="the nodes declare their memory, so each placement also reads"
+                        " the memory promised to their active tasks")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object per line")
     args = parser.parse_args()
     for active in args.active:
-        figures = measure(active, args.placements, args.batch)
+        figures = measure(active, args.placements, args.batch, args.declared_memory)
         if args.json:
             print(json.dumps(figures))
             continue
         print(
-            f"{active:6d} active tasks, {args.batch} per batch: place p50 {figures['place_p50_us']:7.1f} us"
+            f"{active:6d} active tasks, {args.batch} per batch"
+            f"{', memory declared' if args.declared_memory else ''}:"
+            f" place p50 {figures['place_p50_us']:7.1f} us"
             f" (mean {figures['place_mean_us']:.1f});"
             f" build_candidates {figures['build_candidates_us']:.1f} us"
             f" [active counts {figures['active_counts_us']:.1f},"

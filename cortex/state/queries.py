@@ -383,16 +383,10 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         return {row[0]: row[1] for row in rows}
 
     def reserved_memory_by_node(self) -> dict[str, float]:
-        """Memory promised through minMemoryMb to each node's active tasks."""
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT assigned_node, SUM(COALESCE(json_extract(constraints, '$.min_memory_mb'), 0))"
-                " FROM tasks WHERE state IN ('assigned', 'running') GROUP BY assigned_node"
-            )
-            .fetchall()
-        )
-        return {row[0]: float(row[1] or 0) for row in rows if row[0] is not None}
+        """Memory promised through minMemoryMb to each node's active tasks,
+        from the sums apply keeps (`node_memory`)."""
+        rows = self._conn().execute("SELECT node, mb FROM node_memory WHERE mb > 0").fetchall()
+        return {row[0]: float(row[1]) for row in rows}
 
     def queue_view(self, now_ms: int) -> QueueView:
         """Queued tasks by priority, and since when the longest-waiting

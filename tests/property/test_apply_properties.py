@@ -176,7 +176,13 @@ valid_specs = st.one_of(
             "labels": st.dictionaries(st.sampled_from(["a", "b"]), st.sampled_from(["x", "y"])),
         },
     ),
-    st.fixed_dictionaries({"type": st.just("noop")}, optional={"retryPolicy": retry_policies}),
+    st.fixed_dictionaries(
+        {"type": st.just("noop")},
+        optional={
+            "retryPolicy": retry_policies,
+            "constraints": st.fixed_dictionaries({"minMemoryMb": st.sampled_from([0, 256, 1024])}),
+        },
+    ),
 )
 invalid_specs = st.sampled_from(
     [
@@ -585,6 +591,14 @@ def _check_invariants(conn: sqlite3.Connection, last_attempts: dict[tuple[str, i
     ).fetchall()
     kept = conn.execute("SELECT state, type, node, n FROM task_counts WHERE n != 0").fetchall()
     assert sorted(map(tuple, kept)) == sorted(map(tuple, counted))
+    # The memory promised to each node is its active tasks' minMemoryMb summed.
+    promised = conn.execute(
+        "SELECT assigned_node, SUM(json_extract(constraints, '$.min_memory_mb')) FROM tasks"
+        " WHERE state IN ('assigned', 'running') AND assigned_node IS NOT NULL"
+        " GROUP BY assigned_node HAVING SUM(json_extract(constraints, '$.min_memory_mb')) > 0"
+    ).fetchall()
+    kept = conn.execute("SELECT node, mb FROM node_memory WHERE mb != 0").fetchall()
+    assert sorted(map(tuple, kept)) == sorted(map(tuple, promised))
 
 
 # ---------------------------------------------------------------- the property
