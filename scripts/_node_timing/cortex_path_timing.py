@@ -1,8 +1,8 @@
 """Path timing for the nodes `bench_core.py --path` starts (installed by
 `sitecustomize` beside it when CORTEX_PATH_TIMING_DIR is set): notes the
-wall-clock time (`time.time_ns`, one clock for
-every process of the machine) of each point a task passes on its way from
-its submission to its attempt's start:
+wall-clock time (`time.time_ns`, one clock for every process of the
+machine) of each point a task passes on its way from its submission to its
+attempt's start:
 
 - `propose`: this node proposes the task's submission (`Proposer._submit`);
 - `send`: the batch holding it leaves this node's proposer for Raft
@@ -18,8 +18,9 @@ its submission to its attempt's start:
 Entries are named by their Raft index and the tasks by their ids, found in
 the entries' JSON. The events go to `<dir>/<node-id>.jsonl`, one JSON array
 a line, every `DUMP_S` seconds, each batch followed by a `flushed` line
-with the time it was written. Nothing else changes. The lookups cost the Raft thread a few microseconds per entry:
-meant for the latency runs (`--concurrency 1`), not for throughput."""
+with the time it was written. Nothing else changes. The lookups cost the
+Raft thread a few microseconds per entry: meant for the latency runs
+(`--concurrency 1`), not for throughput."""
 
 from __future__ import annotations
 
