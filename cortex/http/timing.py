@@ -50,10 +50,10 @@ class TimedProposer(Proposer):
         super().__init__(group, commit_timeout_s=commit_timeout_s)
         self._on_committed = on_committed
 
-    def _submit(self, entries: list[Entry]) -> list[Future[dict[str, Any]]]:
+    def _submit(self, entries: list[Entry], request: bool = False) -> list[Future[dict[str, Any]]]:
         # Every way in (`submit`, `submit_all`, `propose`) comes through here.
         started = time.perf_counter()
-        futures = super()._submit(entries)
+        futures = super()._submit(entries, request)
 
         def observe(done: Future[dict[str, Any]]) -> None:
             if not done.cancelled() and done.exception() is None:

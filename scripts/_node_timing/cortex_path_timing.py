@@ -54,7 +54,9 @@ def install(node_id: str, out_dir: str) -> None:
 
         setattr(cls, name, wrapper)
 
-    def proposed(original: Callable[..., Any], proposer: Any, entries: list[Any]) -> Any:
+    def proposed(
+        original: Callable[..., Any], proposer: Any, entries: list[Any], *args: Any, **kw: Any
+    ) -> Any:
         at = clock()
         ids = [
             entry.payload.get("task_id")
@@ -63,7 +65,7 @@ def install(node_id: str, out_dir: str) -> None:
         ]
         if ids:
             events.append(["propose", at, [i for i in ids if isinstance(i, str)]])
-        return original(proposer, entries)
+        return original(proposer, entries, *args, **kw)
 
     def sent(original: Callable[..., Any], group: Any, data: bytes, callback: Any) -> Any:
         ids = _task_ids(data)

@@ -268,3 +268,71 @@ def test_entries_too_many_for_one_batch_are_split_as_before(group: StandInGroup)
     assert [r["id"] for r in results] == [entry.id for entry in proposed]
     assert all(len(batch) <= 2 for batch in group.batches)
     assert sum(group.batches, []) == [entry.id for entry in proposed]
+
+
+def _propose_in_thread(proposer: Proposer, entry: e.Entry, name: str) -> list[Any]:
+    """Starts `propose` (a request's way in, which blocks) on a thread named
+    `name`; the list gets its result."""
+    results: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: results.append(proposer.propose([entry], timeout=10)[0]), name=name
+    )
+    thread.start()
+    return results
+
+
+def test_a_requests_entry_leaves_beside_a_loops_batch_in_flight() -> None:
+    """A loop's batch in flight (an agent's report) does not hold back a
+    request's entry that finds nothing queued: it leaves at once from the
+    request's thread, before the loop's batch is applied."""
+    group = ThreadNotingGroup()
+    proposer = Proposer(group, commit_timeout_s=10)  # type: ignore[arg-type]
+    try:
+        report = proposer.submit_all(entries(1))
+        request = entries(1)[0]
+        results = _propose_in_thread(proposer, request, "request")
+        wait_until(lambda: len(group.batches) == 2, 5, what="the request's batch")
+        assert len(group.held) == 2, "the loop's batch is still in flight"
+        assert group.batches[1] == [request.id] and group.threads[1] == "request"
+        group.release()
+        group.release()
+        wait_until(lambda: results, 5, what="the request's result")
+        assert results[0]["id"] == request.id and report.result(5)[0]["ok"]
+        # Two in flight: what comes next waits for both, as one batch.
+        later = entries(2)
+        futures = [proposer.submit(entry) for entry in later]
+        assert group.batches[2] == [later[0].id]
+        group.release()
+        wait_until(lambda: len(group.batches) == 4, 5, what="the next batch")
+        assert group.batches[3] == [later[1].id] and group.threads[3] == "proposer"
+        group.release()
+        assert [f.result(5)["id"] for f in futures] == [entry.id for entry in later]
+    finally:
+        proposer.stop()
+
+
+def test_a_requests_entry_waits_behind_a_requests_batch_in_flight() -> None:
+    """Behind another request's batch, a request's entry queues as before
+    and leaves from the proposer's thread once that batch is applied; a
+    loop's entry waits behind a request's batch the same way."""
+    group = ThreadNotingGroup()
+    proposer = Proposer(group, commit_timeout_s=10)  # type: ignore[arg-type]
+    try:
+        first, second = entries(2)
+        first_results = _propose_in_thread(proposer, first, "first")
+        wait_until(lambda: len(group.batches) == 1, 5, what="the first request's batch")
+        second_results = _propose_in_thread(proposer, second, "second")
+        wait_until(lambda: proposer._gathering, 5, what="the second request taken to wait")
+        reported = entries(1)
+        report = proposer.submit_all(reported)
+        assert len(group.batches) == 1, "nothing more leaves while a request's batch is in flight"
+        group.release()
+        wait_until(lambda: len(group.batches) == 2, 5, what="the waiting entries' batch")
+        assert group.threads[1] == "proposer"
+        assert group.batches[1] == [second.id, reported[0].id], "they leave together, in order"
+        group.release()
+        wait_until(lambda: first_results and second_results, 5, what="both results")
+        assert [first_results[0]["id"], second_results[0]["id"]] == [first.id, second.id]
+        assert report.result(5)[0]["ok"]
+    finally:
+        proposer.stop()
