@@ -8,6 +8,14 @@ node converged to the same state digest.
     python scripts/bench_core.py --tasks 20000 --mode batch --json
     python scripts/bench_core.py --tasks 600 --concurrency 1 --stages
     python scripts/bench_core.py --tasks 600 --concurrency 1 --path
+    python scripts/bench_core.py --tasks 400 --rate 20
+
+`--rate` submits open loop: task k at k/rate seconds from the start,
+whether or not earlier calls have returned (from `--concurrency` threads,
+8 by default), so the latency figures are those of a cluster that load
+keeps as busy as the rate makes it. One client submitting a task as soon as
+its last call returned (`--concurrency 1`) keeps the cluster as busy as it
+can go one task at a time: on two CPUs most of them.
 
 `--stages` also prints, per node, the thread CPU of named stages of its work
 (apply and its parts, Raft messages, the journal, placement, submission's
@@ -144,13 +152,16 @@ def _submit_all(
     concurrency: int,
     run_id: str,
     stop: threading.Event,
+    rate: float | None = None,
 ) -> list[SubmitRecord]:
     """Submits `tasks` noop tasks from `concurrency` threads; task k goes to
-    node k % len(clients). Retries Unavailable with the same idempotency key."""
+    node k % len(clients), and with a `rate` not before k / rate seconds
+    from the start. Retries Unavailable with the same idempotency key."""
     records = [SubmitRecord(index=k, node=k % len(clients)) for k in range(tasks)]
     counter = itertools.count()
     counter_lock = threading.Lock()
     spec = pb.TaskSpec(type="noop")
+    start = time.perf_counter()
 
     def worker() -> None:
         while not stop.is_set():
@@ -158,6 +169,9 @@ def _submit_all(
                 k = next(counter)
             if k >= tasks:
                 return
+            if rate is not None:
+                # The load's own pace (open loop), not a wait for the cluster.
+                stop.wait(max(start + k / rate - time.perf_counter(), 0.0))
             record = records[k]
             client = clients[record.node]
             for attempt in range(SUBMIT_ATTEMPTS):
@@ -320,6 +334,8 @@ class BenchRun:
     raft_sync: bool
     # The nodes' task limit when the run set one (None: the node default).
     max_tasks: int | None
+    # Tasks per second submitted open loop (`--rate`), None: closed loop.
+    rate: float | None
     node_ids: list[str]
     load_before: float
     elapsed_s: float
@@ -486,6 +502,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
     return {
         "mode": run.mode,
         "concurrency": run.concurrency,
+        "rate": run.rate,
         "batch_size": run.batch_size if run.mode == "batch" else 1,
         "tasks": run.tasks,
         "completed": len(completed),
@@ -717,6 +734,7 @@ def report(run: BenchRun) -> None:
     print(
         f"results: {run.tasks} noop tasks via {way}, concurrency {run.concurrency}, "
         f"{len(run.node_ids)} nodes, {cpus} CPUs, host load {run.load_before:.1f} before the run"
+        + (f", open loop at {run.rate:g} tasks/s" if run.rate else "")
         + (f", each node running at most {run.max_tasks} tasks" if run.max_tasks else "")
     )
     _line("completed", f"{len(completed)}/{run.tasks}")
@@ -926,6 +944,8 @@ def measure(
     baseline = _terminal_count(clients[leader])
     load_before = os.getloadavg()[0]
     way = f"in batches of {args.batch_size}" if args.mode == "batch" else "one per call"
+    if args.rate:
+        way += f", {args.rate:g} a second"
     print(
         f"submitting {args.tasks} noop tasks {way} from {args.concurrency} threads, "
         f"round-robin over {len(nodes)} nodes ..."
@@ -946,7 +966,7 @@ def measure(
             clients, args.tasks, args.concurrency, args.batch_size, run_id, stop
         )
     else:
-        records = _submit_all(clients, args.tasks, args.concurrency, run_id, stop)
+        records = _submit_all(clients, args.tasks, args.concurrency, run_id, stop, args.rate)
     t_submitted = time.perf_counter()
     finished = _wait_terminal(clients[leader], baseline + args.tasks, args.timeout)
     t_done = time.perf_counter()
@@ -963,6 +983,7 @@ def measure(
         batch_size=args.batch_size,
         raft_sync=args.raft_sync,
         max_tasks=args.max_tasks,
+        rate=args.rate,
         node_ids=[n.node_id for n in nodes],
         load_before=load_before,
         elapsed_s=t_done - t0,
@@ -1014,6 +1035,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--batch-size", type=int, default=500, help="tasks per SubmitTasks call (default 500)"
     )
     parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="single mode: submit open loop, this many tasks per second in all, each at its"
+        " time whether or not earlier calls returned (default: closed loop, each thread"
+        " submitting as soon as its last call returned; --concurrency defaults to 8)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print one JSON object of the figures on stdout"
     )
     parser.add_argument(
@@ -1050,8 +1079,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     add_cluster_arguments(parser)
     args = parser.parse_args(argv)
+    if args.rate is not None and (args.mode != "single" or not args.rate > 0):
+        parser.error("--rate must be above 0, in single mode")
     if args.concurrency is None:
-        args.concurrency = 4 if args.mode == "batch" else 32
+        args.concurrency = 4 if args.mode == "batch" else 8 if args.rate else 32
     if args.tasks < 1 or args.concurrency < 1:
         parser.error("--tasks and --concurrency must be at least 1")
     if args.max_tasks is not None and args.max_tasks < 1:
