@@ -239,8 +239,9 @@ class Proposer:
     arriving at the node whose agent had just reported the last task's end
     waited for that report's commit, a third of the time (the proposal's
     wait p90 3 ms against p50 0.1, `scripts/bench_core.py --concurrency 1
-    --path`). Under load the queue is seldom empty, and what finds it empty
-    goes alone either way."""
+    --path`). Under load the queue is seldom empty and batches stay as full
+    (32 clients: 6.0 tasks per entry before, 6.3 after, within the noise of
+    `scripts/bench_compare.py`)."""
 
     def __init__(
         self,
