@@ -271,7 +271,7 @@ class TaskOperations:
         """Proposes `entries` together and waits until each is applied on this
         node; Unavailable saying `if_late` (its `{timeout}` filled in) when
         they are not all applied within the propose timeout."""
-        future = self._proposer.submit_all(entries)
+        future = self._proposer.submit_all(entries, request=True)
         try:
             return future.result(timeout=self._timeout + 1.0)
         except FutureTimeout:

@@ -90,7 +90,9 @@ class AppliesAtOnce:
         assert results is not None
         return results[0]
 
-    def submit_all(self, entries: list[e.Entry]) -> Future[list[dict[str, Any]]]:
+    def submit_all(
+        self, entries: list[e.Entry], request: bool = False
+    ) -> Future[list[dict[str, Any]]]:
         """The entries as one batch, applied at the next index at once."""
         self._log.index += 1
         data = e.encode_batch(entries)

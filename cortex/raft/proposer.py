@@ -232,15 +232,16 @@ class Proposer:
     in flight all the same, so what comes after them queues behind them as
     before.
 
-    A request's entries (`propose`: a client waits for them) that find
-    nothing queued and in flight only what the node's own loops sent that
-    way (`submit_all`: an agent's report, a scheduling round) leave at once
-    too, as one more batch in flight: at one task at a time, a submission
-    arriving at the node whose agent had just reported the last task's end
-    waited for that report's commit, a third of the time (the proposal's
-    wait p90 3 ms against p50 0.1, `scripts/bench_core.py --concurrency 1
-    --path`). Under load the queue is seldom empty and batches stay as full
-    (32 clients: 6.0 tasks per entry before, 6.3 after, within the noise of
+    A request's entries (`propose`, or `submit_all` for a request: a client
+    call waits for them) that find nothing queued and in flight only what
+    the node's own loops sent that way (`submit_all`: an agent's report, a
+    scheduling round) leave at once too, as one more batch in flight: at
+    one task at a time, a submission arriving at the node whose agent had
+    just reported the last task's end waited for that report's commit, a
+    third of the time (the proposal's wait p90 3 ms against p50 0.1,
+    `scripts/bench_core.py --concurrency 1 --path`). Under load the queue
+    is seldom empty and batches stay as full (32 clients: 6.0 tasks per
+    entry before, 6.3 after, within the noise of
     `scripts/bench_compare.py`)."""
 
     def __init__(
@@ -350,18 +351,21 @@ class Proposer:
         self._loop_batches.intersection_update(self._in_flight)
         return number
 
-    def submit_all(self, entries: list[Entry]) -> Future[list[dict[str, Any]]]:
+    def submit_all(
+        self, entries: list[Entry], request: bool = False
+    ) -> Future[list[dict[str, Any]]]:
         """One future of every entry's result, in order, once each is applied
         on this node. Fails with Unavailable at once when this node cannot
         write, and after `commit_timeout_s` when not all are committed (they
-        may still be applied), as `propose` does."""
+        may still be applied), as `propose` does. A `request`'s entries are
+        a client call's, as `propose`'s are (class docstring)."""
         try:
             self.check_writable()
         except Unavailable as err:
             failed: Future[list[dict[str, Any]]] = Future()
             failed.set_exception(err)
             return failed
-        combined = gather(self._submit(entries))
+        combined = gather(self._submit(entries, request))
         if not combined.done():
             self._deadlines.add(combined, self.commit_timeout_s)
         return combined

@@ -336,3 +336,27 @@ def test_a_requests_entry_waits_behind_a_requests_batch_in_flight() -> None:
         assert report.result(5)[0]["ok"]
     finally:
         proposer.stop()
+
+
+def test_a_requests_batch_through_submit_all_leaves_beside_a_loops_batch() -> None:
+    """A client's batch (SubmitTasks: `submit_all` for a request) leaves
+    beside a loop's batch in flight as `propose`'s entries do; a loop's
+    second batch still waits."""
+    group = ThreadNotingGroup()
+    proposer = Proposer(group, commit_timeout_s=10)  # type: ignore[arg-type]
+    try:
+        report = proposer.submit_all(entries(1))
+        submitted = entries(3)
+        batch = proposer.submit_all(submitted, request=True)
+        assert group.batches[1] == [entry.id for entry in submitted]
+        another_report = proposer.submit_all(entries(1))
+        assert len(group.batches) == 2, "a loop's batch waits behind both"
+        group.release()
+        group.release()
+        assert [r["id"] for r in batch.result(5)] == [entry.id for entry in submitted]
+        assert report.result(5)[0]["ok"]
+        wait_until(lambda: len(group.batches) == 3, 5, what="the waiting report's batch")
+        group.release()
+        assert another_report.result(5)[0]["ok"]
+    finally:
+        proposer.stop()
