@@ -9,9 +9,10 @@ problem never refuses its task."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
+
+from cortex.ids import OS_RANDOMNESS
 
 # Any version: the four fields a version 00 header has, then, beyond
 # version 00 only, more fields after a dash.
@@ -76,6 +77,6 @@ def is_stored_form(text: str) -> bool:
 
 def _random_hex(size: int, zero: str) -> str:
     while True:
-        value = os.urandom(size).hex()
+        value = OS_RANDOMNESS.bytes(size).hex()
         if value != zero:
             return value

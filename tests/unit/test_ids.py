@@ -122,3 +122,21 @@ def test_a_forked_child_never_makes_its_parents_ids() -> None:
     in_child, in_parent = (set(line.split()) for line in done.stdout.splitlines())
     assert len(in_child) == 8 and len(in_parent) == 8
     assert not in_child & in_parent
+
+
+def test_random_bytes_come_from_the_same_chunks_and_are_never_drawn_twice() -> None:
+    """`bytes` draws what `uuid4` draws from (a read whenever the chunk runs
+    out), and refuses a draw larger than a chunk."""
+    reads: list[int] = []
+
+    def counted(size: int) -> bytes:
+        reads.append(size)
+        return os.urandom(size)
+
+    source = OsRandomness(counted)
+    drawn = [source.bytes(8) for _ in range(1000)] + [source.bytes(16) for _ in range(500)]
+    assert all(len(b) == 8 for b in drawn[:1000]) and all(len(b) == 16 for b in drawn[1000:])
+    assert len(set(drawn)) == 1500
+    assert len(reads) <= -(-(1000 * 8 + 500 * 16) // OsRandomness.CHUNK) + 1
+    with pytest.raises(ValueError, match="1 to 4096 bytes"):
+        source.bytes(OsRandomness.CHUNK + 1)

@@ -4,6 +4,8 @@ ignored (None), never an error: the submission starts a trace of its own."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from cortex.state.traceparent import MAX_HEADER_CHARS, TraceParent, is_stored_form
@@ -96,3 +98,23 @@ def test_a_child_stays_in_its_trace_with_a_span_id_of_its_own() -> None:
 )
 def test_only_the_canonical_form_is_stored(text: str) -> None:
     assert not is_stored_form(text)
+
+
+def test_fresh_contexts_do_not_make_a_system_call_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trace and span ids come from the process's buffered randomness
+    (`cortex.ids.OS_RANDOMNESS`), not one `os.urandom` call each: that call
+    lets go of the GIL, and on a busy node winning it back is a thread switch."""
+    calls: list[int] = []
+    real = os.urandom
+
+    def counted(size: int) -> bytes:
+        calls.append(size)
+        return real(size)
+
+    monkeypatch.setattr(os, "urandom", counted)
+    made = [TraceParent.new() for _ in range(200)]
+    children = [context.child() for context in made]
+    assert calls == []
+    assert len({c.trace_id for c in made}) == 200
+    assert len({c.span_id for c in made + children}) == 400
+    assert all(is_stored_form(str(c)) for c in made + children)
