@@ -185,7 +185,8 @@ class TaskOperations:
             span.end(error=str(err))
             raise
         _end_submit_span(span, result)
-        outcome = self._accepted(self._accepted_tasks([result]), result)
+        task = self._reader.get_task(result["task_id"])
+        outcome = self._accepted({task.id: task} if task else {}, result)
         if isinstance(outcome, CortexError):
             raise outcome
         return outcome

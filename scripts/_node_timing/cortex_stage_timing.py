@@ -32,6 +32,7 @@ STAGES = (
     ("cortex.state.queries", "StateReader", "nodes", "read: nodes"),
     ("cortex.state.queries", "StateReader", "queued_ids", "read: queued ids"),
     ("cortex.state.queries", "StateReader", "active_counts_by_node", "read: active counts"),
+    ("cortex.state.queries", "StateReader", "get_task", "read: one task"),
     ("cortex.raft.journal", "DurableJournal", "add", "journal append"),
     ("cortex.raft.journal", "DurableJournal", "sync", "journal sync"),
     ("cortex.raft.group", "RaftGroup", "_apply_next", "apply"),
