@@ -41,14 +41,14 @@ def time_local(seconds: float, random_bits: int) -> uuid.UUID:
 
 
 class OsRandomness:
-    """Random bytes and UUIDs (version 4, as `uuid.uuid4` makes them) from the
-    operating system's randomness, read 4 KB at a time instead of a few
-    bytes per id. `os.urandom` is a system call that lets go of the GIL, and
-    a node makes about three ids and three trace or span ids per task: on a
-    busy node each one is a thread switch to win the GIL back (a submission
-    waited 63 µs for each of its two, 32 clients submitting). The bytes are
-    the same kind either way. A child process made by `fork` drops the bytes
-    it inherited unread, so it never makes its parent's ids."""
+    """Random bytes (`draw`) and UUIDs (version 4, as `uuid.uuid4` makes
+    them) from the operating system's randomness, read 4 KB at a time instead
+    of a few bytes per id. `os.urandom` is a system call that lets go of the
+    GIL, and a node makes about three ids and three trace or span ids per
+    task: on a busy node each one is a thread switch to win the GIL back (a
+    submission waited 63 µs for each of its two, 32 clients submitting). The
+    bytes are the same kind either way. A child process made by `fork` drops
+    the bytes it inherited unread, so it never makes its parent's ids."""
 
     CHUNK = 4096
 
@@ -64,7 +64,7 @@ class OsRandomness:
         self._buffer = b""
         self._at = 0
 
-    def bytes(self, count: int) -> bytes:
+    def draw(self, count: int) -> bytes:
         """`count` random bytes (at most `CHUNK`), none drawn before."""
         if not 0 < count <= self.CHUNK:
             raise ValueError(f"draw 1 to {self.CHUNK} bytes at a time, not {count}")
@@ -76,7 +76,7 @@ class OsRandomness:
         return drawn
 
     def uuid4(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self.bytes(16), version=4)
+        return uuid.UUID(bytes=self.draw(16), version=4)
 
 
 # The one every id of this process comes from.

@@ -77,6 +77,6 @@ def is_stored_form(text: str) -> bool:
 
 def _random_hex(size: int, zero: str) -> str:
     while True:
-        value = OS_RANDOMNESS.bytes(size).hex()
+        value = OS_RANDOMNESS.draw(size).hex()
         if value != zero:
             return value

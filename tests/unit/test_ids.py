@@ -125,7 +125,7 @@ def test_a_forked_child_never_makes_its_parents_ids() -> None:
 
 
 def test_random_bytes_come_from_the_same_chunks_and_are_never_drawn_twice() -> None:
-    """`bytes` draws what `uuid4` draws from (a read whenever the chunk runs
+    """`draw` takes what `uuid4` takes from (a read whenever the chunk runs
     out), and refuses a draw larger than a chunk."""
     reads: list[int] = []
 
@@ -134,9 +134,9 @@ def test_random_bytes_come_from_the_same_chunks_and_are_never_drawn_twice() -> N
         return os.urandom(size)
 
     source = OsRandomness(counted)
-    drawn = [source.bytes(8) for _ in range(1000)] + [source.bytes(16) for _ in range(500)]
+    drawn = [source.draw(8) for _ in range(1000)] + [source.draw(16) for _ in range(500)]
     assert all(len(b) == 8 for b in drawn[:1000]) and all(len(b) == 16 for b in drawn[1000:])
     assert len(set(drawn)) == 1500
     assert len(reads) <= -(-(1000 * 8 + 500 * 16) // OsRandomness.CHUNK) + 1
     with pytest.raises(ValueError, match="1 to 4096 bytes"):
-        source.bytes(OsRandomness.CHUNK + 1)
+        source.draw(OsRandomness.CHUNK + 1)
