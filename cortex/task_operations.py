@@ -185,8 +185,7 @@ class TaskOperations:
             span.end(error=str(err))
             raise
         _end_submit_span(span, result)
-        task = self._reader.get_task(result["task_id"])
-        outcome = self._accepted({task.id: task} if task else {}, result)
+        outcome = self._accepted(self._reader.get_task(result["task_id"]), result)
         if isinstance(outcome, CortexError):
             raise outcome
         return outcome
@@ -248,7 +247,7 @@ class TaskOperations:
             for (number, _), result, span in zip(proposed, results, spans, strict=True):
                 _end_submit_span(span, result)
                 outcomes[number] = (
-                    self._accepted(tasks, result)
+                    self._accepted(tasks.get(result["task_id"]), result)
                     if result.get("ok")
                     else refusal_error(result, f"tasks[{number}] rejected")
                 )
@@ -260,10 +259,9 @@ class TaskOperations:
         return {task.id: task for task in self._reader.get_tasks(ids)}
 
     @staticmethod
-    def _accepted(
-        tasks: dict[str, TaskView], result: dict[str, Any]
-    ) -> SubmitOutcome | CortexError:
-        task = tasks.get(result["task_id"])
+    def _accepted(task: TaskView | None, result: dict[str, Any]) -> SubmitOutcome | CortexError:
+        """The outcome of an accepted submission whose task, read back after
+        apply, is `task`."""
         if task is None:  # an earlier submission's task, purged since
             return NotFound(f"no task with id {result['task_id']} (purged)")
         return SubmitOutcome(task.id, bool(result["created"]), task.submit_index, task)
