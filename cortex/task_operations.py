@@ -29,6 +29,7 @@ from cortex.scheduler.loop import build_candidates, limit_gate, pending
 from cortex.scheduler.model import Candidate
 from cortex.spec import TaskTypes, parse_task_spec
 from cortex.state import entries as e
+from cortex.state.applied_rows import AppliedRows
 from cortex.state.canonical import dump
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow, PageKey
@@ -149,6 +150,8 @@ class TaskOperations:
         self._timeout = propose_timeout_s
         self._tracer = tracer
         self._nodes_read: _NodesRead | None = None
+        # Submitted tasks as apply left them, read on the applying thread.
+        self._applied = AppliedRows(machine)
 
     def submit(
         self,
@@ -178,14 +181,16 @@ class TaskOperations:
                              traceparent=span.traceparent),
                 self.node_id,
             )  # fmt: skip
-            result = self._proposer.propose_one(entry, self._timeout)
+            with self._applied.awaiting([task_id]) as applied:
+                result = self._proposer.propose_one(entry, self._timeout)
             if not result.get("ok"):
                 raise refusal_error(result, "task rejected")
         except CortexError as err:
             span.end(error=str(err))
             raise
         _end_submit_span(span, result)
-        outcome = self._accepted(self._reader.get_task(result["task_id"]), result)
+        task = applied.get(result["task_id"]) or self._reader.get_task(result["task_id"])
+        outcome = self._accepted(task, result)
         if isinstance(outcome, CortexError):
             raise outcome
         return outcome
@@ -216,6 +221,7 @@ class TaskOperations:
                 raise InvalidArgument(f"tasks[{number}].{err}") from None
         outcomes: list[SubmitOutcome | CortexError | None] = [None] * len(items)
         proposed: list[tuple[int, e.Entry]] = []
+        new_ids: list[str] = []
         spans: list[Span] = []
         incoming = TraceParent.parse(traceparent)
         # The keys already in use and their tasks, read in two queries
@@ -232,18 +238,20 @@ class TaskOperations:
                 spans.append(span)
                 task = e.TaskSubmit(task_id, spec, key or None, traceparent=span.traceparent)
                 proposed.append((number, e.Entry.create(task, self.node_id)))
+                new_ids.append(task_id)
         if proposed:
             try:
-                results = self._commit_together(
-                    [entry for _, entry in proposed],
-                    "the submissions were not all committed within {timeout}; they may still be"
-                    " applied: retry with the same idempotency keys",
-                )
+                with self._applied.awaiting(new_ids) as applied:
+                    results = self._commit_together(
+                        [entry for _, entry in proposed],
+                        "the submissions were not all committed within {timeout}; they may still"
+                        " be applied: retry with the same idempotency keys",
+                    )
             except Unavailable as late:
                 for span in spans:
                     span.end(error=str(late))
                 raise
-            tasks = self._accepted_tasks(results)
+            tasks = self._accepted_tasks(results, applied)
             for (number, _), result, span in zip(proposed, results, spans, strict=True):
                 _end_submit_span(span, result)
                 outcomes[number] = (
@@ -253,10 +261,15 @@ class TaskOperations:
                 )
         return [outcome for outcome in outcomes if outcome is not None]
 
-    def _accepted_tasks(self, results: list[dict[str, Any]]) -> dict[str, TaskView]:
-        """The tasks accepted submissions name, as applied here, read together."""
-        ids = (result["task_id"] for result in results if result.get("ok"))
-        return {task.id: task for task in self._reader.get_tasks(ids)}
+    def _accepted_tasks(
+        self, results: list[dict[str, Any]], applied: dict[str, TaskView]
+    ) -> dict[str, TaskView]:
+        """The tasks accepted submissions name, as applied here: those the
+        applying thread read (`applied`), the rest read together."""
+        ids = {result["task_id"] for result in results if result.get("ok")}
+        tasks = {task_id: applied[task_id] for task_id in ids & applied.keys()}
+        tasks.update((task.id, task) for task in self._reader.get_tasks(ids - applied.keys()))
+        return tasks
 
     @staticmethod
     def _accepted(task: TaskView | None, result: dict[str, Any]) -> SubmitOutcome | CortexError:

@@ -19,8 +19,10 @@ from cortex.state import digest, runs
 from cortex.state import entries as e
 from cortex.state.digest import full_digest, stored_digest
 from cortex.state.handlers import HANDLERS
+from cortex.state.queries import TaskView
 from cortex.state.reasons import ReasonCode
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
+from cortex.state.sql_lists import select_in
 from cortex.state.transitions import ApplyContext, Rejected, TaskChange
 from cortex.state.workflow_transitions import settle_workflows
 
@@ -66,7 +68,9 @@ class StateMachine:
             self._conn.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint_pages)}")
         migrate(self._conn)
         self._applied_index = self._read_applied_index()
+        # The listeners that hand work off, then those added `last`.
         self._listeners: list[ChangeListener] = []
+        self._handing_off = 0
         self._applied = threading.Condition()
 
     def _read_applied_index(self) -> int:
@@ -79,10 +83,16 @@ class StateMachine:
     def applied_index(self) -> int:
         return self._applied_index
 
-    def add_listener(self, listener: ChangeListener) -> None:
+    def add_listener(self, listener: ChangeListener, last: bool = False) -> None:
         """`listener(index, changes)` runs on the Raft thread after each commit;
-        it must only hand work off (set an event, put on a queue)."""
-        self._listeners.append(listener)
+        it must only hand work off (set an event, put on a queue). One that
+        reads (`tasks_as_applied`) is added `last`: it runs after every
+        listener that hands off, so it holds none of their work up."""
+        if last:
+            self._listeners.append(listener)
+        else:
+            self._listeners.insert(self._handing_off, listener)
+            self._handing_off += 1
 
     def wait_applied(self, index: int, timeout: float) -> bool:
         with self._applied:
@@ -230,6 +240,13 @@ class StateMachine:
             cur.execute("RELEASE entry")
         changes.extend(ctx.changes)
         return {"ok": True, **result}
+
+    def tasks_as_applied(self, task_ids: list[str]) -> list[TaskView]:
+        """The tasks among `task_ids` as the last applied batch left them,
+        read on the writer's connection: for listeners only, which run on the
+        applying thread between batches."""
+        rows = select_in(self._conn, "SELECT * FROM tasks WHERE id IN ({})", task_ids)
+        return [TaskView.from_row(row) for row in rows]
 
     @staticmethod
     def _reject(ctx: ApplyContext, code: ReasonCode, text: str) -> dict[str, Any]:
