@@ -13,11 +13,13 @@ request (a `StateMachine` listener runs before the proposal's result is
 delivered), after the listeners that only hand work off (an agent told of
 its new attempt starts it meanwhile).
 
-A row is read again after each later batch that changes the task until the
-request collects it, so the request gets the task as applied when it takes
-it, as a read of its own would. A task no applied batch changed (a
-submission whose idempotency key named an earlier task) is not here: the
-request reads that one itself."""
+Each task is read once, as the first batch that changed it left it: its
+submission's, with whatever else that batch did to it (an assignment the
+leader placed with it), the state at the index the answer names
+(`commit_index`). Read again after each later batch, a bulk submission's
+tasks were read hundreds at a time while the request waited for the rest of
+them. A task no applied batch changed (a submission whose idempotency key
+named an earlier task) is not here: the request reads that one itself."""
 
 from __future__ import annotations
 
@@ -32,13 +34,13 @@ from cortex.state.transitions import TaskChange
 
 class AppliedRows:
     """Collects, for the requests waiting on them, the rows of tasks as the
-    batches changing them leave them."""
+    first batch changing them leaves them."""
 
     def __init__(self, machine: StateMachine) -> None:
         self._read = machine.tasks_as_applied
         self._lock = threading.Lock()
-        # The task ids awaited, each with its row as last applied (None: no
-        # batch has changed the task since it was awaited).
+        # The task ids awaited, each with its row as read (None: no batch has
+        # changed the task since it was awaited).
         self._awaited: dict[str, TaskView | None] = {}
         machine.add_listener(self.on_change, last=True)
 
@@ -46,7 +48,7 @@ class AppliedRows:
     def awaiting(self, task_ids: Iterable[str]) -> Iterator[dict[str, TaskView]]:
         """Awaits `task_ids` for the length of the block: the mapping it gives
         holds, once the block ends, the row of each task that an applied batch
-        changed meanwhile (as the last such batch left it)."""
+        changed meanwhile (as the first such batch left it)."""
         ids = list(task_ids)
         rows: dict[str, TaskView] = {}
         with self._lock:
@@ -61,15 +63,18 @@ class AppliedRows:
                         rows[task_id] = row
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
-        """Reads the awaited tasks the batch at `index` changed (on the
-        applying thread: a `StateMachine` listener)."""
+        """Reads the awaited tasks the batch at `index` changed, those not
+        read yet (on the applying thread: a `StateMachine` listener)."""
         if not self._awaited:
             return
         with self._lock:
-            changed = [c.task_id for c in changes if c.task_id in self._awaited]
-        if not changed:
+            awaited = self._awaited
+            unread = [
+                c.task_id for c in changes if c.task_id in awaited and awaited[c.task_id] is None
+            ]
+        if not unread:
             return
-        rows = self._read(changed)
+        rows = self._read(list(dict.fromkeys(unread)))
         with self._lock:
             for row in rows:
                 if row.id in self._awaited:

@@ -103,8 +103,10 @@ def _time_listeners(timed: Callable[[str, Callable[..., Any]], Callable[..., Any
 
     add_listener = StateMachine.add_listener
 
-    def add_timed_listener(machine: StateMachine, listener: Callable[..., Any]) -> None:
+    def add_timed_listener(
+        machine: StateMachine, listener: Callable[..., Any], last: bool = False
+    ) -> None:
         name = getattr(listener, "__qualname__", type(listener).__name__)
-        add_listener(machine, timed(f"apply: listener {name}", listener))
+        add_listener(machine, timed(f"apply: listener {name}", listener), last)
 
     StateMachine.add_listener = add_timed_listener  # type: ignore[method-assign,assignment]

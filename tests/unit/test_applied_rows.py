@@ -96,7 +96,7 @@ def test_a_bulk_submission_reads_only_the_tasks_apply_did_not_change(
     assert fresh.task == log.reader.get_task(fresh.task_id)
 
 
-def test_a_row_is_read_again_while_awaited_and_not_once_collected(
+def test_a_row_is_read_once_as_the_first_batch_changing_it_left_it(
     log: WorkflowLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rows_seen = AppliedRows(log.machine)
@@ -110,14 +110,18 @@ def test_a_row_is_read_again_while_awaited_and_not_once_collected(
     monkeypatch.setattr(rows_seen, "_read", counted)
     awaited, other = e.new_id(), e.new_id()
     with rows_seen.awaiting([awaited]) as rows:
-        log.apply(e.TaskSubmit(awaited, NOOP, None), e.TaskSubmit(other, NOOP, None))
+        # Submitted and placed in one batch: read once, as both left it.
+        log.apply(
+            e.TaskSubmit(awaited, NOOP, None),
+            e.TaskSubmit(other, NOOP, None),
+            e.TaskAssign([{"task_id": awaited, "node": "n2", "attempt": 1}]),
+        )
         assert reads == [[awaited]]  # the other task is nobody's to read
-        log.one(e.TaskAssign([{"task_id": awaited, "node": "n2", "attempt": 1}]))
-        assert reads == [[awaited], [awaited]]
+        log.one(e.TaskStarted(awaited, 1, "n2"))
+        assert reads == [[awaited]]
     assert rows[awaited].state == "assigned" and rows[awaited].node == "n2"
+    assert rows[awaited].submit_index == log.index - 1
     assert other not in rows
-    log.one(e.TaskStarted(awaited, 1, "n2"))
-    assert len(reads) == 2  # collected: no longer read
 
 
 def test_a_reading_listener_runs_after_those_that_hand_off(log: WorkflowLog) -> None:
