@@ -315,8 +315,12 @@ class Agent:
         return os.path.join(self._data_dir, "attempts", task.id, str(task.attempt))
 
     def _saved_handle(self, task: TaskView) -> dict[str, Any] | None:
-        """The handle the attempt's executor saved, if it has one."""
-        if task.type not in self._executors:
+        """The handle the attempt's executor saved, if it has one. An
+        executor without a work dir has nowhere to keep one (its attempts'
+        `handle_file` is empty), so its attempts start without a failed open
+        (a system call, the interpreter lock let go and won back)."""
+        executor = self._executors.get(task.type)
+        if executor is None or not executor.uses_work_dir:
             return None
         return load_handle(os.path.join(self._work_dir(task), HANDLE_FILE))
 
@@ -458,7 +462,7 @@ class Agent:
                 ),
             },
             kill_grace_s=self._kill_grace_s,
-            handle_file=os.path.join(work_dir, HANDLE_FILE),
+            handle_file=os.path.join(work_dir, HANDLE_FILE) if executor.uses_work_dir else "",
         )
         if task.state == "assigned":
             with self._start_lock:

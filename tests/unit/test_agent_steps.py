@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cortex.agent import runner
 from cortex.errors import Unavailable
 from cortex.executors import BUILTIN_EXECUTORS, Execution, ExecutionResult, Executor
 from cortex.state import entries as e
@@ -320,3 +321,29 @@ def test_a_failed_attempt_within_the_hold_reports_its_start_with_the_failure(
     attempt.settle()
     task = log.reader.get_task("t-10")
     assert task is not None and (task.state, task.started_at) == ("failed", began)
+
+
+def test_an_attempt_looks_for_a_saved_handle_only_where_its_executor_keeps_one(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked: list[str] = []
+    load_handle = runner.load_handle
+
+    def counted(path: str) -> dict[str, object] | None:
+        looked.append(path)
+        return load_handle(path)
+
+    monkeypatch.setattr(runner, "load_handle", counted)
+    hand = ByHand(log, tmp_path / "data")
+    assert log.one(e.TaskSubmit("t-noop", {"type": "noop"}))["ok"]
+    assert log.one(e.TaskSubmit("t-shell", {"type": "shell", "command": ["true"]}))["ok"]
+    assign(log, "t-noop")
+    assign(log, "t-shell")
+    hand.reconcile()
+    launched = {execution.task_id: execution for execution, _, _ in hand.launcher.launched}
+    assert set(launched) == {"t-noop", "t-shell"}
+    # A noop attempt has no work dir, so nowhere to keep a handle, and none
+    # is looked for; a shell attempt's would be in its work dir.
+    assert launched["t-noop"].handle_file == ""
+    assert launched["t-shell"].handle_file.startswith(launched["t-shell"].work_dir)
+    assert looked == [launched["t-shell"].handle_file]
