@@ -564,7 +564,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
             for node_id, stages in run.stages.items()
         },
         # With --path: per stretch of a task's way from its proposal to its
-        # attempt's start, milliseconds of wall clock (p50, p90, mean).
+        # attempt's start, milliseconds of wall clock (p50, p90, p99, mean).
         "path": _path_figures(run.path) if run.path is not None else {},
     }
 
@@ -574,6 +574,7 @@ def _spread(values: Sequence[float]) -> dict[str, float | int | None]:
         "n": len(values),
         "p50": _rounded(percentile(values, 50)),
         "p90": _rounded(percentile(values, 90)),
+        "p99": _rounded(percentile(values, 99)),
         "mean": _rounded(mean(values)) if values else None,
     }
 
@@ -691,7 +692,7 @@ def _path_lines(path: TaskPath | None) -> None:
         if values:
             print(
                 f"  {name:<44} p50 {percentile(values, 50):7.2f}  p90 {percentile(values, 90):7.2f}"
-                f"  mean {mean(values):7.2f}"
+                f"  p99 {percentile(values, 99):7.2f}  mean {mean(values):7.2f}"
             )
     for (proposer, runner), values in sorted(path.totals_by_role.items()):
         print(
