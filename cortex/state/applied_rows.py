@@ -17,8 +17,8 @@ Each task is read once, as the first batch that changed it left it: its
 submission's, with whatever else that batch did to it (an assignment the
 leader placed with it), the state at the index the answer names
 (`commit_index`). Read again after each later batch, a bulk submission's
-tasks were read hundreds at a time while the request waited for the rest of
-them. A task no applied batch changed (a submission whose idempotency key
+tasks would be read hundreds at a time while the request waits for the rest
+of them. A task no applied batch changed (a submission whose idempotency key
 named an earlier task) is not here: the request reads that one itself."""
 
 from __future__ import annotations
