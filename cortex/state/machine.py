@@ -19,10 +19,9 @@ from cortex.state import digest, runs
 from cortex.state import entries as e
 from cortex.state.digest import full_digest, stored_digest
 from cortex.state.handlers import HANDLERS
-from cortex.state.queries import TaskView
+from cortex.state.queries import TaskView, read_tasks
 from cortex.state.reasons import ReasonCode
 from cortex.state.schema import REPLICATED_TABLES, connect, migrate
-from cortex.state.sql_lists import select_in
 from cortex.state.transitions import ApplyContext, Rejected, TaskChange
 from cortex.state.workflow_transitions import settle_workflows
 
@@ -245,8 +244,7 @@ class StateMachine:
         """The tasks among `task_ids` as the last applied batch left them,
         read on the writer's connection: for listeners only, which run on the
         applying thread between batches."""
-        rows = select_in(self._conn, "SELECT * FROM tasks WHERE id IN ({})", task_ids)
-        return [TaskView.from_row(row) for row in rows]
+        return read_tasks(self._conn, task_ids)
 
     @staticmethod
     def _reject(ctx: ApplyContext, code: ReasonCode, text: str) -> dict[str, Any]:

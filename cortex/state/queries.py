@@ -98,6 +98,13 @@ def _task_columns(names: tuple[str, ...]) -> Callable[[sqlite3.Row], tuple[Any, 
     return operator.itemgetter(*(names.index(column) for column in _TASK_COLUMNS))
 
 
+def read_tasks(conn: sqlite3.Connection, task_ids: Iterable[str]) -> list[TaskView]:
+    """The tasks that exist among `task_ids`, read on `conn`, in no
+    particular order."""
+    rows = select_in(conn, "SELECT * FROM tasks WHERE id IN ({})", list(dict.fromkeys(task_ids)))
+    return [TaskView.from_row(row) for row in rows]
+
+
 # Events with the workflow each concerns: its task's, or the one its detail
 # names (a workflow's own events).
 EVENT_SELECT = (
@@ -353,9 +360,7 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
 
     def get_tasks(self, task_ids: Iterable[str]) -> list[TaskView]:
         """The tasks that exist among `task_ids`, in no particular order."""
-        wanted = list(dict.fromkeys(task_ids))
-        rows = select_in(self._conn(), "SELECT * FROM tasks WHERE id IN ({})", wanted)
-        return [TaskView.from_row(row) for row in rows]
+        return read_tasks(self._conn(), task_ids)
 
     def has_queued(self) -> bool:
         """Whether any task is queued (one index seek)."""
