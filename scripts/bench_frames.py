@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from pysyncobj.poller import createPoller
-from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 
 from cortex.raft.frame_cipher import FrameCipher, derive_key
 from cortex.raft.transport import BoundedTcpConnection
@@ -57,29 +57,51 @@ MESSAGES: dict[str, Any] = {
 }
 
 
+# A connection drops itself when it has read nothing for its timeout (10 s
+# by default), checked as it sends: the sender here only sends, so a long
+# measurement would lose it. None of these waits should come near this.
+CONNECTION_TIMEOUT_S = 24 * 3600.0
+# The longest wait for one frame to arrive before the measurement gives up.
+FRAME_WAIT_S = 10.0
+
+
+def _wait_for(poller: Any, received: list[Any], count: int, connections: tuple[Any, ...]) -> None:
+    """Polls until `count` frames have arrived; raises when a connection
+    dropped or nothing arrived for `FRAME_WAIT_S`."""
+    deadline = time.monotonic() + FRAME_WAIT_S
+    while len(received) < count:
+        if any(c.state == CONNECTION_STATE.DISCONNECTED for c in connections):
+            raise RuntimeError(f"a connection dropped after {len(received)} of {count} frames")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"frame {count} did not arrive within {FRAME_WAIT_S:g} s")
+        poller.poll(0.1)
+
+
 def _frame_us(message: Any, frames: int, compressed: bool) -> float:
     poller = createPoller("auto")
     left, right = socket.socketpair()
     for sock in (left, right):
         sock.setblocking(False)
     received: list[Any] = []
-    sender = BoundedTcpConnection(poller, socket=left)
-    receiver = BoundedTcpConnection(poller, socket=right, onMessageReceived=received.append)
+    sender = BoundedTcpConnection(poller, socket=left, timeout=CONNECTION_TIMEOUT_S)
+    receiver = BoundedTcpConnection(
+        poller, socket=right, onMessageReceived=received.append, timeout=CONNECTION_TIMEOUT_S
+    )
     sender.encryptor = FrameCipher(KEY)
     receiver.encryptor = FrameCipher(KEY)
     send = (lambda m: TcpConnection.send(sender, m)) if compressed else sender.send
+    connections = (sender, receiver)
     try:
         # A small frame first, as a node's first is the key exchange: until
         # one opens, the receiver takes frames of at most 64 KiB.
         send(MESSAGES["ack"])
-        while not received:
-            poller.poll(1.0)
+        _wait_for(poller, received, 1, connections)
         received.clear()
         started = time.process_time()
-        for count in range(1, frames + 1):
+        for _ in range(frames):
             send(message)
-            while len(received) < count:
-                poller.poll(1.0)
+            _wait_for(poller, received, 1, connections)
+            received.clear()  # each frame is dropped once it is in
         return (time.process_time() - started) / frames * 1e6
     finally:
         sender.disconnect()
