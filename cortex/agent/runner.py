@@ -25,7 +25,7 @@ from cortex.errors import CortexError
 from cortex.executors import Execution, ExecutionResult, Executor, load_handle
 from cortex.output import OutputHub
 from cortex.raft.proposer import EntrySubmitter
-from cortex.spec import TaskSpec, describe_validation_error, runnable_problems
+from cortex.spec import describe_validation_error, runnable_problems, stored_task_spec
 from cortex.state import entries as e
 from cortex.state.queries import StateReader, TaskView
 from cortex.state.transitions import TaskChange, last_changes
@@ -411,7 +411,7 @@ class Agent:
         handle: dict[str, Any] | None,
     ) -> Step[ExecutionResult]:
         try:
-            spec = TaskSpec.model_validate(task.spec)
+            spec = stored_task_spec(task.spec)
         except ValidationError as err:
             return ExecutionResult(
                 exit_code=-1,

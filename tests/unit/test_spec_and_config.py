@@ -3,14 +3,17 @@ or config key at fault (and, for config, where the value came from)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from cortex.config import NodeConfig, load_config
 from cortex.errors import ConfigError, InvalidArgument
-from cortex.spec import RetryPolicy, TaskSpec, parse_task_spec
+from cortex.spec import RetryPolicy, TaskSpec, parse_task_spec, stored_task_spec
+from cortex.state.spec_rules import check_task_spec
 
 # ---------------------------------------------------------------- task specs
 
@@ -116,6 +119,20 @@ def test_retry_delay_grows_by_the_multiplier(policy: dict[str, Any], delays: lis
 
 def test_retry_policy_accepts_field_names_and_aliases() -> None:
     assert RetryPolicy(max_retries=2) == RetryPolicy.model_validate({"maxRetries": 2})
+
+
+def test_a_stored_spec_is_checked_by_every_rule_but_the_plain_json_walk() -> None:
+    stored = check_task_spec({"type": "shell", "command": "true", "env": {"A": "1"}})
+    assert stored_task_spec(stored) == TaskSpec.model_validate(stored)
+    with pytest.raises(ValidationError, match="priority"):
+        stored_task_spec({**stored, "priority": 11})
+    with pytest.raises(ValidationError, match="command"):
+        stored_task_spec({**stored, "command": None})
+    # Apply stores plain JSON only; a spec from anywhere else is walked.
+    not_plain = {**stored, "options": {"x": math.nan}}
+    with pytest.raises(ValidationError, match="options.x must be a finite number"):
+        TaskSpec.model_validate(not_plain)
+    assert math.isnan(stored_task_spec(not_plain).options["x"])
 
 
 # ---------------------------------------------------------------- config
