@@ -38,6 +38,7 @@ import json
 import math
 import os
 import shutil
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -364,6 +365,9 @@ class BenchRun:
     stages: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     # With --path: the stretches of each task's way to its start.
     path: TaskPath | None = None
+    # The machine's speed: CPU ms of `reference_work`, before the cluster
+    # started and after it stopped (`machine_reference_ms`).
+    reference_ms: tuple[float, float] | None = None
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -510,6 +514,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "raft_sync": run.raft_sync,
         "max_tasks": run.max_tasks,
         "load_before": round(run.load_before, 2),
+        "reference_ms": list(run.reference_ms) if run.reference_ms else None,
         "elapsed_s": round(elapsed, 3),
         "tasks_per_s": round(len(completed) / elapsed, 1) if elapsed > 0 else 0.0,
         "submitted_per_s": (
@@ -869,6 +874,46 @@ def problems_of(run: BenchRun) -> list[str]:
 # -- main ---------------------------------------------------------------------
 
 
+# A task spec as the API proposes it, for `reference_work`.
+_REFERENCE_SPEC = {
+    "type": "shell", "command": ["python3", "-c", "print(1)"], "env": {"A": "1"},
+    "priority": 5, "retry_policy": {"max_retries": 3, "backoff_ms": 1000}, "labels": {},
+}  # fmt: skip
+
+
+def reference_work() -> None:
+    """A fixed piece of the kind of work a node does (Python objects, JSON,
+    SQLite inserts into an indexed table), the same in every run."""
+    counts: dict[str, int] = {}
+    for i in range(40_000):
+        key = f"k{i % 997}"
+        counts[key] = counts.get(key, 0) + i % 7
+    for _ in range(400):
+        json.loads(json.dumps(_REFERENCE_SPEC, sort_keys=True))
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, state TEXT, body TEXT)")
+    conn.execute("CREATE INDEX t_by_state ON t (state, id)")
+    with conn:
+        conn.executemany(
+            "INSERT INTO t VALUES (?, ?, ?)",
+            ((f"{i:08x}", "queued", "x" * 200) for i in range(4000)),
+        )
+    conn.close()
+
+
+def machine_reference_ms(runs: int = 5) -> float:
+    """CPU ms `reference_work` takes this process now, the best of `runs`.
+    This machine's speed has moved by a third within half an hour with
+    nothing else running: figures of two runs compare only as their
+    references do."""
+    best = math.inf
+    for _ in range(runs):
+        began = time.thread_time_ns()
+        reference_work()
+        best = min(best, (time.thread_time_ns() - began) / 1e6)
+    return round(best, 1)
+
+
 def run(args: argparse.Namespace) -> int:
     return progress_to_stderr(_run, args)
 
@@ -895,6 +940,7 @@ def _run(args: argparse.Namespace) -> int:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(NODE_TIMING_PATH), os.environ.get("PYTHONPATH")])
         )
+    reference_before = machine_reference_ms()
     nodes = start_cluster(NODE_COUNT, base_port, data_dir, extra)
     clients: list[CortexClient] = []
     stop = threading.Event()
@@ -909,8 +955,6 @@ def _run(args: argparse.Namespace) -> int:
         measured = measure(args, nodes, clients, leader, stop, stage_dir, path_dir)
         report(measured)
         problems = problems_of(measured)
-        if args.json:
-            print(json.dumps({**figures(measured), "problems": problems}), file=sys.__stdout__)
     finally:
         stop.set()
         for client in clients:
@@ -922,6 +966,15 @@ def _run(args: argparse.Namespace) -> int:
         else:
             shutil.rmtree(data_dir, ignore_errors=True)
             print("cluster stopped")
+    # Measured again with the nodes gone, whose work would slow it.
+    measured.reference_ms = (reference_before, machine_reference_ms())
+    _line(
+        "machine: reference work, CPU ms",
+        f"{reference_before:.0f} before the run, {measured.reference_ms[1]:.0f} after"
+        " (runs' figures compare only as these do)",
+    )
+    if args.json:
+        print(json.dumps({**figures(measured), "problems": problems}), file=sys.__stdout__)
     for problem in problems:
         print(f"FAIL: {problem}", file=sys.stderr)
     return 1 if problems else 0
