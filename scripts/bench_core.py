@@ -874,7 +874,7 @@ def problems_of(run: BenchRun) -> list[str]:
 # -- main ---------------------------------------------------------------------
 
 
-# A task spec as the API proposes it, for `reference_work`.
+# Something shaped like a task spec, for `reference_work`.
 _REFERENCE_SPEC = {
     "type": "shell", "command": ["python3", "-c", "print(1)"], "env": {"A": "1"},
     "priority": 5, "retry_policy": {"max_retries": 3, "backoff_ms": 1000}, "labels": {},
@@ -903,8 +903,8 @@ def reference_work() -> None:
 
 def machine_reference_ms(runs: int = 5) -> float:
     """CPU ms `reference_work` takes this process now, the best of `runs`.
-    This machine's speed has moved by a third within half an hour with
-    nothing else running: figures of two runs compare only as their
+    This machine's speed moves with nothing else running (25 to 46 ms of
+    this work within an hour): figures of two runs compare only as their
     references do."""
     best = math.inf
     for _ in range(runs):
