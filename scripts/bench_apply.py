@@ -23,11 +23,17 @@ the CPU each kind of SQL statement takes (its triggers included) and what
 apply spends outside SQL. With `--anatomy`, what the digest (its hashing and
 its triggers), the task table's secondary indexes and the task-count
 triggers each cost, by taking each away in turn, and what is left without
-them all.
+them all. `--without PART ...` measures once with those parts taken away
+(run under `valgrind --tool=callgrind` against a run without it, it shows
+their instructions, which this machine's noise does not move): the
+digest's triggers or only its hashing, the task indexes, the task-count or
+node-memory triggers, apply's spec check, and the JSON texts apply stores
+(written as `{}`). Apply without them is not apply: only a measure.
 
     python scripts/bench_apply.py --tasks 5000 --batch 100
     python scripts/bench_apply.py --row-costs --json
     python scripts/bench_apply.py --tasks 3000 --batch 25 --anatomy
+    valgrind --tool=callgrind python scripts/bench_apply.py --tasks 1000 --batch 25 --without digest
 
 Every node applies every entry, so a 3-node cluster spends about three times
 the total per task on apply alone."""
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import random
 import sqlite3
@@ -48,7 +55,7 @@ from typing import Any
 
 from cortex.executors.base import ExecutionResult
 from cortex.ids import time_local
-from cortex.state import digest
+from cortex.state import digest, transitions
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.spec_rules import check_task_spec
@@ -132,6 +139,31 @@ _WITHOUT: dict[str, Callable[[sqlite3.Connection], None]] = {
 _ANATOMY_RUNS = 5
 
 
+def _drop_node_memory_triggers(conn: sqlite3.Connection) -> None:
+    for change in ("insert", "delete", "leave", "enter"):
+        conn.execute(f"DROP TRIGGER node_memory_{change}")
+
+
+@contextlib.contextmanager
+def _replaced(name: str, value: Any) -> Iterator[None]:
+    """`cortex.state.transitions.<name>` replaced for the run."""
+    kept = getattr(transitions, name)
+    setattr(transitions, name, value)
+    try:
+        yield
+    finally:
+        setattr(transitions, name, kept)
+
+
+# What `--without` may take away: the schema's parts (`_WITHOUT`, the node
+# memory triggers) and, for the run only, two steps of apply's own.
+_SCHEMA_PARTS = {**_WITHOUT, "node_memory": _drop_node_memory_triggers}
+_APPLY_STEPS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
+    "spec_check": lambda: _replaced("check_task_spec", lambda spec, plain_json=False: spec),
+    "stored_text": lambda: _replaced("_dump", lambda value: "{}"),
+}
+
+
 def anatomy(tasks: int, batch: int) -> dict[str, float]:
     """CPU microseconds per task of apply as it is, and what each part
     costs: the difference made by taking it away (the best of five runs
@@ -176,11 +208,20 @@ def _phases(machine: StateMachine, tasks: int, batch: int) -> Iterator[tuple[str
 
 
 def measure(
-    tasks: int, batch: int, drops: Sequence[Callable[[sqlite3.Connection], None]] = ()
+    tasks: int,
+    batch: int,
+    drops: Sequence[Callable[[sqlite3.Connection], None]] = (),
+    steps: Sequence[str] = (),
 ) -> dict[str, float]:
     """CPU microseconds per task of each phase, and their total; `drops`
-    take parts of the schema away first."""
-    with tempfile.TemporaryDirectory(prefix="cortex-apply-") as tmp:
+    take parts of the schema away first, `steps` (`_APPLY_STEPS`) parts of
+    apply for the run."""
+    with (
+        tempfile.TemporaryDirectory(prefix="cortex-apply-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        for step in steps:
+            stack.enter_context(_APPLY_STEPS[step]())
         machine = _machine(tmp)
         try:
             for drop in drops:
@@ -310,10 +351,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also show what the digest (hashing and triggers), the task table's secondary"
         " indexes and the task-count triggers each cost, and what is left without them",
     )
+    parser.add_argument(
+        "--without",
+        nargs="+",
+        metavar="PART",
+        choices=sorted([*_SCHEMA_PARTS, *_APPLY_STEPS]),
+        help="measure once with these parts taken away instead (choices: %(choices)s)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.batch < 1:
         parser.error("--tasks and --batch must be at least 1")
+    if args.without:
+        drops = [_SCHEMA_PARTS[part] for part in args.without if part in _SCHEMA_PARTS]
+        steps = [part for part in args.without if part in _APPLY_STEPS]
+        runs = {"without": measure(args.tasks, args.batch, drops, steps)}
+        if args.json:
+            print(json.dumps({"tasks": args.tasks, "batch": args.batch,
+                              "taken_away": args.without, **runs}))  # fmt: skip
+        else:
+            figures = runs["without"]
+            print(f"apply cost per noop task on one node without {', '.join(args.without)}:"
+                  f" {figures['total_us']:.0f} us/task")  # fmt: skip
+        return 0
     runs = {"with_digest": measure(args.tasks, args.batch)}
     if args.without_digest:
         runs["without_digest"] = measure(args.tasks, args.batch, [_drop_digest_triggers])
