@@ -52,6 +52,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from cortex.executors.base import ExecutionResult
 from cortex.ids import time_local
@@ -144,23 +145,14 @@ def _drop_node_memory_triggers(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TRIGGER node_memory_{change}")
 
 
-@contextlib.contextmanager
-def _replaced(name: str, value: Any) -> Iterator[None]:
-    """`cortex.state.transitions.<name>` replaced for the run."""
-    kept = getattr(transitions, name)
-    setattr(transitions, name, value)
-    try:
-        yield
-    finally:
-        setattr(transitions, name, kept)
-
-
 # What `--without` may take away: the schema's parts (`_WITHOUT`, the node
 # memory triggers) and, for the run only, two steps of apply's own.
 _SCHEMA_PARTS = {**_WITHOUT, "node_memory": _drop_node_memory_triggers}
-_APPLY_STEPS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
-    "spec_check": lambda: _replaced("check_task_spec", lambda spec, plain_json=False: spec),
-    "stored_text": lambda: _replaced("_dump", lambda value: "{}"),
+_APPLY_STEPS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
+    "spec_check": lambda: mock.patch.object(
+        transitions, "check_task_spec", lambda spec, plain_json=False: spec
+    ),
+    "stored_text": lambda: mock.patch.object(transitions, "_dump", lambda value: "{}"),
 }
 
 
