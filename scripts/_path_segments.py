@@ -25,7 +25,7 @@ are the round's, not the submission's)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +62,7 @@ def _ms(start_ns: int, end_ns: int) -> float:
     return (end_ns - start_ns) / 1e6
 
 
-def path_of_tasks(events: dict[str, Iterable[list[Any]]]) -> TaskPath:
+def path_of_tasks(events: Mapping[str, Iterable[list[Any]]]) -> TaskPath:
     """The stretches of every task all of whose events were noted."""
     proposed: dict[str, tuple[str, int]] = {}
     started: dict[str, tuple[str, int]] = {}

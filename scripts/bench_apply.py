@@ -301,7 +301,7 @@ def statement_costs(tasks: int, batch: int) -> dict[str, dict[str, float]]:
         machine = _machine(tmp)
         conn = machine._conn  # the bench's own machine; nothing else writes
         cursor = type(conn).cursor
-        conn.cursor = lambda *_: cursor(conn, _TimedCursor)  # type: ignore[method-assign]
+        conn.cursor = lambda *_: cursor(conn, _TimedCursor)  # type: ignore[method-assign,assignment]
         try:
             figures = {}
             _TimedCursor.spent.clear()

@@ -35,7 +35,7 @@ _ROWS = 100_000
 _PAGE = b"x" * 4096
 
 
-def _spent(work: Callable[[], None]) -> tuple[float, float]:
+def _spent(work: Callable[[], object]) -> tuple[float, float]:
     """The process CPU seconds and wall seconds `work` took."""
     cpu, wall = time.process_time(), time.perf_counter()
     work()

@@ -48,8 +48,8 @@ def _snapshot(nodes: list[DevNode]) -> tuple[float, dict[str, float], dict[str, 
     """The nodes' process CPU seconds in all, and their threads' CPU seconds
     and voluntary switches by kind of thread, summed over the nodes."""
     total = 0.0
-    cpu: dict[str, float] = collections.Counter()
-    wakes: dict[str, float] = collections.Counter()
+    cpu: dict[str, float] = collections.defaultdict(float)
+    wakes: dict[str, float] = collections.defaultdict(float)
     for node in nodes:
         times = psutil.Process(node.pid).cpu_times()
         total += times.user + times.system

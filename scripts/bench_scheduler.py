@@ -44,12 +44,12 @@ def model_nodes(count: int, rng: random.Random) -> list[Candidate]:
 def model_tasks(count: int, rng: random.Random) -> list[PendingTask]:
     shapes = [
         Constraints(),
-        Constraints(nodeLabels=["zone=a"]),
-        Constraints(minMemoryMb=2048),
-        Constraints(requiresGpu=True),
-        Constraints(nodeLabels=["ssd"], minDiskGb=50),
-        Constraints(maxParallelPerNode=4),
-        Constraints(forbiddenNodes=["node-000", "node-001"]),
+        Constraints(node_labels=["zone=a"]),
+        Constraints(min_memory_mb=2048),
+        Constraints(requires_gpu=True),
+        Constraints(node_labels=["ssd"], min_disk_gb=50),
+        Constraints(max_parallel_per_node=4),
+        Constraints(forbidden_nodes=["node-000", "node-001"]),
     ]
     return [
         PendingTask(
