@@ -14,6 +14,7 @@ SubmitTask costs its node at least this much beside the work it asks for.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import multiprocessing
 import os
@@ -28,8 +29,13 @@ import grpc
 import psutil
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+SERVERS = ("pool", "aio", "aio-pool")
 
-def _serve(threads: int, ports: Any) -> None:
+
+def _serve(kind: str, threads: int, ports: Any) -> None:
+    if kind != "pool":
+        asyncio.run(_serve_aio(kind == "aio-pool", threads, ports))
+        return
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=threads), maximum_concurrent_rpcs=threads
     )
@@ -39,14 +45,40 @@ def _serve(threads: int, ports: Any) -> None:
     server.wait_for_termination()
 
 
+class _AsyncHealth(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+    """The health check's answer from a coroutine: at once, or from a thread
+    of `pool` (where a blocking handler would run)."""
+
+    def __init__(self, pool: futures.ThreadPoolExecutor | None) -> None:
+        self._pool = pool
+
+    async def Check(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC's name)
+        if self._pool is None:
+            return _serving()
+        return await asyncio.get_running_loop().run_in_executor(self._pool, _serving)
+
+
+def _serving() -> Any:
+    return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+
+async def _serve_aio(pooled: bool, threads: int, ports: Any) -> None:
+    server = grpc.aio.server(maximum_concurrent_rpcs=threads)
+    pool = futures.ThreadPoolExecutor(max_workers=threads) if pooled else None
+    health_pb2_grpc.add_HealthServicer_to_server(_AsyncHealth(pool), server)
+    ports.put(server.add_insecure_port("127.0.0.1:0"))
+    await server.start()
+    await server.wait_for_termination()
+
+
 def _cpu_seconds(times: Any) -> float:
     return float(times.user + times.system)
 
 
-def measure(calls: int, concurrency: int) -> dict[str, Any]:
+def measure(calls: int, concurrency: int, kind: str = "pool") -> dict[str, Any]:
     context = multiprocessing.get_context("spawn")
     ports = context.Queue()
-    server = context.Process(target=_serve, args=(concurrency + 8, ports), daemon=True)
+    server = context.Process(target=_serve, args=(kind, concurrency + 8, ports), daemon=True)
     server.start()
     try:
         port = ports.get(timeout=30)
@@ -75,6 +107,7 @@ def measure(calls: int, concurrency: int) -> dict[str, Any]:
         server.join(5)
     made = each * concurrency
     return {
+        "server": kind,
         "calls": made,
         "concurrency": concurrency,
         "calls_per_s": round(made / elapsed),
@@ -91,17 +124,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=20000, help="calls in all (default 20000)")
     parser.add_argument("--concurrency", type=int, default=32, help="client threads (default 32)")
+    parser.add_argument(
+        "--server",
+        choices=SERVERS,
+        default="pool",
+        help="pool: the sync server a node runs (default); aio: the asyncio server, its"
+        " handler a coroutine; aio-pool: the asyncio server handing each call to a thread pool",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.calls < 1 or args.concurrency < 1:
         parser.error("--calls and --concurrency must be at least 1")
-    figures = measure(args.calls, args.concurrency)
+    figures = measure(args.calls, args.concurrency, args.server)
     if args.json:
         print(json.dumps(figures))
         return 0
     print(
         f"unary gRPC health checks over loopback: {figures['calls']} calls from"
-        f" {figures['concurrency']} client threads"
+        f" {figures['concurrency']} client threads, server {figures['server']}"
     )
     print(f"  calls per second            {figures['calls_per_s']}")
     print(f"  server CPU per call         {figures['server_cpu_us_per_call']} us")
