@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import functools
 import json
+import math
 import re
 import time
 from dataclasses import MISSING, dataclass, field, fields, replace
@@ -887,7 +888,70 @@ def decode_batch(data: bytes) -> list[Entry | EntryDecodeError]:
 
 def decode_batch_scanned(data: bytes) -> tuple[list[Entry | EntryDecodeError], bool]:
     """`decode_batch`, and whether every value in the batch is plain JSON for
-    certain (see `_beyond_limits`)."""
+    certain (see `_beyond_limits`).
+
+    Most batches are judged without finding where their strings lie
+    (`_surely_within_limits`), which `_beyond_limits` spends most of its
+    time on, and decoded with json's hooks noting whether any number is NaN
+    or infinite (`_NotFinite`). Every verdict is `_beyond_limits`'s: what the
+    quick test passes, it passes too, unless the batch is not valid JSON,
+    and such a batch is judged again by `_beyond_limits` before it is
+    refused."""
+    if not _surely_within_limits(data):
+        return _decode_scanned_first(data)
+    numbers = _NotFinite()
+    try:
+        raw = json.loads(data, parse_float=numbers.number, parse_constant=numbers.constant)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        problem, _ = _beyond_limits(data)
+        return [EntryDecodeError(INVALID_ENTRY, problem or _NOT_JSON)], False
+    plain = (
+        data.isascii()
+        and not numbers.seen
+        and (b"\\" not in data or _SURROGATE_ESCAPE.search(data) is None)
+    )
+    return _entries_of(raw), plain and isinstance(raw, list)
+
+
+_NOT_JSON = "the batch is not valid JSON"
+
+
+def _surely_within_limits(data: bytes) -> bool:
+    """Whether the batch is within the decoder's limits, judged on all its
+    bytes, strings and all: no more opening brackets than `MAX_NESTING` (so
+    nothing nests deeper) and no run of more than `MAX_NUMBER_DIGITS`
+    digits. `_beyond_limits` finds no problem where this finds none, if the
+    batch is valid JSON: its brackets are some of these, and in valid JSON a
+    string is never next to a digit, so taking the strings out joins no two
+    runs of digits into a longer one."""
+    openers = data.count(b"[") + data.count(b"{")
+    return openers <= MAX_NESTING and _LONG_NUMBER not in data.translate(_NUMBER_SHAPE)
+
+
+class _NotFinite:
+    """json's hooks for number and constant tokens: they decode them as json
+    does by itself, noting whether any is NaN or an infinity (the constants,
+    and numbers such as 1e999)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def number(self, text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            self.seen = True
+        return value
+
+    def constant(self, name: str) -> float:
+        # NaN, Infinity or -Infinity: float spells them as json does.
+        self.seen = True
+        return float(name)
+
+
+def _decode_scanned_first(data: bytes) -> tuple[list[Entry | EntryDecodeError], bool]:
+    """The batch judged by `_beyond_limits` before it is decoded."""
     problem, plain = _beyond_limits(data)
     if problem:
         return [EntryDecodeError(INVALID_ENTRY, problem)], False
@@ -896,9 +960,13 @@ def decode_batch_scanned(data: bytes) -> tuple[list[Entry | EntryDecodeError], b
     except (ValueError, UnicodeDecodeError, RecursionError):
         # Which of these a bad batch raises, and its message, vary between
         # Python versions: none of it goes into the reason.
-        return [EntryDecodeError(INVALID_ENTRY, "the batch is not valid JSON")], False
+        return [EntryDecodeError(INVALID_ENTRY, _NOT_JSON)], False
+    return _entries_of(raw), plain and isinstance(raw, list)
+
+
+def _entries_of(raw: Any) -> list[Entry | EntryDecodeError]:
     if not isinstance(raw, list):
-        return [EntryDecodeError(INVALID_ENTRY, "the batch is not a list")], False
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not a list")]
     out: list[Entry | EntryDecodeError] = []
     for item in raw:
         try:
@@ -914,4 +982,4 @@ def decode_batch_scanned(data: bytes) -> tuple[list[Entry | EntryDecodeError], b
                     raw_type if isinstance(raw_type, str) else "INVALID",
                 )
             )
-    return out, plain
+    return out
