@@ -895,25 +895,21 @@ def decode_batch_scanned(data: bytes) -> tuple[list[Entry | EntryDecodeError], b
     time on, and decoded with json's hooks noting whether any number is NaN
     or infinite (`_NotFinite`). Every verdict is `_beyond_limits`'s: what the
     quick test passes, it passes too, unless the batch is not valid JSON,
-    and such a batch is judged again by `_beyond_limits` before it is
-    refused."""
+    and such a batch is decoded again the way every batch was, scanned
+    first."""
     if not _surely_within_limits(data):
         return _decode_scanned_first(data)
     numbers = _NotFinite()
     try:
         raw = json.loads(data, parse_float=numbers.number, parse_constant=numbers.constant)
     except (ValueError, UnicodeDecodeError, RecursionError):
-        problem, _ = _beyond_limits(data)
-        return [EntryDecodeError(INVALID_ENTRY, problem or _NOT_JSON)], False
+        return _decode_scanned_first(data)
     plain = (
         data.isascii()
         and not numbers.seen
         and (b"\\" not in data or _SURROGATE_ESCAPE.search(data) is None)
     )
-    return _entries_of(raw), plain and isinstance(raw, list)
-
-
-_NOT_JSON = "the batch is not valid JSON"
+    return _entries_of(raw, plain)
 
 
 def _surely_within_limits(data: bytes) -> bool:
@@ -960,13 +956,14 @@ def _decode_scanned_first(data: bytes) -> tuple[list[Entry | EntryDecodeError], 
     except (ValueError, UnicodeDecodeError, RecursionError):
         # Which of these a bad batch raises, and its message, vary between
         # Python versions: none of it goes into the reason.
-        return [EntryDecodeError(INVALID_ENTRY, _NOT_JSON)], False
-    return _entries_of(raw), plain and isinstance(raw, list)
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not valid JSON")], False
+    return _entries_of(raw, plain)
 
 
-def _entries_of(raw: Any) -> list[Entry | EntryDecodeError]:
+def _entries_of(raw: Any, plain: bool) -> tuple[list[Entry | EntryDecodeError], bool]:
+    """The decoded batch's entries, each decoded on its own, and `plain`."""
     if not isinstance(raw, list):
-        return [EntryDecodeError(INVALID_ENTRY, "the batch is not a list")]
+        return [EntryDecodeError(INVALID_ENTRY, "the batch is not a list")], False
     out: list[Entry | EntryDecodeError] = []
     for item in raw:
         try:
@@ -982,4 +979,4 @@ def _entries_of(raw: Any) -> list[Entry | EntryDecodeError]:
                     raw_type if isinstance(raw_type, str) else "INVALID",
                 )
             )
-    return out
+    return out, plain
