@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 
 from cortex.spec import Constraints
 
+# What a task without constraints carries: one object for all of them (it is
+# frozen), so they share one placement group (`cortex.scheduler.placement`).
+NO_CONSTRAINTS = Constraints()
+
 
 @dataclass(frozen=True)
 class GpuInfo:
@@ -69,7 +73,7 @@ class PendingTask:
     attempt: int = 0
     priority: int = 5
     created_at: int = 0
-    constraints: Constraints = field(default_factory=Constraints)
+    constraints: Constraints = NO_CONSTRAINTS
     # Shares placements with other keys by weight (cortex.scheduler.fairness).
     fairness_key: str = "default"
     # Counts against the key's limits (cortex.scheduler.limits); None: no key.

@@ -1,7 +1,7 @@
 """A 6 MB, 5,500-task workflow on a real 3-node cluster: it travels in parts,
 so no apply holds the Raft thread for long (no election, no "may have
 diverged"), memory stays bounded, and it runs only once complete. Then, at
-50,000 tasks, `cortex status` answers quickly for 8 callers at once, since
+25,000 tasks, `cortex status` answers quickly for 8 callers at once, since
 the state digest is kept up by apply rather than recomputed per call."""
 
 from __future__ import annotations
@@ -74,13 +74,14 @@ def test_a_huge_workflow_neither_stalls_raft_nor_runs_before_it_is_whole(make_cl
         assert "may have diverged" not in node.log_text()
     assert max(peaks.values()) < RSS_LIMIT, {k: v // 2**20 for k, v in peaks.items()}
 
-    # Up to 50,000 tasks: status stays cheap for many callers at once.
+    # Up to 25,000 tasks: status stays cheap for many callers at once (a digest
+    # recomputed per call would read every row of them).
     with leader.client(timeout_s=120) as client:
-        for number in range(9):
+        for number in range(4):
             client.submit_workflow(
                 _definition(f"more-{number}", 5_000, 10), format=pb.DEFINITION_FORMAT_JSON
             )
-        assert sum(c.count for c in client.get_cluster_status().task_counts) >= 50_000
+        assert sum(c.count for c in client.get_cluster_status().task_counts) >= 25_000
     latencies: list[float] = []
     lock = threading.Lock()
 
@@ -97,7 +98,7 @@ def test_a_huge_workflow_neither_stalls_raft_nor_runs_before_it_is_whole(make_cl
         thread.start()
     for thread in threads:
         thread.join(60)
-    print(f"status at 50k tasks, 8 callers: median {statistics.median(latencies) * 1000:.1f} ms,"
+    print(f"status at 25k tasks, 8 callers: median {statistics.median(latencies) * 1000:.1f} ms,"
           f" max {max(latencies) * 1000:.1f} ms")  # fmt: skip
     assert len(latencies) == 40
     assert statistics.median(latencies) < 0.1

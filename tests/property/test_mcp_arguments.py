@@ -220,6 +220,14 @@ def _tools_and_violations(schemas: Mapping[str, Any]) -> st.SearchStrategy[tuple
     return st.one_of(by_tool)
 
 
+@pytest.fixture(scope="module")
+def violations(session: tuple[Any, Any, Any]) -> st.SearchStrategy[tuple[str, Violation]]:
+    """The strategy, built once: building it (and hypothesis validating it on
+    its first draw) cost several times what a call does."""
+    _, _, (_, schemas) = session
+    return _tools_and_violations(schemas)
+
+
 @settings(
     max_examples=300,
     deadline=None,
@@ -227,10 +235,12 @@ def _tools_and_violations(schemas: Mapping[str, Any]) -> st.SearchStrategy[tuple
 )
 @given(data=st.data())
 def test_arguments_the_schema_forbids_get_a_tool_error_naming_them_no_cluster(
-    session: tuple[Any, Any, Any], data: st.DataObject
+    session: tuple[Any, Any, Any],
+    violations: st.SearchStrategy[tuple[str, Violation]],
+    data: st.DataObject,
 ):
     _, _, (_, schemas) = session
-    name, (path, value) = data.draw(_tools_and_violations(schemas), label="violation")
+    name, (path, value) = data.draw(violations, label="violation")
     arguments = _valid_arguments(schemas[name])
     if value is None and path[0] in arguments and len(path) == 1:
         del arguments[path[0]]  # a required argument left out
