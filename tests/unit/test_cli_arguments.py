@@ -89,6 +89,8 @@ def _value_flags() -> list[tuple[list[str], str, argparse.Action]]:
 
 
 FLAGS = _value_flags()
+# Each leaf's parser by its words, from one build of the parser.
+PARSERS = {" ".join(words): parser for words, parser in _leaves()}
 
 
 def test_the_walk_finds_every_command_and_typed_flag() -> None:
@@ -105,7 +107,7 @@ def test_the_walk_finds_every_command_and_typed_flag() -> None:
 def test_a_bad_value_is_one_line_naming_the_flag(
     words: list[str], flag: str, action: argparse.Action, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    parser = dict((" ".join(w), p) for w, p in _leaves())[" ".join(words)]
+    parser = PARSERS[" ".join(words)]
     for value in _bad_values(action):
         if flag:
             argv = [*words, f"{flag}={value}", *_positional_dummies(parser)]
@@ -130,7 +132,7 @@ def test_a_bad_value_is_one_line_naming_the_flag(
 @pytest.mark.parametrize("words", [w for w, _ in _leaves()], ids=lambda w: " ".join(w))
 def test_global_options_after_the_subcommand(words: list[str]) -> None:
     parser = build_parser()
-    leaf = dict((" ".join(w), p) for w, p in _leaves())[" ".join(words)]
+    leaf = PARSERS[" ".join(words)]
     globals_after = ["--node", "10.1.2.3", "--consistency", "session", "--token", "tok-123"]
     argv = [*words, *_positional_dummies(leaf), *globals_after]
     if words == ["task", "submit"]:
