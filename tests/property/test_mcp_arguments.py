@@ -222,8 +222,9 @@ def _tools_and_violations(schemas: Mapping[str, Any]) -> st.SearchStrategy[tuple
 
 @pytest.fixture(scope="module")
 def violations(session: tuple[Any, Any, Any]) -> st.SearchStrategy[tuple[str, Violation]]:
-    """The strategy, built once: building it (and hypothesis validating it on
-    its first draw) cost several times what a call does."""
+    """The strategy, built once: built for each example (and validated by
+    hypothesis at each first draw), it cost about fifty times what the call
+    under test does."""
     _, _, (_, schemas) = session
     return _tools_and_violations(schemas)
 
