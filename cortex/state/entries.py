@@ -856,6 +856,12 @@ def _nesting(outside_strings: bytes) -> int:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
+def _strings_plain(data: bytes) -> bool:
+    """Whether no string of the batch can hold a lone surrogate, for certain:
+    all ASCII, and no escape of one (conservative, as `plain` is)."""
+    return data.isascii() and (b"\\" not in data or _SURROGATE_ESCAPE.search(data) is None)
+
+
 def _beyond_limits(data: bytes) -> tuple[str | None, bool]:
     """What puts the batch beyond the decoder's limits, or None; and whether
     every value in it is plain JSON for certain (no number that decodes to
@@ -870,12 +876,11 @@ def _beyond_limits(data: bytes) -> tuple[str | None, bool]:
     # What could make a decoded number NaN or infinite: the literals (their
     # capitals), or an exponent of three digits or more (`[eE][+-]?[0-9]{3}`).
     plain = (
-        data.isascii()
-        and b"N" not in outside_strings
+        b"N" not in outside_strings
         and b"I" not in outside_strings
         and b"e000" not in shapes
         and b"e+000" not in shapes
-        and (b"\\" not in data or _SURROGATE_ESCAPE.search(data) is None)
+        and _strings_plain(data)
     )
     return None, plain
 
@@ -904,12 +909,7 @@ def decode_batch_scanned(data: bytes) -> tuple[list[Entry | EntryDecodeError], b
         raw = json.loads(data, parse_float=numbers.number, parse_constant=numbers.constant)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return _decode_scanned_first(data)
-    plain = (
-        data.isascii()
-        and not numbers.seen
-        and (b"\\" not in data or _SURROGATE_ESCAPE.search(data) is None)
-    )
-    return _entries_of(raw, plain)
+    return _entries_of(raw, not numbers.seen and _strings_plain(data))
 
 
 def _surely_within_limits(data: bytes) -> bool:

@@ -76,9 +76,14 @@ def _bad_values(action: argparse.Action) -> list[str]:
     raise AssertionError(f"{action.option_strings or action.dest}: type {kind!r} checks nothing")
 
 
+# Every leaf command's words and parser, from one build of the parser.
+LEAVES = list(_leaves())
+PARSERS = {" ".join(words): parser for words, parser in LEAVES}
+
+
 def _value_flags() -> list[tuple[list[str], str, argparse.Action]]:
     found = []
-    for words, parser in _leaves():
+    for words, parser in LEAVES:
         for action in parser._actions:
             if action.nargs == 0 or isinstance(action, argparse._HelpAction):
                 continue
@@ -89,12 +94,10 @@ def _value_flags() -> list[tuple[list[str], str, argparse.Action]]:
 
 
 FLAGS = _value_flags()
-# Each leaf's parser by its words, from one build of the parser.
-PARSERS = {" ".join(words): parser for words, parser in _leaves()}
 
 
 def test_the_walk_finds_every_command_and_typed_flag() -> None:
-    commands = {" ".join(words) for words, _ in _leaves()}
+    commands = set(PARSERS)
     assert {"task submit", "task list", "logs", "events", "node drain", "dev", "mcp"} <= commands
     assert len(FLAGS) > 120
 
@@ -129,7 +132,7 @@ def test_a_bad_value_is_one_line_naming_the_flag(
         )
 
 
-@pytest.mark.parametrize("words", [w for w, _ in _leaves()], ids=lambda w: " ".join(w))
+@pytest.mark.parametrize("words", [w for w, _ in LEAVES], ids=lambda w: " ".join(w))
 def test_global_options_after_the_subcommand(words: list[str]) -> None:
     parser = build_parser()
     leaf = PARSERS[" ".join(words)]
