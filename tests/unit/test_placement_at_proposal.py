@@ -204,7 +204,7 @@ def test_placements_not_yet_applied_count_against_a_node(log: WorkflowLog) -> No
     assert item["node"] == task.node
 
 
-def test_a_scheduling_round_deciding_now_is_not_waited_for(log: WorkflowLog) -> None:
+def test_a_decision_longer_than_the_wait_is_not_waited_for(log: WorkflowLog) -> None:
     loop = scheduler(log)
     with loop.reservations.lock:
         # Another thread (the Raft thread, for a follower's batch) asking.
@@ -215,6 +215,51 @@ def test_a_scheduling_round_deciding_now_is_not_waited_for(log: WorkflowLog) -> 
         thread.start()
         thread.join(10)
     assert outcome == [None]
+
+
+class _WatchedLock:
+    """The reservations' lock, telling when someone found it held."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+        self.asked = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(False):
+            return True
+        self.asked.set()
+        return bool(self._lock.acquire(blocking, timeout))
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_a_decision_ending_within_the_wait_is_waited_for(
+    log: WorkflowLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another batch's placement deciding now (the leader's own, on its
+    proposer's thread) does not send this batch to queue."""
+    monkeypatch.setattr(at_proposal, "LOCK_WAIT_S", 60.0)
+    loop = scheduler(log)
+    watched = _WatchedLock(loop.reservations.lock)
+    loop.reservations.lock = watched  # type: ignore[assignment]
+    outcome: list[bytes | None] = []
+    with loop.reservations.lock:
+        thread = threading.Thread(
+            target=lambda: outcome.append(loop.at_proposal.place(batch(e.TaskSubmit("t", spec()))))
+        )
+        thread.start()
+        assert watched.asked.wait(10)
+    thread.join(10)
+    assert len(outcome) == 1 and outcome[0] is not None
+    (item,) = e.decode_batch(outcome[0])[-1].payload["assignments"]  # type: ignore[union-attr]
+    assert item["task_id"] == "t"
 
 
 @pytest.mark.parametrize(
