@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from cortex.errors import Unavailable
-from cortex.raft.proposer import Proposer, _Deadlines
+from cortex.raft.proposer import BACKLOG_ENTRIES, Proposer, _Deadlines
 from cortex.state import entries as e
 from tests.cluster import wait_until
 
@@ -252,6 +253,37 @@ def test_entries_behind_a_batch_in_flight_wait_and_leave_together() -> None:
         assert group.threads[1] == "proposer"
         group.release()
         assert [f.result(5)["id"] for f in futures] == [e.id for e in [*waiting, extra]]
+    finally:
+        proposer.stop()
+
+
+def test_a_backlog_that_fills_a_batch_leaves_beside_the_batch_in_flight() -> None:
+    """`BACKLOG_ENTRIES` entries queued behind a batch in flight leave at
+    once, together, as a second batch in flight; what comes after them
+    waits for a batch to be applied (never a third in flight)."""
+    group = ThreadNotingGroup()
+    proposer = Proposer(group, commit_timeout_s=10)  # type: ignore[arg-type]
+    try:
+        first = proposer.submit_all(entries(1))
+        backlog = entries(BACKLOG_ENTRIES)
+        futures = [proposer.submit(entry) for entry in backlog]
+        wait_until(lambda: len(group.batches) == 2, 5, what="the backlog's batch")
+        assert len(group.held) == 2, "the first batch is still in flight"
+        assert group.batches[1] == [entry.id for entry in backlog]
+        assert group.threads[1] == "proposer"
+        later = [proposer.submit(entry) for entry in entries(BACKLOG_ENTRIES)]
+        wait_until(lambda: proposer._gathering, 5, what="the next backlog taken to wait")
+        # Its thread looks again every 0.1 s: over three looks, nothing leaves.
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            assert len(group.batches) == 2, "a third batch left while two were in flight"
+        group.release()
+        first.result(5)
+        wait_until(lambda: len(group.batches) == 3, 5, what="the batch after the backlog")
+        group.release()
+        group.release()
+        assert [f.result(5)["id"] for f in futures] == [entry.id for entry in backlog]
+        assert all(f.result(5)["ok"] for f in later)
     finally:
         proposer.stop()
 
