@@ -229,14 +229,16 @@ class Proposer:
 
     A backlog that fills a batch by itself has nothing to gain from waiting:
     when at least `BACKLOG_ENTRIES` entries are queued, they leave at once as
-    a second batch in flight (never a third). A bulk submission's 500
-    entries, or a node's agent reporting the ends of tens of attempts at
-    once, used to wait for the commit of the batch before them; at the
-    leader the second batch often joins other nodes' batches in one entry
-    (`cortex.raft.merging`). `bench_core.py --tasks 20000 --mode batch`, five
-    runs each, in pairs: 1,637 tasks/s (median) before, 1,837 after, 25.5
-    tasks an entry before, 28.5 after; 32 clients submitting one task per
-    call queue fewer than that and kept their 6.7 tasks an entry.
+    a second batch in flight (never a third). A bulk submission's entries,
+    or an agent's reports of tens of attempts ending together, used to wait
+    for the commit of the batch before them; at the leader the second batch
+    often joins other nodes' batches in one entry (`cortex.raft.merging`).
+    `bench_core.py --tasks 20000 --mode batch`, five runs each, in pairs:
+    1,637 tasks/s (median) before, 1,837 after, 25.5 tasks an entry before,
+    28.5 after (letting only a bulk submission's own entries leave that way
+    gave 1,675 against 1,714: the agents' bursts count too); 32 clients
+    submitting one task per call seldom queue that many and kept their 6.7
+    tasks an entry.
 
     Entries that find no batch in flight and nothing queued or being
     gathered have nothing to wait for and nobody to share an entry with:
