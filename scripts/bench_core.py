@@ -1,8 +1,9 @@
 """Core benchmark: a local 3-node cluster of real `cortex node start`
 processes, N `noop` tasks submitted concurrently round-robin to every node;
 reports end-to-end throughput, submit -> running latency, submit RPC latency,
-replicated entries per second and the batching factor, then checks that every
-node converged to the same state digest.
+replicated entries per second and the batching factor, how many of the
+nodes' slots tasks kept busy on average (`tasks_in_hand`), then checks that
+every node converged to the same state digest.
 
     python scripts/bench_core.py --tasks 2000 --concurrency 32
     python scripts/bench_core.py --tasks 20000 --mode batch --json
@@ -66,6 +67,7 @@ from prometheus_client.samples import Sample
 
 from cortex.api.client import CortexClient
 from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
+from cortex.config import NodeConfig
 from cortex.errors import CortexError, Unavailable
 from cortex.proto_enums import enum_name
 from cortex.requests import MAX_SUBMIT_BATCH
@@ -503,6 +505,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
     elapsed = run.elapsed_s
     to_running = _spans(run.timelines, "submitted", "started")
     busy = sum(run.cpu_seconds.values())
+    in_hand = tasks_in_hand(run.timelines)
     return {
         "mode": run.mode,
         "concurrency": run.concurrency,
@@ -536,6 +539,10 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "entries_per_s": round(entries / elapsed, 1) if elapsed > 0 else 0.0,
         "tasks_per_entry": round(len(accepted) / entries, 2) if entries > 0 else None,
         "digests_equal": len({(s.state_digest, s.applied_index) for s in run.statuses}) == 1,
+        # How many tasks were between their assignment and their end at once,
+        # on average over the run (`tasks_in_hand`), and the nodes' slots.
+        "tasks_in_hand_mean": _rounded(in_hand) if in_hand is not None else None,
+        "slots": _slots(run),
         # Per node, the bounds of the buckets the syncs' p50 and p99 fall in
         # ("inf": beyond the last; null: no sync seen).
         "journal_sync_ms": {
@@ -572,6 +579,33 @@ def figures(run: BenchRun) -> dict[str, Any]:
         # attempt's start, milliseconds of wall clock (p50, p90, p99, mean).
         "path": _path_figures(run.path) if run.path is not None else {},
     }
+
+
+def tasks_in_hand(timelines: Sequence[TaskTimeline]) -> float | None:
+    """How many tasks were assigned and not yet ended at once, on average
+    from the first assignment to the last end, by the events' times (the
+    round's proposal, the attempt's end): against the nodes' slots, how busy
+    the slots were kept. The state holds a slot longer (until the end's
+    entry is applied), and fills it again only with the next round's entry:
+    a figure well under the slots, with CPU to spare, means tasks wait on
+    those round trips. None without completed tasks."""
+    spans = [
+        (t.events["assigned"], t.events["completed"])
+        for t in timelines
+        if "assigned" in t.events and "completed" in t.events
+    ]
+    if not spans:
+        return None
+    window = max(end for _, end in spans) - min(start for start, _ in spans)
+    if window <= 0:
+        return None
+    return sum(end - start for start, end in spans) / window
+
+
+def _slots(run: BenchRun) -> int:
+    """The tasks the nodes run at once at most, all together."""
+    limit = run.max_tasks or NodeConfig.model_fields["max_tasks"].default
+    return len(run.node_ids) * int(limit)
 
 
 def _spread(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -768,6 +802,13 @@ def report(run: BenchRun) -> None:
         ("started", "completed"),
     ):
         _line(f"  {start} -> {end}", _p50_p99(_spans(run.timelines, start, end)))
+    in_hand = tasks_in_hand(run.timelines)
+    if in_hand is not None:
+        slots = _slots(run)
+        _line(
+            "tasks assigned and not ended, mean",
+            f"{in_hand:.1f} of the nodes' {slots} slots ({in_hand / slots:.0%}, by the events' clock)",
+        )
     _line(
         "submit -> completed p50 / p99", _p50_p99(_spans(run.timelines, "submitted", "completed"))
     )
