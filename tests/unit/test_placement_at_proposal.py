@@ -204,15 +204,21 @@ def test_placements_not_yet_applied_count_against_a_node(log: WorkflowLog) -> No
     assert item["node"] == task.node
 
 
+def _place_elsewhere(loop: SchedulerLoop) -> tuple[threading.Thread, list[bytes | None]]:
+    """Task "t"'s submission placed on another thread (the Raft thread's,
+    for a follower's batch), started; the list gets what `place` returned."""
+    outcome: list[bytes | None] = []
+    thread = threading.Thread(
+        target=lambda: outcome.append(loop.at_proposal.place(batch(e.TaskSubmit("t", spec()))))
+    )
+    thread.start()
+    return thread, outcome
+
+
 def test_a_decision_longer_than_the_wait_is_not_waited_for(log: WorkflowLog) -> None:
     loop = scheduler(log)
     with loop.reservations.lock:
-        # Another thread (the Raft thread, for a follower's batch) asking.
-        outcome: list[bytes | None] = []
-        thread = threading.Thread(
-            target=lambda: outcome.append(loop.at_proposal.place(batch(e.TaskSubmit("t", spec()))))
-        )
-        thread.start()
+        thread, outcome = _place_elsewhere(loop)
         thread.join(10)
     assert outcome == [None]
 
@@ -249,12 +255,8 @@ def test_a_decision_ending_within_the_wait_is_waited_for(
     loop = scheduler(log)
     watched = _WatchedLock(loop.reservations.lock)
     loop.reservations.lock = watched  # type: ignore[assignment]
-    outcome: list[bytes | None] = []
     with loop.reservations.lock:
-        thread = threading.Thread(
-            target=lambda: outcome.append(loop.at_proposal.place(batch(e.TaskSubmit("t", spec()))))
-        )
-        thread.start()
+        thread, outcome = _place_elsewhere(loop)
         assert watched.asked.wait(10)
     thread.join(10)
     assert len(outcome) == 1 and outcome[0] is not None
