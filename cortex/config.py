@@ -142,6 +142,10 @@ class NodeConfig(BaseModel):
     # Settings of executors from other packages, a table per task type.
     executor_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     max_tasks: int = Field(64, ge=1, le=100_000)
+    # Tasks this node takes beyond `max_tasks` while every node is full, each
+    # started here as one of its running tasks ends, without waiting for the
+    # log to carry the end to the leader and a new assignment back.
+    prefetch_tasks: int = Field(16, ge=0, le=100_000)
     max_spec_bytes: int = Field(1024 * 1024, ge=1024)
     scheduler_interval_s: float = Field(1.0, gt=0, le=60)
     compaction_min_entries: int = Field(5000, ge=10)

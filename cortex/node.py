@@ -285,6 +285,7 @@ class Node:
             output=self.output,
             clock=clock,
             tracer=self.tracer,
+            max_running=config.max_tasks,
         )
         self.registration = NodeRegistration(
             e.NodeJoin(
@@ -295,7 +296,10 @@ class Node:
                 peer_address=self.peer_address,
                 labels=dict(config.labels),
                 executors=[] if config.observer else sorted(self.executors.usable),
-                resources={"max_tasks": config.max_tasks},
+                resources={
+                    "max_tasks": config.max_tasks,
+                    "prefetch_tasks": config.prefetch_tasks,
+                },
                 role="observer" if config.observer else "voter",
             ),
             self.proposer,

@@ -337,6 +337,8 @@ class BenchRun:
     raft_sync: bool
     # The nodes' task limit when the run set one (None: the node default).
     max_tasks: int | None
+    # The tasks each node takes to wait for a slot, when the run set it.
+    prefetch_tasks: int | None
     # Tasks per second submitted open loop (`--rate`), None: closed loop.
     rate: float | None
     node_ids: list[str]
@@ -516,6 +518,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "cpus": os.cpu_count() or 1,
         "raft_sync": run.raft_sync,
         "max_tasks": run.max_tasks,
+        "prefetch_tasks": run.prefetch_tasks,
         "load_before": round(run.load_before, 2),
         "reference_ms": list(run.reference_ms) if run.reference_ms else None,
         "elapsed_s": round(elapsed, 3),
@@ -776,6 +779,11 @@ def report(run: BenchRun) -> None:
         f"{len(run.node_ids)} nodes, {cpus} CPUs, host load {run.load_before:.1f} before the run"
         + (f", open loop at {run.rate:g} tasks/s" if run.rate else "")
         + (f", each node running at most {run.max_tasks} tasks" if run.max_tasks else "")
+        + (
+            f", each taking {run.prefetch_tasks} more to wait for a slot"
+            if run.prefetch_tasks is not None
+            else ""
+        )
     )
     _line("completed", f"{len(completed)}/{run.tasks}")
     _line("wall time, first submit -> all done", f"{elapsed:.2f} s")
@@ -969,6 +977,8 @@ def _run(args: argparse.Namespace) -> int:
     extra = [] if args.raft_sync else ["--no-raft-sync"]
     if args.max_tasks is not None:
         extra += ["--max-tasks", str(args.max_tasks)]
+    if args.prefetch_tasks is not None:
+        extra += ["--prefetch-tasks", str(args.prefetch_tasks)]
     print(f"raft_sync {'on' if args.raft_sync else 'OFF (--no-raft-sync)'}")
     stage_dir = data_dir / "stages" if args.stages else None
     path_dir = data_dir / "path" if args.path else None
@@ -1078,6 +1088,7 @@ def measure(
         batch_size=args.batch_size,
         raft_sync=args.raft_sync,
         max_tasks=args.max_tasks,
+        prefetch_tasks=args.prefetch_tasks,
         rate=args.rate,
         node_ids=[n.node_id for n in nodes],
         load_before=load_before,
@@ -1159,6 +1170,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="most tasks each node runs at once (default: the node default, 64); a"
         " higher limit shows what the engine does when the nodes' slots do not bound it",
     )
+    parser.add_argument(
+        "--prefetch-tasks",
+        type=int,
+        default=None,
+        help="tasks each node takes beyond --max-tasks, while every node is full, to start"
+        " as its slots free (default: the node default, 16; 0: none)",
+    )
     timing = parser.add_mutually_exclusive_group()
     timing.add_argument(
         "--path",
@@ -1182,6 +1200,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--tasks and --concurrency must be at least 1")
     if args.max_tasks is not None and args.max_tasks < 1:
         parser.error("--max-tasks must be at least 1")
+    if args.prefetch_tasks is not None and args.prefetch_tasks < 0:
+        parser.error("--prefetch-tasks must be at least 0")
     if not 1 <= args.batch_size <= MAX_SUBMIT_BATCH:
         parser.error(f"--batch-size must be from 1 to {MAX_SUBMIT_BATCH}")
     return args

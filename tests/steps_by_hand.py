@@ -124,6 +124,7 @@ class AgentByHand:
         data_dir: Path,
         executors: Mapping[str, Executor],
         launcher: ExecutionLauncher,
+        max_running: int = 0,
     ) -> None:
         self.log = log
         self.clock = FakeClock()
@@ -140,6 +141,7 @@ class AgentByHand:
             clock=self.clock,
             spawn=self.spawned.append,
             launcher=launcher,
+            max_running=max_running,
         )
         log.machine.add_listener(self.agent.on_change)
         self.agent.start()

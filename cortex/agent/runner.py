@@ -71,6 +71,15 @@ class RunningAttempt:
     unreported_start: int | None = None
 
 
+@dataclass(frozen=True)
+class _Waiting:
+    """An attempt assigned here, waiting for a slot; ordered by priority,
+    then by when the agent found it."""
+
+    attempt: int
+    order: tuple[int, int]
+
+
 def _claim_start(running: RunningAttempt) -> int | None:
     """The attempt's unreported start, which from now on is reported; the
     caller holds the agent's start lock."""
@@ -108,8 +117,16 @@ class Agent:
         spawn: Callable[[Step[Any]], None] | None = None,
         launcher: ExecutionLauncher | None = None,
         tracer: Tracer = NO_TRACING,
+        max_running: int = 0,
     ) -> None:
         self._node_id = node_id
+        # Attempts run at once at most (0: no limit); attempts assigned here
+        # beyond it wait in `_waiting` for one to end.
+        self._max_running = max_running
+        self._waiting: dict[str, _Waiting] = {}
+        self._waiting_seq = 0
+        # Set when an attempt ends while others wait: the loop starts them.
+        self._slot_freed = False
         self._tracer = tracer
         self._proposer = proposer
         self._reader = reader
@@ -170,6 +187,11 @@ class Agent:
         with self._lock:
             return len(self._running)
 
+    @property
+    def waiting_count(self) -> int:
+        """Attempts assigned here that wait for a slot, as the loop last saw them."""
+        return len(self._waiting)
+
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """State listener (Raft thread): wake on new work, cancel lost work.
         Whose an attempt is is judged from each task's last change in the
@@ -210,12 +232,13 @@ class Agent:
             woken = yield WaitSignal(self._wake, RECONCILE_INTERVAL_S)
             with self._lock:
                 fresh, self._fresh = self._fresh, []
+                freed, self._slot_freed = self._slot_freed, False
             if self._stop.is_set() or not self._is_ready():
                 with self._lock:
                     self._fresh = None  # the next pass looks at every attempt
                 continue
             try:
-                if woken and fresh:
+                if woken and fresh is not None and (fresh or freed):
                     self._start_fresh(fresh)
                 else:
                     self._reconcile()
@@ -237,11 +260,12 @@ class Agent:
         )
 
     def _start_fresh(self, fresh: list[tuple[str, int]]) -> None:
-        """Starts the attempts just assigned here, read as they are now: one
-        the log has moved on from is left to the next full pass."""
+        """Starts the attempts just assigned here, read as they are now, and
+        those waiting for the slots come free since: one the log has moved on
+        from is left to the next full pass."""
         new = self._not_started(fresh)
-        if new:
-            self._start_read(self._reader.get_tasks(new), None)
+        found = self._start_read(self._reader.get_tasks(new), None) if new else {}
+        self._fill_slots(found)
 
     def _reconcile(self) -> None:
         mine = self._reader.attempts_on_node(self._node_id, ("assigned", "running"))
@@ -249,15 +273,60 @@ class Agent:
         self._stop_lost_attempts(held)
         self._started &= held
         self._reported_lost &= held
+        self._waiting = {
+            task_id: waiting
+            for task_id, waiting in self._waiting.items()
+            if (task_id, waiting.attempt) in held
+        }
         # Only the attempts not started here already are read whole.
         new = self._not_started([(a.task_id, a.attempt) for a in mine])
-        if new:
-            self._start_read(self._reader.get_tasks(new), held)
+        found = self._start_read(self._reader.get_tasks(new), held) if new else {}
+        self._fill_slots(found)
 
-    def _start_read(self, tasks: list[TaskView], held: set[tuple[str, int]] | None) -> None:
-        """Starts (or recovers, or reports lost) the attempts of `tasks` that
-        are this node's and not started by this process; with `held`, only
-        those among it (what an earlier read found assigned here)."""
+    def _free_slots(self) -> int | None:
+        """Attempts that may start now (None: any number): an attempt holds
+        its slot until it ends here, not until its outcome is in the log."""
+        if not self._max_running:
+            return None
+        with self._lock:
+            busy = sum(1 for r in self._running.values() if not r.finished)
+        return max(self._max_running - busy, 0)
+
+    def _fill_slots(self, found: dict[str, TaskView]) -> None:
+        """Starts waiting attempts, best first, while slots are free: those
+        in `found` as read there, the others read again first (the log may
+        have moved them, or ended them, while they waited)."""
+        while self._waiting:
+            free = self._free_slots()
+            if free == 0:
+                return
+            best = sorted(self._waiting, key=lambda task_id: self._waiting[task_id].order)
+            chosen = best if free is None else best[:free]
+            for task_id in chosen:
+                del self._waiting[task_id]
+            unread = [task_id for task_id in chosen if task_id not in found]
+            read = {t.id: t for t in self._reader.get_tasks(unread)} if unread else {}
+            for task_id in chosen:
+                task = found.get(task_id) or read.get(task_id)
+                if task is not None and self._startable(task):
+                    self._start(task)
+
+    def _startable(self, task: TaskView) -> bool:
+        """Whether `task` as read is an attempt assigned here, not yet begun."""
+        return (
+            task.node == self._node_id
+            and task.state == "assigned"
+            and (task.id, task.attempt) not in self._started
+        )
+
+    def _start_read(
+        self, tasks: list[TaskView], held: set[tuple[str, int]] | None
+    ) -> dict[str, TaskView]:
+        """Recovers or reports lost the attempts of `tasks` that are this
+        node's and not started by this process, and adds those never begun to
+        the waiting ones; with `held`, only those among it (what an earlier
+        read found assigned here). Returns the waiting ones as read."""
+        found: dict[str, TaskView] = {}
         for task in tasks:
             attempt = (task.id, task.attempt)
             if (
@@ -273,13 +342,19 @@ class Agent:
             if handle is not None:
                 self._start(task, handle)
             elif task.state == "assigned":
-                self._start(task)
+                if task.id not in self._waiting or self._waiting[task.id].attempt != task.attempt:
+                    self._waiting_seq += 1
+                    self._waiting[task.id] = _Waiting(
+                        task.attempt, (-task.priority, self._waiting_seq)
+                    )
+                found[task.id] = task
             elif attempt not in self._reported_lost:
                 # Running here, but not started by this process: it died with
                 # an earlier one. Looked at on every pass, not only the first:
                 # a node catching up may apply the start after its first pass.
                 self._reported_lost.add(attempt)
                 self._spawn(self._report_lost(task))
+        return found
 
     def _stop_lost_attempts(self, still_mine: set[tuple[str, int]]) -> None:
         """Kills attempts the log gave to another node or ended while this node
@@ -352,7 +427,7 @@ class Agent:
             except LookupError as err:
                 if handle is None:
                     raise
-                running.finished = True
+                self._ended(running)
                 why = f"{LOST_REASON} (not recovered: {describe_exception(err)})"
                 span.end(error=why)
                 log.warning("task %s attempt %d: %s", task.id, task.attempt, why)
@@ -369,7 +444,7 @@ class Agent:
                 result = ExecutionResult(
                     exit_code=-1, error=f"the attempt could not run on {self._node_id}: {problem}"
                 )
-            running.finished = True
+            self._ended(running)
             outcome = self._outcome(task, result, self._take_start(running))
             if running.superseded:
                 span.end(error="taken away from this node", attributes=_span_result(result))
@@ -384,6 +459,15 @@ class Agent:
             with self._lock:
                 if self._running.get(task.id) is running:
                     del self._running[task.id]
+
+    def _ended(self, running: RunningAttempt) -> None:
+        """The attempt ended here: its slot is free for a waiting one now,
+        before its outcome reaches the log."""
+        running.finished = True
+        if self._waiting:
+            with self._lock:
+                self._slot_freed = True
+            self._wake.set()
 
     def _outcome(
         self, task: TaskView, result: ExecutionResult, started_at: int | None

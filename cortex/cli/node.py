@@ -99,6 +99,7 @@ def run_node(args: argparse.Namespace) -> int:
         "failure_timeout_s": args.failure_timeout,
         "shutdown_drain_s": args.shutdown_drain,
         "max_tasks": args.max_tasks,
+        "prefetch_tasks": args.prefetch_tasks,
         "compaction_min_entries": args.compaction_min_entries,
         "compaction_log_ratio": args.compaction_log_ratio,
         "raft_sync": args.raft_sync,

@@ -302,6 +302,11 @@ def _add_node(commands: Commands) -> None:
         help="most tasks this node runs at once",
     )
     start.add_argument(
+        "--prefetch-tasks",
+        type=Integer.of_field(NodeConfig, "prefetch_tasks"),
+        help="tasks this node takes beyond --max-tasks when every node is full, to start as slots free",
+    )
+    start.add_argument(
         "--compaction-min-entries",
         type=Integer.of_field(NodeConfig, "compaction_min_entries", high=10**9),
         help="log entries before compaction",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from cortex.scheduler.model import Candidate, NodeLoad, PendingTask
+from cortex.scheduler.model import Candidate, NodeLoad, PendingTask, task_limit
 
 Filter = Callable[[PendingTask, Candidate, NodeLoad], str | None]
 
@@ -59,8 +59,13 @@ def executor_type(task: PendingTask, node: Candidate, load: NodeLoad) -> str | N
 
 
 def node_capacity(task: PendingTask, node: Candidate, load: NodeLoad) -> str | None:
-    if node.max_tasks and load.tasks >= node.max_tasks:
-        return f"{node.id}: {load.tasks} active tasks, at its limit of {node.max_tasks}"
+    limit = task_limit(node)
+    if limit and load.tasks >= limit:
+        waiting = f" and {node.prefetch_tasks} waiting" if node.prefetch_tasks else ""
+        return (
+            f"{node.id}: {load.tasks} active tasks, at its limit"
+            f" of {node.max_tasks} running{waiting}"
+        )
     return None
 
 

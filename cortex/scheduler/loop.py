@@ -15,7 +15,13 @@ from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.scheduler.at_proposal import PlacementAtProposal, assign_entry
 from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY, LastServed
 from cortex.scheduler.limits import LimitGate
-from cortex.scheduler.model import Candidate, PendingTask, RoundResult, declares_memory
+from cortex.scheduler.model import (
+    Candidate,
+    PendingTask,
+    RoundResult,
+    declares_memory,
+    task_limit,
+)
 from cortex.scheduler.placement import schedule_round
 from cortex.scheduler.queue_watch import QueueWatch
 from cortex.scheduler.reservations import Reservations
@@ -56,6 +62,7 @@ def build_candidates(
                 executors=frozenset(node.executors),
                 active_tasks=active.get(node.id, 0),
                 max_tasks=int(node.resources.get("max_tasks", 0) or 0),
+                prefetch_tasks=int(node.resources.get("prefetch_tasks", 0) or 0),
                 labels=node.labels,
                 capabilities=report.capabilities if report else {},
                 resources=resources,
@@ -72,9 +79,10 @@ def free_slots(nodes: list[Candidate]) -> int | None:
     has no limit."""
     free = 0
     for node in nodes:
-        if not node.max_tasks:
+        limit = task_limit(node)
+        if not limit:
             return None
-        free += max(node.max_tasks - node.active_tasks, 0)
+        free += max(limit - node.active_tasks, 0)
     return free
 
 

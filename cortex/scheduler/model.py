@@ -56,7 +56,10 @@ class Candidate:
     reachable: bool = True
     executors: frozenset[str] = frozenset({"shell", "noop"})
     active_tasks: int = 0
+    # Tasks it runs at once (0: no limit), and how many more it takes,
+    # waiting, while no node has a free slot (`cortex.scheduler.placement`).
     max_tasks: int = 0
+    prefetch_tasks: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     capabilities: dict[str, str] = field(default_factory=dict)
     resources: NodeResources | None = None
@@ -64,6 +67,11 @@ class Candidate:
     reserved_memory_mb: float = 0.0
     # "voter", or "observer": a read replica, which runs no tasks.
     role: str = "voter"
+
+
+def task_limit(node: Candidate) -> int:
+    """The most tasks `node` holds at once, running and waiting (0: no limit)."""
+    return node.max_tasks + node.prefetch_tasks if node.max_tasks else 0
 
 
 @dataclass(frozen=True)

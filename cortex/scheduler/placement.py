@@ -1,10 +1,17 @@
 """The scheduling stack: filter the nodes, score the survivors, place the
 task, and account for it before the next task of the round.
 
+A node with a free slot (fewer active tasks than its `max_tasks`) always
+wins over one without, whatever their scores: a node takes tasks to wait for
+its slots (its `prefetch_tasks`) only while no feasible node has a free one,
+so a task waits behind a busy node only when every node it may run on is
+busy.
+
 Tasks with the same type and constraints form a group. Each group keeps a
 max-heap of its statically feasible nodes; a node whose load changed since
 it was scored is re-scored when it reaches the top (loads only grow within a
-round, so scores only fall and a node that stops fitting never fits again)."""
+round, so scores only fall, nodes only run out of free slots, and a node
+that stops fitting never fits again)."""
 
 from __future__ import annotations
 
@@ -37,16 +44,18 @@ def exclusion_reasons(
     return reasons or ["no nodes have joined the cluster"]
 
 
-def _rank(task: PendingTask, node: Candidate, load: NodeLoad) -> tuple[float, str]:
-    # Heap order: best score first, ties to the lowest node id.
-    return (-round(score_node(task, node, load), _SCORE_DIGITS), node.id)
+def _rank(task: PendingTask, node: Candidate, load: NodeLoad) -> tuple[bool, float, str]:
+    # Heap order: nodes with a free slot first, then best score first, ties
+    # to the lowest node id.
+    full = bool(node.max_tasks) and load.tasks >= node.max_tasks
+    return (full, -round(score_node(task, node, load), _SCORE_DIGITS), node.id)
 
 
 @dataclass
 class _Group:
     """Nodes feasible for one kind of task, best first."""
 
-    heap: list[tuple[float, str, int]] = field(default_factory=list)
+    heap: list[tuple[bool, float, str, int]] = field(default_factory=list)
 
 
 class _Round:
@@ -67,8 +76,7 @@ class _Round:
             for node in self.ordered:
                 load = self.loads[node.id]
                 if first_failure(task, node, load) is None:
-                    score, node_id = _rank(task, node, load)
-                    group.heap.append((score, node_id, self.versions[node.id]))
+                    group.heap.append((*_rank(task, node, load), self.versions[node.id]))
             heapq.heapify(group.heap)
             self.groups[key] = group
         return group
@@ -76,7 +84,7 @@ class _Round:
     def choose(self, task: PendingTask) -> tuple[Candidate, float] | None:
         heap = self.group_for(task).heap
         while heap:
-            score, node_id, version = heap[0]
+            _, score, node_id, version = heap[0]
             node, load = self.nodes[node_id], self.loads[node_id]
             if version != self.versions[node_id]:
                 heapq.heapreplace(heap, (*_rank(task, node, load), self.versions[node_id]))

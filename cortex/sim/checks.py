@@ -198,7 +198,8 @@ def limits_and_slots(conn: sqlite3.Connection) -> Iterable[tuple[str, str]]:
 
 def scheduling_round(reader: StateReader, placements: list[dict[str, object]]) -> list[str]:
     """Invariant 4, on the state the leader decided from: every placement goes
-    to an active node, and no node gets more than its max_tasks."""
+    to an active node, and no node gets more than its max_tasks and
+    prefetch_tasks together."""
     nodes = {node.id: node for node in reader.nodes(include_removed=True)}
     active = reader.active_counts_by_node()
     added: dict[str, int] = defaultdict(int)
@@ -211,11 +212,12 @@ def scheduling_round(reader: StateReader, placements: list[dict[str, object]]) -
             problems.append(f"task {placement.get('task_id')} placed on {status} node {node_id}")
             continue
         added[node_id] += 1
-        limit = int(node.resources.get("max_tasks", 0) or 0)
+        running = int(node.resources.get("max_tasks", 0) or 0)
+        limit = running + int(node.resources.get("prefetch_tasks", 0) or 0) if running else 0
         if limit and active.get(node_id, 0) + added[node_id] > limit:
             problems.append(
                 f"node {node_id} given {active.get(node_id, 0) + added[node_id]} tasks,"
-                f" over its max_tasks {limit}"
+                f" over its max_tasks and prefetch_tasks {limit}"
             )
     return problems
 

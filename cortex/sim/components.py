@@ -42,6 +42,7 @@ FAILURE_TIMEOUT_S = 3.0
 HEARTBEAT_WINDOW_S = 5.0
 SCHEDULER_INTERVAL_S = 0.5
 MAX_TASKS = 6
+PREFETCH_TASKS = 2
 RETENTION_S = 0.0  # keep everything: the checks read the whole history
 
 
@@ -97,7 +98,7 @@ class NodeComponents:
         self.agent = Agent(
             node.id, proposer, self.reader, {"noop": BUILTIN_EXECUTORS["noop"]},
             node.data_dir, node.is_ready, 0.5, output=None, clock=clock,
-            spawn=self.runner.spawn, launcher=self.launcher,
+            spawn=self.runner.spawn, launcher=self.launcher, max_running=MAX_TASKS,
         )  # fmt: skip
         self.registration = NodeRegistration(
             e.NodeJoin(
@@ -107,7 +108,7 @@ class NodeComponents:
                 peer_address=node.peer_address,
                 labels=dict(node.labels),
                 executors=["noop"],
-                resources={"max_tasks": MAX_TASKS},
+                resources={"max_tasks": MAX_TASKS, "prefetch_tasks": PREFETCH_TASKS},
             ),
             proposer, self.reader, node.is_ready, on_removed=node.removed, clock=clock,
             joining_since=joining_since(Path(node.data_dir)),

@@ -38,6 +38,8 @@ class SimLauncher:
         self._seed = seed
         self._attempts: list[_Attempt] = []
         self.launched = 0
+        # The most attempts running here at once.
+        self.most_at_once = 0
 
     def _draw(self, execution: Execution) -> tuple[int, int]:
         """(duration in microseconds, exit code) for this attempt, from the
@@ -70,6 +72,7 @@ class SimLauncher:
             )  # fmt: skip
         )
         self.launched += 1
+        self.most_at_once = max(self.most_at_once, len(self._attempts))
         return future
 
     def next_at(self) -> int | None:

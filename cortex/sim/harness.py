@@ -25,12 +25,14 @@ from typing import Any, NoReturn
 import pysyncobj.syncobj
 
 from cortex import failstop
+from cortex.agent.runner import Agent
 from cortex.raft import transport as raft_transport
 from cortex.scheduler import filters as scheduler_filters
 from cortex.sim import checks
 from cortex.sim import components as sim_components
 from cortex.sim.clock import SimClock
 from cortex.sim.components import NodeComponents
+from cortex.sim.executor import SimLauncher
 from cortex.sim.faults import FaultPlan
 from cortex.sim.invariants import (
     LIVENESS,
@@ -131,6 +133,9 @@ PLANTED_BUGS: dict[str, tuple[Any, str, Any]] = {
         "keep_matching_entries",
         lambda original: _not_kept,
     ),
+    # The agent starts every attempt assigned to its node at once, however
+    # many its node's scheduler sent it to wait for a slot.
+    "agent-ignores-slots": (Agent, "_free_slots", lambda original: _no_record),
     # A node forgets it asked to join with its data dir, so a removal it finds
     # in its log on restart (it was down) looks like an old one: it joins again.
     "rejoin-after-removal": (sim_components, "joining_since", lambda original: _no_record),
@@ -213,6 +218,8 @@ class Simulation:
         self.trace = Trace(self.clock, keep=config.keep_trace)
         self.network = SimNetwork(self.clock, random.Random(self.rng.getrandbits(64)), self.trace)
         self.ledger = DigestLedger()
+        # Each node process's launcher, for the attempts it ran at once.
+        self._launchers: list[tuple[str, SimLauncher]] = []
         self.failures: list[Failure] = []
         ids = [f"n{i}" for i in range(1, config.nodes + 1)]
         peers = [raft_address(i) for i in ids]
@@ -264,6 +271,7 @@ class Simulation:
         )
         assert node.proposer is not None
         node.proposer.watch = lambda entry: self._check_round(node, components.reader, entry)
+        self._launchers.append((node.id, components.launcher))
         return components
 
     def _check_round(self, node: SimNode, reader: StateReader, entry: Any) -> None:
@@ -423,7 +431,15 @@ class Simulation:
 
     def _check_history(self) -> None:
         """Invariants 3 and 5 on the node that applied the most, and in
-        liveness mode that every task and workflow ended."""
+        liveness mode that every task and workflow ended; and that no node
+        ran more attempts at once than its max_tasks."""
+        for node_id, launcher in self._launchers:
+            if launcher.most_at_once > sim_components.MAX_TASKS:
+                self.fail(
+                    SCHEDULER_RESPECTS_NODES,
+                    f"{node_id} ran {launcher.most_at_once} attempts at once,"
+                    f" over its max_tasks {sim_components.MAX_TASKS}",
+                )
         best = self._best()
         if best is None or best.machine is None:
             return

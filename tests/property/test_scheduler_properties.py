@@ -9,7 +9,9 @@ Each placement is re-checked against SPEC §5 by an oracle written here,
 independently of `cortex.scheduler.filters`, replaying the round's
 placements in order so that earlier ones count (tasks and promised memory).
 Properties: no placement on an infeasible node, no node over
-`maxParallelPerNode` or `max_tasks`, every task placed at most once with
+`maxParallelPerNode` or `max_tasks` and `prefetch_tasks`, no task left to
+wait for a node's slot while a node that fits it has one free, every task
+placed at most once with
 attempt + 1, every task either placed or explained, a task left unplaced
 really fits nowhere, placements come in priority order, and a higher-priority
 task is never left out while a lower-priority one of the same kind is
@@ -104,6 +106,7 @@ def candidates(draw: st.DrawFn) -> list[Candidate]:
                 executors=draw(st.sampled_from(EXECUTOR_SETS)),
                 active_tasks=draw(st.integers(0, 3)),
                 max_tasks=draw(st.sampled_from([0, 6, 4, 2, 1, 0])),
+                prefetch_tasks=draw(st.sampled_from([0, 0, 1, 2])),
                 labels=draw(_present(LABEL_CHOICES)),
                 capabilities=draw(_present(CAPABILITY_CHOICES)),
                 resources=draw(reports) if has_report else None,
@@ -191,9 +194,14 @@ def fits(task: PendingTask, node: Candidate, taken: Taken) -> bool:
         node.id not in c.forbidden_nodes,
         # One more task must stay within both limits (0 means no limit).
         c.max_parallel_per_node == 0 or taken.tasks + 1 <= c.max_parallel_per_node,
-        node.max_tasks == 0 or taken.tasks + 1 <= node.max_tasks,
+        node.max_tasks == 0 or taken.tasks + 1 <= node.max_tasks + node.prefetch_tasks,
     ]
     return all(checks)
+
+
+def has_free_slot(node: Candidate, taken: Taken) -> bool:
+    """Whether one more task would run at once rather than wait for a slot."""
+    return node.max_tasks == 0 or taken.tasks < node.max_tasks
 
 
 def replay(
@@ -216,11 +224,16 @@ def replay(
             f"{p.task_id} placed on {p.node}, which cannot take it: {task.constraints!r}, "
             f"{node!r}, {held!r}"
         )
+        if not has_free_slot(node, held):
+            free = [
+                n.id for n in nodes if fits(task, n, taken[n.id]) and has_free_slot(n, taken[n.id])
+            ]
+            assert not free, f"{p.task_id} left to wait on {p.node} while {free} had a free slot"
         held.tasks += 1
         held.reserved_mb += task.constraints.min_memory_mb
         limit = task.constraints.max_parallel_per_node
         assert not limit or held.tasks <= limit
-        assert not node.max_tasks or held.tasks <= node.max_tasks
+        assert not node.max_tasks or held.tasks <= node.max_tasks + node.prefetch_tasks
     return taken
 
 

@@ -35,8 +35,8 @@ class HeldLauncher:
 
 
 class ByHand(AgentByHand):
-    def __init__(self, log: WorkflowLog, data_dir: Path) -> None:
-        super().__init__(log, data_dir, BUILTIN_EXECUTORS, HeldLauncher())
+    def __init__(self, log: WorkflowLog, data_dir: Path, max_running: int = 0) -> None:
+        super().__init__(log, data_dir, BUILTIN_EXECUTORS, HeldLauncher(), max_running)
         self.launcher: HeldLauncher
 
 
@@ -231,6 +231,59 @@ def test_a_pass_woken_by_assignments_reads_only_those_attempts(
     hand.agent._wake.set()
     assert hand.reconcile() == []
     assert attempt.waiting is hand.launcher.launched[0][2]
+
+
+def launched_ids(hand: ByHand) -> list[str]:
+    return [execution.task_id for execution, _, _ in hand.launcher.launched]
+
+
+def test_attempts_beyond_the_slots_wait_and_start_as_attempts_end_here(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two slots, five attempts assigned here start two at a time, by
+    priority then in the order found; an attempt ending frees its slot at
+    once, before its outcome is in the log, and the loop starts the best
+    waiting attempt without reading every attempt of the node; one cancelled
+    while it waited never starts."""
+    hand = ByHand(log, tmp_path / "data", max_running=2)
+    for task_id, priority in (("t-30", 5), ("t-31", 5), ("t-32", 1), ("t-33", 9), ("t-34", 5)):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop", "priority": priority}))["ok"]
+        assign(log, task_id)
+    monkeypatch.setattr(log.reader, "attempts_on_node", _no_full_pass)
+    first, second = hand.reconcile()
+    assert launched_ids(hand) == ["t-33", "t-30"]
+    assert hand.agent.waiting_count == 3
+    assert log.one(e.TaskCancel("t-31"))["ok"]
+
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    first.settle()
+    assert hand.proposer.held  # its outcome is not in the log yet
+    assert hand.main.waiting.signal.is_set()  # its end woke the loop
+    (third,) = hand.reconcile()
+    assert launched_ids(hand) == ["t-33", "t-30", "t-34"]
+    assert hand.agent.waiting_count == 1
+
+    hand.launcher.launched[1][2].set_result(ExecutionResult(exit_code=0))
+    second.settle()
+    (fourth,) = hand.reconcile()
+    assert launched_ids(hand) == ["t-33", "t-30", "t-34", "t-32"]
+    assert hand.agent.waiting_count == 0 and state(log, "t-31") == ("cancelled", 1)
+    assert third.waiting is not None and fourth.waiting is not None
+
+
+def test_a_full_pass_keeps_to_the_slots_too(log: WorkflowLog, tmp_path: Path) -> None:
+    """A pass that reads every attempt of the node (after a snapshot, or on
+    the interval) starts no more than the free slots either."""
+    hand = ByHand(log, tmp_path / "data", max_running=1)
+    for task_id in ("t-35", "t-36"):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
+        assign(log, task_id)
+    hand.agent.on_change(log.machine.applied_index, [])  # as after a snapshot
+    (only,) = hand.reconcile()
+    assert launched_ids(hand) == ["t-35"] and hand.agent.waiting_count == 1
+    hand.main.resume(False)  # the interval passed: still one slot, still busy
+    assert launched_ids(hand) == ["t-35"] and hand.spawned == []
+    assert only.waiting is not None
 
 
 def test_a_pass_after_a_loaded_state_or_on_the_interval_reads_every_attempt(

@@ -23,6 +23,8 @@ def node(
     executors: tuple[str, ...] = ("shell", "noop"),
     active: int = 0,
     max_tasks: int = 10,
+    prefetch_tasks: int = 0,
+    resources: NodeResources | None = None,
 ) -> Candidate:
     return Candidate(
         id=node_id,
@@ -31,6 +33,8 @@ def node(
         executors=frozenset(executors),
         active_tasks=active,
         max_tasks=max_tasks,
+        prefetch_tasks=prefetch_tasks,
+        resources=resources,
     )
 
 
@@ -94,6 +98,25 @@ def test_max_tasks_is_respected_within_the_round() -> None:
         assert len(reasons) == 2
         assert any(r.startswith("a:") and "limit of 2" in r for r in reasons)
         assert any(r.startswith("b:") and "limit of 1" in r for r in reasons)
+
+
+def test_tasks_wait_on_a_node_only_while_no_node_has_a_free_slot() -> None:
+    """`a` scores far better (idle CPU, no other load) but its slots are
+    full: `b` takes tasks while it has free slots, then the two take tasks to
+    wait for their slots, best score first, up to their prefetch; beyond it
+    the tasks stay queued, saying so."""
+    idle = NodeResources(cpu_usage_percent=0.0, memory_total_mb=100, memory_available_mb=100)
+    busy = NodeResources(cpu_usage_percent=100.0, memory_total_mb=100, memory_available_mb=1)
+    nodes = [
+        node("a", active=4, max_tasks=4, prefetch_tasks=2, resources=idle),
+        node("b", active=2, max_tasks=4, prefetch_tasks=1, resources=busy),
+    ]
+    result = schedule_round(tasks(6), nodes)
+    assert [p.node for p in result.placements] == ["b", "b", "a", "a", "b"]
+    (reasons,) = {tuple(r) for r in result.unplaced.values()}
+    assert set(result.unplaced) == {"t05"}
+    assert "a: 6 active tasks, at its limit of 4 running and 2 waiting" in reasons
+    assert "b: 5 active tasks, at its limit of 4 running and 1 waiting" in reasons
 
 
 def test_unplaced_tasks_get_one_reason_per_node() -> None:
