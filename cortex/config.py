@@ -144,8 +144,9 @@ class NodeConfig(BaseModel):
     max_tasks: int = Field(64, ge=1, le=100_000)
     # Tasks this node takes beyond `max_tasks` while every node is full, each
     # started here as one of its running tasks ends, without waiting for the
-    # log to carry the end to the leader and a new assignment back.
-    prefetch_tasks: int = Field(16, ge=0, le=100_000)
+    # log to carry the end to the leader and a new assignment back (unset:
+    # half of `max_tasks`; `waiting_tasks`).
+    prefetch_tasks: int | None = Field(None, ge=0, le=100_000)
     max_spec_bytes: int = Field(1024 * 1024, ge=1024)
     scheduler_interval_s: float = Field(1.0, gt=0, le=60)
     compaction_min_entries: int = Field(5000, ge=10)
@@ -374,6 +375,11 @@ class NodeConfig(BaseModel):
     def peer_address(self, port: int) -> str:
         """The peer address other nodes use, once the listener has its `port`."""
         return f"{self.advertise or self.peer_listen.rpartition(':')[0]}:{port}"
+
+    @property
+    def waiting_tasks(self) -> int:
+        """The tasks this node takes to wait for a slot (`prefetch_tasks`)."""
+        return self.max_tasks // 2 if self.prefetch_tasks is None else self.prefetch_tasks
 
     @property
     def heartbeat_window_s(self) -> float:

@@ -298,7 +298,7 @@ class Node:
                 executors=[] if config.observer else sorted(self.executors.usable),
                 resources={
                     "max_tasks": config.max_tasks,
-                    "prefetch_tasks": config.prefetch_tasks,
+                    "prefetch_tasks": config.waiting_tasks,
                 },
                 role="observer" if config.observer else "voter",
             ),

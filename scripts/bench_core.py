@@ -1175,7 +1175,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="tasks each node takes beyond --max-tasks, while every node is full, to start"
-        " as its slots free (default: the node default, 16; 0: none)",
+        " as its slots free (default: the node default, half of --max-tasks; 0: none)",
     )
     timing = parser.add_mutually_exclusive_group()
     timing.add_argument(

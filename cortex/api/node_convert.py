@@ -78,6 +78,7 @@ def node_to_proto(view: NodeStatusView) -> pb.Node:
         labels=node.labels,
         executors=node.executors,
         max_tasks=int(node.resources.get("max_tasks", 0) or 0),
+        prefetch_tasks=int(node.resources.get("prefetch_tasks", 0) or 0),
         status_reason=node.status_reason,
         drain_deadline=timestamp(node.drain_deadline),
     )

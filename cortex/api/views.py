@@ -196,6 +196,7 @@ def node_json(node: pb.Node) -> dict[str, Any]:
         "peer_address": node.peer_address,
         "active_tasks": node.running_tasks,
         "max_tasks": node.max_tasks,
+        "prefetch_tasks": node.prefetch_tasks,
         "labels": dict(node.labels),
         "capabilities": dict(node.capabilities),
         "executors": list(node.executors),

@@ -68,7 +68,11 @@ def _node_cells(node: pb.Node, bar: int, free: bool, wide: bool) -> list[Text]:
             mem.append(" (declared)", style="dim")
     else:
         cpu = mem = disk = Text("no report", style="dim")
-    tasks = Text(f"{node.running_tasks}" + (f"/{node.max_tasks}" if node.max_tasks else ""))
+    tasks = Text(
+        f"{node.running_tasks}"
+        + (f"/{node.max_tasks}" if node.max_tasks else "")
+        + (f"+{node.prefetch_tasks}" if node.max_tasks and node.prefetch_tasks else "")
+    )
     labels = Text(", ".join(f"{k}={v}" if v else k for k, v in sorted(node.labels.items())))
     if not wide:
         return [name, status, cpu, mem, disk, tasks, labels]

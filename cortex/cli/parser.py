@@ -304,7 +304,8 @@ def _add_node(commands: Commands) -> None:
     start.add_argument(
         "--prefetch-tasks",
         type=Integer.of_field(NodeConfig, "prefetch_tasks"),
-        help="tasks this node takes beyond --max-tasks when every node is full, to start as slots free",
+        help="tasks this node takes beyond --max-tasks while every node is full, to start as"
+        " its slots free (default: half of --max-tasks)",
     )
     start.add_argument(
         "--compaction-min-entries",

@@ -914,7 +914,7 @@ class NodeResources(_message.Message):
     def __init__(self, cpu_cores: _Optional[float] = ..., cpu_usage_percent: _Optional[float] = ..., load_1m: _Optional[float] = ..., memory_total_mb: _Optional[float] = ..., memory_available_mb: _Optional[float] = ..., disk_total_gb: _Optional[float] = ..., disk_available_gb: _Optional[float] = ..., disk_io_util_percent: _Optional[float] = ..., network_bandwidth_mbps: _Optional[float] = ..., network_throughput_mbps: _Optional[float] = ..., gpu: _Optional[_Union[GpuInfo, _Mapping]] = ..., gaming_detected: _Optional[bool] = ..., declared: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "peer_address", "status", "role", "connected", "leader", "running_tasks", "labels", "executors", "resources", "report_age", "capabilities", "max_tasks", "status_reason", "drain_deadline")
+    __slots__ = ("id", "raft_address", "grpc_address", "peer_address", "status", "role", "connected", "leader", "running_tasks", "labels", "executors", "resources", "report_age", "capabilities", "max_tasks", "status_reason", "drain_deadline", "prefetch_tasks")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -946,6 +946,7 @@ class Node(_message.Message):
     MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     DRAIN_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_TASKS_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -963,7 +964,8 @@ class Node(_message.Message):
     max_tasks: int
     status_reason: str
     drain_deadline: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., peer_address: _Optional[str] = ..., status: _Optional[_Union[NodeStatus, str]] = ..., role: _Optional[_Union[NodeRole, str]] = ..., connected: _Optional[bool] = ..., leader: _Optional[bool] = ..., running_tasks: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., executors: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., report_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., max_tasks: _Optional[int] = ..., status_reason: _Optional[str] = ..., drain_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    prefetch_tasks: int
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., peer_address: _Optional[str] = ..., status: _Optional[_Union[NodeStatus, str]] = ..., role: _Optional[_Union[NodeRole, str]] = ..., connected: _Optional[bool] = ..., leader: _Optional[bool] = ..., running_tasks: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., executors: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[NodeResources, _Mapping]] = ..., report_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., capabilities: _Optional[_Mapping[str, str]] = ..., max_tasks: _Optional[int] = ..., status_reason: _Optional[str] = ..., drain_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., prefetch_tasks: _Optional[int] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
     __slots__ = ("include_removed", "read_options")
