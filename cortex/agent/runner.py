@@ -73,10 +73,11 @@ class RunningAttempt:
 
 @dataclass(frozen=True)
 class _Waiting:
-    """An attempt assigned here, waiting for a slot; ordered by priority,
-    then by when the agent found it."""
+    """An attempt assigned here, waiting for a slot, as read when the agent
+    found it (what an attempt starts from does not change while it stays
+    assigned here); ordered by priority, then by when the agent found it."""
 
-    attempt: int
+    task: TaskView
     order: tuple[int, int]
 
 
@@ -121,10 +122,15 @@ class Agent:
     ) -> None:
         self._node_id = node_id
         # Attempts run at once at most (0: no limit); attempts assigned here
-        # beyond it wait in `_waiting` for one to end.
+        # beyond it wait in `_waiting` (under `_lock`) for one to end, until
+        # the log moves them away.
         self._max_running = max_running
         self._waiting: dict[str, _Waiting] = {}
         self._waiting_seq = 0
+        # The tasks the loop is reading, and those of them the log took from
+        # this node meanwhile (the read may predate that): not to wait here.
+        self._reading: frozenset[str] = frozenset()
+        self._moved_while_read: set[str] = set()
         # Set when an attempt ends while others wait: the loop starts them.
         self._slot_freed = False
         self._tracer = tracer
@@ -189,8 +195,9 @@ class Agent:
 
     @property
     def waiting_count(self) -> int:
-        """Attempts assigned here that wait for a slot, as the loop last saw them."""
-        return len(self._waiting)
+        """Attempts assigned here that wait for a slot."""
+        with self._lock:
+            return len(self._waiting)
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """State listener (Raft thread): wake on new work, cancel lost work.
@@ -209,6 +216,14 @@ class Agent:
             elif fresh and self._fresh is not None:
                 self._fresh.extend(fresh)
             for change in last_changes(changes):
+                assigned_here = change.node == self._node_id and change.state == "assigned"
+                if change.task_id in self._reading and not assigned_here:
+                    self._moved_while_read.add(change.task_id)
+                waiting = self._waiting.get(change.task_id)
+                if waiting is not None and not (
+                    assigned_here and change.attempt == waiting.task.attempt
+                ):
+                    del self._waiting[change.task_id]
                 running = self._running.get(change.task_id)
                 if running is None:
                     continue
@@ -264,8 +279,9 @@ class Agent:
         those waiting for the slots come free since: one the log has moved on
         from is left to the next full pass."""
         new = self._not_started(fresh)
-        found = self._start_read(self._reader.get_tasks(new), None) if new else {}
-        self._fill_slots(found)
+        if new:
+            self._start_read(new, None)
+        self._fill_slots()
 
     def _reconcile(self) -> None:
         mine = self._reader.attempts_on_node(self._node_id, ("assigned", "running"))
@@ -273,15 +289,17 @@ class Agent:
         self._stop_lost_attempts(held)
         self._started &= held
         self._reported_lost &= held
-        self._waiting = {
-            task_id: waiting
-            for task_id, waiting in self._waiting.items()
-            if (task_id, waiting.attempt) in held
-        }
+        with self._lock:
+            self._waiting = {
+                task_id: waiting
+                for task_id, waiting in self._waiting.items()
+                if (task_id, waiting.task.attempt) in held
+            }
         # Only the attempts not started here already are read whole.
         new = self._not_started([(a.task_id, a.attempt) for a in mine])
-        found = self._start_read(self._reader.get_tasks(new), held) if new else {}
-        self._fill_slots(found)
+        if new:
+            self._start_read(new, held)
+        self._fill_slots()
 
     def _free_slots(self) -> int | None:
         """Attempts that may start now (None: any number): an attempt holds
@@ -292,41 +310,35 @@ class Agent:
             busy = sum(1 for r in self._running.values() if not r.finished)
         return max(self._max_running - busy, 0)
 
-    def _fill_slots(self, found: dict[str, TaskView]) -> None:
-        """Starts waiting attempts, best first, while slots are free: those
-        in `found` as read there, the others read again first (the log may
-        have moved them, or ended them, while they waited)."""
-        while self._waiting:
-            free = self._free_slots()
-            if free == 0:
-                return
-            best = sorted(self._waiting, key=lambda task_id: self._waiting[task_id].order)
+    def _fill_slots(self) -> None:
+        """Starts waiting attempts, best first, while slots are free."""
+        free = self._free_slots()
+        with self._lock:
+            best = sorted(self._waiting.values(), key=lambda waiting: waiting.order)
             chosen = best if free is None else best[:free]
-            for task_id in chosen:
-                del self._waiting[task_id]
-            unread = [task_id for task_id in chosen if task_id not in found]
-            read = {t.id: t for t in self._reader.get_tasks(unread)} if unread else {}
-            for task_id in chosen:
-                task = found.get(task_id) or read.get(task_id)
-                if task is not None and self._startable(task):
-                    self._start(task)
+            for waiting in chosen:
+                del self._waiting[waiting.task.id]
+        for waiting in chosen:
+            if (waiting.task.id, waiting.task.attempt) not in self._started:
+                self._start(waiting.task)
 
-    def _startable(self, task: TaskView) -> bool:
-        """Whether `task` as read is an attempt assigned here, not yet begun."""
-        return (
-            task.node == self._node_id
-            and task.state == "assigned"
-            and (task.id, task.attempt) not in self._started
-        )
+    def _start_read(self, task_ids: list[str], held: set[tuple[str, int]] | None) -> None:
+        """Reads the tasks; recovers or reports lost the attempts among them
+        that are this node's and not started by this process, and adds those
+        never begun to the waiting ones (`_fill_slots` starts them); with
+        `held`, only those among it (what an earlier read found assigned
+        here). One the log takes from this node while it is read and added
+        is not added: the listener takes an attempt from the waiting only
+        once it is among them."""
+        with self._lock:
+            self._reading = frozenset(task_ids)
+        try:
+            self._take_read(self._reader.get_tasks(task_ids), held)
+        finally:
+            with self._lock:
+                self._reading, self._moved_while_read = frozenset(), set()
 
-    def _start_read(
-        self, tasks: list[TaskView], held: set[tuple[str, int]] | None
-    ) -> dict[str, TaskView]:
-        """Recovers or reports lost the attempts of `tasks` that are this
-        node's and not started by this process, and adds those never begun to
-        the waiting ones; with `held`, only those among it (what an earlier
-        read found assigned here). Returns the waiting ones as read."""
-        found: dict[str, TaskView] = {}
+    def _take_read(self, tasks: list[TaskView], held: set[tuple[str, int]] | None) -> None:
         for task in tasks:
             attempt = (task.id, task.attempt)
             if (
@@ -342,19 +354,23 @@ class Agent:
             if handle is not None:
                 self._start(task, handle)
             elif task.state == "assigned":
-                if task.id not in self._waiting or self._waiting[task.id].attempt != task.attempt:
-                    self._waiting_seq += 1
-                    self._waiting[task.id] = _Waiting(
-                        task.attempt, (-task.priority, self._waiting_seq)
-                    )
-                found[task.id] = task
+                self._wait_for_slot(task)
             elif attempt not in self._reported_lost:
                 # Running here, but not started by this process: it died with
                 # an earlier one. Looked at on every pass, not only the first:
                 # a node catching up may apply the start after its first pass.
                 self._reported_lost.add(attempt)
                 self._spawn(self._report_lost(task))
-        return found
+
+    def _wait_for_slot(self, task: TaskView) -> None:
+        """Adds the attempt to the waiting ones, unless it waits already."""
+        with self._lock:
+            if task.id in self._moved_while_read:
+                return
+            waiting = self._waiting.get(task.id)
+            if waiting is None or waiting.task.attempt != task.attempt:
+                self._waiting_seq += 1
+                self._waiting[task.id] = _Waiting(task, (-task.priority, self._waiting_seq))
 
     def _stop_lost_attempts(self, still_mine: set[tuple[str, int]]) -> None:
         """Kills attempts the log gave to another node or ended while this node

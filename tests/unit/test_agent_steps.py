@@ -271,6 +271,34 @@ def test_attempts_beyond_the_slots_wait_and_start_as_attempts_end_here(
     assert third.waiting is not None and fourth.waiting is not None
 
 
+def test_an_attempt_the_log_takes_away_while_it_is_read_does_not_wait(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop reads an attempt as assigned here; before it is among the
+    waiting ones, the log cancels it (the listener found nothing to take
+    away). It must not wait, nor start when a slot frees."""
+    hand = ByHand(log, tmp_path / "data", max_running=1)
+    for task_id in ("t-40", "t-41"):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
+    assign(log, "t-40")
+    (first,) = hand.reconcile()
+    assign(log, "t-41")
+    read = log.reader.get_tasks
+
+    def read_then_cancel(task_ids: list[str]) -> object:
+        stale = read(task_ids)
+        assert log.one(e.TaskCancel("t-41"))["ok"]
+        return stale
+
+    monkeypatch.setattr(log.reader, "get_tasks", read_then_cancel)
+    assert hand.reconcile() == []
+    monkeypatch.undo()
+    assert hand.agent.waiting_count == 0
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    first.settle()
+    assert hand.reconcile() == [] and launched_ids(hand) == ["t-40"]
+
+
 def test_a_full_pass_keeps_to_the_slots_too(log: WorkflowLog, tmp_path: Path) -> None:
     """A pass that reads every attempt of the node (after a snapshot, or on
     the interval) starts no more than the free slots either."""
