@@ -1,5 +1,8 @@
 """The node-local agent: runs the attempts the log assigns to this node,
 reports their outcome through Raft, and kills attempts the log took away.
+It runs at most `max_running` at once (the node's `max_tasks`); the ones
+beyond wait here, assigned, best first, and start as attempts end here
+(the node's `prefetch_tasks`: `cortex.scheduler.placement`).
 
 Its reconcile loop and each attempt are steps (`cortex.steps`), started by
 `spawn` and waiting for the attempt's launcher (`cortex.agent.launcher`)
@@ -352,7 +355,7 @@ class Agent:
             # have left a handle to recover it by (and so never runs twice).
             handle = self._saved_handle(task) if attempt not in self._reported_lost else None
             if handle is not None:
-                self._start(task, handle)
+                self._start(task, handle)  # its process runs already: no slot to wait for
             elif task.state == "assigned":
                 self._wait_for_slot(task)
             elif attempt not in self._reported_lost:
