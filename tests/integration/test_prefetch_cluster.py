@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import shell_spec, wait_until
+from tests.cluster import completion_counts, shell_spec, state_rows, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -65,3 +65,59 @@ def test_nodes_hold_waiting_tasks_but_run_no_more_than_max_tasks(make_cluster, t
     assert len(lines) == 2 * count
     most = most_at_once(lines)
     assert set(most) <= {"n1", "n2", "n3"} and max(most.values()) <= MAX_TASKS, most
+
+
+def test_a_killed_nodes_waiting_tasks_run_elsewhere_and_complete_once(make_cluster, tmp_path: Path):
+    """Each node runs two tasks and holds two waiting (the tasks wait on a
+    gate); a follower is killed with `kill -9`. Its waiting tasks never
+    started there; once it is offline all its tasks run elsewhere, and when
+    the gate opens every task completes exactly once."""
+    cluster = make_cluster(
+        3,
+        ["--max-tasks", str(MAX_TASKS), "--prefetch-tasks", str(PREFETCH_TASKS),
+         "--heartbeat-interval", "0.5", "--failure-timeout", "3"],
+    )  # fmt: skip
+    runs, gate = tmp_path / "runs.log", tmp_path / "gate"
+    script = (
+        f'echo "$CORTEX_NODE_ID $CORTEX_TASK_ID $CORTEX_ATTEMPT" >> {runs}; '
+        f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    )
+    leader = cluster.leader()
+    victim = next(node for node in cluster.nodes if node is not leader)
+    count = 3 * (MAX_TASKS + PREFETCH_TASKS)
+    with leader.client() as client:
+        ids = [client.submit_task(shell_spec(script)).task.id for _ in range(count)]
+
+        def all_full() -> bool:
+            held = [n.running_tasks for n in client.list_nodes().nodes]
+            started = runs.read_text().splitlines() if runs.exists() else []
+            return held == [MAX_TASKS + PREFETCH_TASKS] * 3 and len(started) == 3 * MAX_TASKS
+
+        wait_until(all_full, 30, what="every node running two tasks and holding two")
+        on_victim = {
+            task_id
+            for (task_id,) in state_rows(
+                leader,
+                "SELECT task_id FROM task_events WHERE event = 'assigned' AND node = ?",
+                (victim.node_id,),
+            )
+        }
+        assert len(on_victim) == MAX_TASKS + PREFETCH_TASKS
+        victim.kill9()
+
+        def moved() -> bool:
+            tasks = [client.get_task(task_id).task for task_id in on_victim]
+            return all(t.node_id != victim.node_id or t.state == pb.TASK_STATE_QUEUED
+                       for t in tasks)  # fmt: skip
+
+        wait_until(moved, 30, what=f"the tasks of {victim.node_id} taken back")
+        gate.touch()
+        for task_id in ids:
+            task = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
+            assert task.state == pb.TASK_STATE_COMPLETED, (task_id, task.state, task.error)
+            assert task.node_id != victim.node_id or task_id not in on_victim
+    started = [line.split() for line in runs.read_text().splitlines()]
+    began_on_victim = {task for node, task, _ in started if node == victim.node_id}
+    assert len(began_on_victim) == MAX_TASKS and began_on_victim < on_victim
+    assert set(completion_counts(leader).values()) == {1}
+    assert set(completion_counts(leader)) == set(ids)
