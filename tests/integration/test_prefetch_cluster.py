@@ -67,42 +67,57 @@ def test_nodes_hold_waiting_tasks_but_run_no_more_than_max_tasks(make_cluster, t
     assert set(most) <= {"n1", "n2", "n3"} and max(most.values()) <= MAX_TASKS, most
 
 
-def test_a_killed_nodes_waiting_tasks_run_elsewhere_and_complete_once(make_cluster, tmp_path: Path):
-    """Each node runs two tasks and holds two waiting (the tasks wait on a
-    gate); a follower is killed with `kill -9`. Its waiting tasks never
-    started there; once it is offline all its tasks run elsewhere, and when
-    the gate opens every task completes exactly once."""
+def gated_full_cluster(make_cluster, tmp_path: Path, *extra: str):
+    """A cluster whose every node runs two tasks and holds two waiting, the
+    tasks waiting on a gate (a file): (cluster, client of the leader, the
+    leader, a follower, the tasks' ids, the follower's tasks, the gate, the
+    log of starts)."""
     cluster = make_cluster(
-        3,
-        ["--max-tasks", str(MAX_TASKS), "--prefetch-tasks", str(PREFETCH_TASKS),
-         "--heartbeat-interval", "0.5", "--failure-timeout", "3"],
-    )  # fmt: skip
+        3, ["--max-tasks", str(MAX_TASKS), "--prefetch-tasks", str(PREFETCH_TASKS), *extra]
+    )
     runs, gate = tmp_path / "runs.log", tmp_path / "gate"
     script = (
         f'echo "$CORTEX_NODE_ID $CORTEX_TASK_ID $CORTEX_ATTEMPT" >> {runs}; '
         f"while [ ! -e {gate} ]; do sleep 0.05; done"
     )
     leader = cluster.leader()
-    victim = next(node for node in cluster.nodes if node is not leader)
+    follower = next(node for node in cluster.nodes if node is not leader)
+    client = leader.client()
     count = 3 * (MAX_TASKS + PREFETCH_TASKS)
-    with leader.client() as client:
-        ids = [client.submit_task(shell_spec(script)).task.id for _ in range(count)]
+    ids = [client.submit_task(shell_spec(script)).task.id for _ in range(count)]
 
-        def all_full() -> bool:
-            held = [n.running_tasks for n in client.list_nodes().nodes]
-            started = runs.read_text().splitlines() if runs.exists() else []
-            return held == [MAX_TASKS + PREFETCH_TASKS] * 3 and len(started) == 3 * MAX_TASKS
+    def all_full() -> bool:
+        held = [n.running_tasks for n in client.list_nodes().nodes]
+        started = runs.read_text().splitlines() if runs.exists() else []
+        return held == [MAX_TASKS + PREFETCH_TASKS] * 3 and len(started) == 3 * MAX_TASKS
 
-        wait_until(all_full, 30, what="every node running two tasks and holding two")
-        on_victim = {
-            task_id
-            for (task_id,) in state_rows(
-                leader,
-                "SELECT task_id FROM task_events WHERE event = 'assigned' AND node = ?",
-                (victim.node_id,),
-            )
-        }
-        assert len(on_victim) == MAX_TASKS + PREFETCH_TASKS
+    wait_until(all_full, 30, what="every node running two tasks and holding two")
+    on_follower = {
+        task_id
+        for (task_id,) in state_rows(
+            leader,
+            "SELECT task_id FROM task_events WHERE event = 'assigned' AND node = ?",
+            (follower.node_id,),
+        )
+    }
+    assert len(on_follower) == MAX_TASKS + PREFETCH_TASKS
+    return cluster, client, leader, follower, ids, on_follower, gate, runs
+
+
+def started_on(runs: Path, node_id: str) -> set[str]:
+    return {task for node, task, _ in (line.split() for line in runs.read_text().splitlines())
+            if node == node_id}  # fmt: skip
+
+
+def test_a_killed_nodes_waiting_tasks_run_elsewhere_and_complete_once(make_cluster, tmp_path):
+    """A follower is killed with `kill -9` while it runs two tasks and holds
+    two waiting. Its waiting tasks never started there; once it is offline
+    all its tasks run elsewhere, and when the gate opens every task
+    completes exactly once."""
+    _, client, leader, victim, ids, on_victim, gate, runs = gated_full_cluster(
+        make_cluster, tmp_path, "--heartbeat-interval", "0.5", "--failure-timeout", "3"
+    )
+    with client:
         victim.kill9()
 
         def moved() -> bool:
@@ -116,8 +131,34 @@ def test_a_killed_nodes_waiting_tasks_run_elsewhere_and_complete_once(make_clust
             task = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
             assert task.state == pb.TASK_STATE_COMPLETED, (task_id, task.state, task.error)
             assert task.node_id != victim.node_id or task_id not in on_victim
-    started = [line.split() for line in runs.read_text().splitlines()]
-    began_on_victim = {task for node, task, _ in started if node == victim.node_id}
+    began_on_victim = started_on(runs, victim.node_id)
     assert len(began_on_victim) == MAX_TASKS and began_on_victim < on_victim
     assert set(completion_counts(leader).values()) == {1}
     assert set(completion_counts(leader)) == set(ids)
+
+
+def test_a_drained_nodes_waiting_tasks_move_at_once_without_spending_an_attempt(
+    make_cluster, tmp_path
+):
+    """A follower running two tasks and holding two waiting is drained with a
+    long deadline: its waiting tasks move at once (their retry budget
+    untouched), its running ones finish there when the gate opens."""
+    _, client, leader, node, ids, on_node, gate, runs = gated_full_cluster(make_cluster, tmp_path)
+    with client:
+        client.drain_node(node.node_id, deadline_ms=120_000)
+        waiting = on_node - started_on(runs, node.node_id)
+        assert len(waiting) == PREFETCH_TASKS
+
+        def moved() -> bool:
+            return all(client.get_task(t).task.node_id != node.node_id for t in waiting)
+
+        wait_until(moved, 30, what=f"the waiting tasks of {node.node_id} moved")
+        gate.touch()
+        for task_id in ids:
+            task = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
+            assert task.state == pb.TASK_STATE_COMPLETED, (task_id, task.state, task.error)
+            assert (task.node_id == node.node_id) == (task_id in on_node - waiting)
+    retried = state_rows(leader, "SELECT COUNT(*) FROM task_events WHERE event = 'retried'")
+    assert retried == [(0,)]
+    assert started_on(runs, node.node_id) == on_node - waiting
+    assert set(completion_counts(leader).values()) == {1}
