@@ -136,6 +136,10 @@ class Agent:
         self._moved_while_read: set[str] = set()
         # Set when an attempt ends while others wait: the loop starts them.
         self._slot_freed = False
+        # Whether the log has this node draining, as the last full pass read
+        # it (every NODE_STATUS entry brings one: its listener call has no
+        # task changes).
+        self._draining = False
         self._tracer = tracer
         self._proposer = proposer
         self._reader = reader
@@ -287,6 +291,8 @@ class Agent:
         self._fill_slots()
 
     def _reconcile(self) -> None:
+        own = next((n for n in self._reader.nodes() if n.id == self._node_id), None)
+        self._draining = own is not None and own.status == "draining"
         mine = self._reader.attempts_on_node(self._node_id, ("assigned", "running"))
         held = {(a.task_id, a.attempt) for a in mine}
         self._stop_lost_attempts(held)
@@ -314,7 +320,11 @@ class Agent:
         return max(self._max_running - busy, 0)
 
     def _fill_slots(self) -> None:
-        """Starts waiting attempts, best first, while slots are free."""
+        """Starts waiting attempts, best first, while slots are free; none
+        while this node drains: the leader moves them elsewhere without
+        spending an attempt, and one started here would stay."""
+        if self._draining:
+            return
         free = self._free_slots()
         with self._lock:
             best = sorted(self._waiting.values(), key=lambda waiting: waiting.order)

@@ -299,6 +299,27 @@ def test_an_attempt_the_log_takes_away_while_it_is_read_does_not_wait(
     assert hand.reconcile() == [] and launched_ids(hand) == ["t-40"]
 
 
+def test_a_draining_node_starts_no_waiting_attempt(log: WorkflowLog, tmp_path: Path) -> None:
+    """While the log has the node draining, a freed slot starts nothing (the
+    leader moves waiting attempts elsewhere); once it is active again, the
+    waiting attempt starts."""
+    assert log.one(e.NodeJoin("n1", "n1:1", "n1:2", executors=["noop"]))["ok"]
+    hand = ByHand(log, tmp_path / "data", max_running=1)
+    for task_id in ("t-50", "t-51"):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
+        assign(log, task_id)
+    (first,) = hand.reconcile()
+    assert launched_ids(hand) == ["t-50"] and hand.agent.waiting_count == 1
+    assert log.one(e.NodeStatus("n1", "draining", "maintenance", 10**13))["ok"]
+    assert hand.reconcile() == []  # the status entry brings a full pass
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    first.settle()
+    assert hand.reconcile() == [] and launched_ids(hand) == ["t-50"]
+    assert log.one(e.NodeStatus("n1", "active", "maintenance done"))["ok"]
+    (second,) = hand.reconcile()
+    assert launched_ids(hand) == ["t-50", "t-51"] and second.waiting is not None
+
+
 def test_a_full_pass_keeps_to_the_slots_too(log: WorkflowLog, tmp_path: Path) -> None:
     """A pass that reads every attempt of the node (after a snapshot, or on
     the interval) starts no more than the free slots either."""
