@@ -35,6 +35,7 @@ from cortex.errors import ConfigError, CortexError
 from cortex.executors import ExecutorSettings, TaskEnvironment, load_executors, secret_values
 from cortex.http import HttpListener, NodeMetrics, WebApi, server_tls_context
 from cortex.http.collectors import (
+    AgentCollector,
     NodesCollector,
     OutputStreamsCollector,
     QueueCollector,
@@ -366,6 +367,7 @@ class Node:
             RaftCollector(self.group, lambda: self.machine.applied_index),
             NodesCollector(self.cluster, self.reader),
             OutputStreamsCollector(lambda: self.streaming.output_streams),
+            AgentCollector(lambda: self.agent.running_count, lambda: self.agent.waiting_count),
             ThreadCpuCollector(),
         ):
             self.metrics.add_collector(collector)

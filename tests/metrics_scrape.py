@@ -35,6 +35,7 @@ METRICS = {
     "cortex_workflows_total": "gauge",
     "cortex_dead_letter_tasks": "gauge",
     "cortex_output_stream_clients": "gauge",
+    "cortex_agent_attempts": "gauge",
     "cortex_thread_cpu_seconds_total": "counter",
 }
 

@@ -149,3 +149,23 @@ class OutputStreamsCollector(Collector):
             "Task output streams this node serves now (StreamTaskOutput, relays included).",
             value=self._open_streams(),
         )
+
+
+class AgentCollector(Collector):
+    """`cortex_agent_attempts{state}`: the attempts this node's agent runs
+    now (`running`), and those assigned here that wait for one of its slots
+    (`waiting`: the node's `prefetch_tasks`)."""
+
+    def __init__(self, running: Callable[[], int], waiting: Callable[[], int]) -> None:
+        self._running = running
+        self._waiting = waiting
+
+    def collect(self) -> Iterator[Metric]:
+        attempts = GaugeMetricFamily(
+            "cortex_agent_attempts",
+            "Attempts this node runs now, and those assigned here waiting for a slot.",
+            labels=["state"],
+        )
+        attempts.add_metric(["running"], self._running())
+        attempts.add_metric(["waiting"], self._waiting())
+        yield attempts

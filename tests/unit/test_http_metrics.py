@@ -13,7 +13,12 @@ import pytest
 from prometheus_client import generate_latest
 
 from cortex.http import NodeMetrics
-from cortex.http.collectors import PRIORITIES, OutputStreamsCollector, QueueCollector
+from cortex.http.collectors import (
+    PRIORITIES,
+    AgentCollector,
+    OutputStreamsCollector,
+    QueueCollector,
+)
 from cortex.http.timing import TimedStateMachine
 from cortex.state.entries import (
     Entry,
@@ -184,3 +189,13 @@ def test_output_stream_clients_are_read_when_scraped(node: Node) -> None:
     assert node.scrape().value("cortex_output_stream_clients") == 0
     open_streams[0] = 2
     assert node.scrape().value("cortex_output_stream_clients") == 2
+
+
+def test_the_agents_running_and_waiting_attempts_are_read_when_scraped(node: Node) -> None:
+    counts = {"running": 0, "waiting": 0}
+    node.metrics.add_collector(AgentCollector(lambda: counts["running"], lambda: counts["waiting"]))
+    assert node.scrape().value("cortex_agent_attempts", state="waiting") == 0
+    counts.update(running=64, waiting=7)
+    scraped = node.scrape()
+    assert scraped.value("cortex_agent_attempts", state="running") == 64
+    assert scraped.value("cortex_agent_attempts", state="waiting") == 7
