@@ -546,6 +546,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
         # on average over the run (`tasks_in_hand`), and the nodes' slots.
         "tasks_in_hand_mean": _rounded(in_hand) if in_hand is not None else None,
         "slots": _slots(run),
+        "waiting_slots": _waiting_slots(run),
         # Per node, the bounds of the buckets the syncs' p50 and p99 fall in
         # ("inf": beyond the last; null: no sync seen).
         "journal_sync_ms": {
@@ -609,6 +610,14 @@ def _slots(run: BenchRun) -> int:
     """The tasks the nodes run at once at most, all together."""
     limit = run.max_tasks or NodeConfig.model_fields["max_tasks"].default
     return len(run.node_ids) * int(limit)
+
+
+def _waiting_slots(run: BenchRun) -> int:
+    """The tasks the nodes take beyond their slots, to wait for one, all together."""
+    if run.prefetch_tasks is not None:
+        return len(run.node_ids) * run.prefetch_tasks
+    limit = run.max_tasks or NodeConfig.model_fields["max_tasks"].default
+    return len(run.node_ids) * NodeConfig(max_tasks=limit).waiting_tasks
 
 
 def _spread(values: Sequence[float]) -> dict[str, float | int | None]:
@@ -815,7 +824,8 @@ def report(run: BenchRun) -> None:
         slots = _slots(run)
         _line(
             "tasks assigned and not ended, mean",
-            f"{in_hand:.1f} of the nodes' {slots} slots ({in_hand / slots:.0%}, by the events' clock)",
+            f"{in_hand:.1f} of the nodes' {slots} slots and {_waiting_slots(run)} to wait for"
+            f" them ({in_hand / slots:.0%} of the slots, by the events' clock)",
         )
     _line(
         "submit -> completed p50 / p99", _p50_p99(_spans(run.timelines, "submitted", "completed"))
