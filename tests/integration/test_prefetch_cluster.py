@@ -35,28 +35,35 @@ def most_at_once(lines: list[str]) -> dict[str, int]:
 
 
 def test_nodes_hold_waiting_tasks_but_run_no_more_than_max_tasks(make_cluster, tmp_path: Path):
+    """Fifteen tasks that wait on a gate (a file) on three nodes of two slots
+    and two waiting places each: the nodes hold twelve, three stay queued;
+    once the gate opens every task completes, and by the tasks' own start
+    and end times no node ever ran more than two at once."""
     cluster = make_cluster(
         3, ["--max-tasks", str(MAX_TASKS), "--prefetch-tasks", str(PREFETCH_TASKS)]
     )
-    runs = tmp_path / "runs.log"
+    runs, gate = tmp_path / "runs.log", tmp_path / "gate"
     script = (
-        f'echo "$CORTEX_NODE_ID start $(date +%s%N)" >> {runs}; sleep 0.5; '
+        f'echo "$CORTEX_NODE_ID start $(date +%s%N)" >> {runs}; '
+        f"while [ ! -e {gate} ]; do sleep 0.05; done; sleep 0.1; "
         f'echo "$CORTEX_NODE_ID end $(date +%s%N)" >> {runs}'
     )
     count = 3 * (MAX_TASKS + PREFETCH_TASKS) + 3
     with cluster.nodes[0].client() as client:
         ids = [client.submit_task(shell_spec(script)).task.id for _ in range(count)]
 
-        def holding() -> int | None:
-            # Tasks assigned to or running on the nodes: beyond their slots
-            # only when they took tasks to wait.
-            held = sum(n.running_tasks for n in client.list_nodes().nodes)
-            return held if held > 3 * MAX_TASKS else None
+        def full() -> bool:
+            # Tasks assigned to or running on each node: beyond its slots
+            # only when it took tasks to wait.
+            held = [n.running_tasks for n in client.list_nodes().nodes]
+            return held == [MAX_TASKS + PREFETCH_TASKS] * 3
 
-        held = wait_until(holding, 30, interval=0.05, what="nodes holding waiting tasks")
-        assert held <= 3 * (MAX_TASKS + PREFETCH_TASKS)
+        wait_until(full, 30, what="every node holding its slots' tasks and its waiting ones")
+        states = [client.get_task(task_id).task.state for task_id in ids]
+        assert states.count(pb.TASK_STATE_QUEUED) == 3, states
         shown = {n.id: (n.max_tasks, n.prefetch_tasks) for n in client.list_nodes().nodes}
         assert set(shown.values()) == {(MAX_TASKS, PREFETCH_TASKS)}, shown
+        gate.touch()
         for task_id in ids:
             task = client.get_task_result(task_id, wait=True, timeout_ms=60_000).task
             assert task.state == pb.TASK_STATE_COMPLETED, (task_id, task.state, task.error)
