@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cortex.agent.launcher import ExecutionLauncher, ThreadLauncher, describe_exception
+from cortex.agent.waiting import WaitingAttempts
 from cortex.errors import CortexError
 from cortex.executors import Execution, ExecutionResult, Executor, load_handle
 from cortex.output import OutputHub
@@ -74,16 +75,6 @@ class RunningAttempt:
     unreported_start: int | None = None
 
 
-@dataclass(frozen=True)
-class _Waiting:
-    """An attempt assigned here, waiting for a slot, as read when the agent
-    found it (what an attempt starts from does not change while it stays
-    assigned here); ordered by priority, then by when the agent found it."""
-
-    task: TaskView
-    order: tuple[int, int]
-
-
 def _claim_start(running: RunningAttempt) -> int | None:
     """The attempt's unreported start, which from now on is reported; the
     caller holds the agent's start lock."""
@@ -125,15 +116,9 @@ class Agent:
     ) -> None:
         self._node_id = node_id
         # Attempts run at once at most (0: no limit); attempts assigned here
-        # beyond it wait in `_waiting` (under `_lock`) for one to end, until
-        # the log moves them away.
+        # beyond it wait for one to end.
         self._max_running = max_running
-        self._waiting: dict[str, _Waiting] = {}
-        self._waiting_seq = 0
-        # The tasks the loop is reading, and those of them the log took from
-        # this node meanwhile (the read may predate that): not to wait here.
-        self._reading: frozenset[str] = frozenset()
-        self._moved_while_read: set[str] = set()
+        self._waiting = WaitingAttempts(node_id)
         # Set when an attempt ends while others wait: the loop starts them.
         self._slot_freed = False
         # Whether the log has this node draining, as the last full pass read
@@ -203,8 +188,7 @@ class Agent:
     @property
     def waiting_count(self) -> int:
         """Attempts assigned here that wait for a slot."""
-        with self._lock:
-            return len(self._waiting)
+        return len(self._waiting)
 
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """State listener (Raft thread): wake on new work, cancel lost work.
@@ -217,20 +201,14 @@ class Agent:
             for c in changes
             if c.node == self._node_id and c.state == "assigned"
         ]
+        lasts = last_changes(changes)
+        self._waiting.drop_moved(lasts)
         with self._lock:
             if not changes:
                 self._fresh = None
             elif fresh and self._fresh is not None:
                 self._fresh.extend(fresh)
-            for change in last_changes(changes):
-                assigned_here = change.node == self._node_id and change.state == "assigned"
-                if change.task_id in self._reading and not assigned_here:
-                    self._moved_while_read.add(change.task_id)
-                waiting = self._waiting.get(change.task_id)
-                if waiting is not None and not (
-                    assigned_here and change.attempt == waiting.task.attempt
-                ):
-                    del self._waiting[change.task_id]
+            for change in lasts:
                 running = self._running.get(change.task_id)
                 if running is None:
                     continue
@@ -298,12 +276,7 @@ class Agent:
         self._stop_lost_attempts(held)
         self._started &= held
         self._reported_lost &= held
-        with self._lock:
-            self._waiting = {
-                task_id: waiting
-                for task_id, waiting in self._waiting.items()
-                if (task_id, waiting.task.attempt) in held
-            }
+        self._waiting.keep_only(held)
         # Only the attempts not started here already are read whole.
         new = self._not_started([(a.task_id, a.attempt) for a in mine])
         if new:
@@ -325,31 +298,18 @@ class Agent:
         spending an attempt, and one started here would stay."""
         if self._draining:
             return
-        free = self._free_slots()
-        with self._lock:
-            best = sorted(self._waiting.values(), key=lambda waiting: waiting.order)
-            chosen = best if free is None else best[:free]
-            for waiting in chosen:
-                del self._waiting[waiting.task.id]
-        for waiting in chosen:
-            if (waiting.task.id, waiting.task.attempt) not in self._started:
-                self._start(waiting.task)
+        for task in self._waiting.take(self._free_slots()):
+            if (task.id, task.attempt) not in self._started:
+                self._start(task)
 
     def _start_read(self, task_ids: list[str], held: set[tuple[str, int]] | None) -> None:
         """Reads the tasks; recovers or reports lost the attempts among them
         that are this node's and not started by this process, and adds those
         never begun to the waiting ones (`_fill_slots` starts them); with
         `held`, only those among it (what an earlier read found assigned
-        here). One the log takes from this node while it is read and added
-        is not added: the listener takes an attempt from the waiting only
-        once it is among them."""
-        with self._lock:
-            self._reading = frozenset(task_ids)
-        try:
+        here)."""
+        with self._waiting.reading(task_ids):
             self._take_read(self._reader.get_tasks(task_ids), held)
-        finally:
-            with self._lock:
-                self._reading, self._moved_while_read = frozenset(), set()
 
     def _take_read(self, tasks: list[TaskView], held: set[tuple[str, int]] | None) -> None:
         for task in tasks:
@@ -367,23 +327,13 @@ class Agent:
             if handle is not None:
                 self._start(task, handle)  # its process runs already: no slot to wait for
             elif task.state == "assigned":
-                self._wait_for_slot(task)
+                self._waiting.add(task)
             elif attempt not in self._reported_lost:
                 # Running here, but not started by this process: it died with
                 # an earlier one. Looked at on every pass, not only the first:
                 # a node catching up may apply the start after its first pass.
                 self._reported_lost.add(attempt)
                 self._spawn(self._report_lost(task))
-
-    def _wait_for_slot(self, task: TaskView) -> None:
-        """Adds the attempt to the waiting ones, unless it waits already."""
-        with self._lock:
-            if task.id in self._moved_while_read:
-                return
-            waiting = self._waiting.get(task.id)
-            if waiting is None or waiting.task.attempt != task.attempt:
-                self._waiting_seq += 1
-                self._waiting[task.id] = _Waiting(task, (-task.priority, self._waiting_seq))
 
     def _stop_lost_attempts(self, still_mine: set[tuple[str, int]]) -> None:
         """Kills attempts the log gave to another node or ended while this node

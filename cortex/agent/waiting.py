@@ -1,0 +1,97 @@
+"""The attempts assigned to a node beyond the ones it runs: they wait here,
+best first (priority, then the order the agent found them), for one of the
+node's slots, until the log moves them away.
+
+An attempt waits as the agent read it: what an attempt starts from does not
+change while it stays assigned to the node. The Raft listener (`drop_moved`)
+takes away the ones the log moves, and a read the log overtakes cannot add
+an attempt back: the tasks the agent is reading are marked first
+(`reading`), and one the log moves meanwhile is not added. Thread-safe: the
+agent's loop adds and takes, the Raft thread drops."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from cortex.state.queries import TaskView
+from cortex.state.transitions import TaskChange
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    task: TaskView
+    order: tuple[int, int]
+
+
+class WaitingAttempts:
+    def __init__(self, node_id: str) -> None:
+        self._node_id = node_id
+        self._lock = threading.Lock()
+        self._waiting: dict[str, _Waiting] = {}
+        self._found = 0
+        # The tasks being read, and those of them the log took from this
+        # node meanwhile (the read may predate that).
+        self._reading: frozenset[str] = frozenset()
+        self._moved_while_read: set[str] = set()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def __bool__(self) -> bool:
+        return bool(self._waiting)  # a dict's size reads safely without the lock
+
+    @contextmanager
+    def reading(self, task_ids: Iterable[str]) -> Iterator[None]:
+        """While the agent reads these tasks to `add` them."""
+        with self._lock:
+            self._reading = frozenset(task_ids)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reading, self._moved_while_read = frozenset(), set()
+
+    def add(self, task: TaskView) -> None:
+        """`task`'s attempt, read as assigned here, waits (once), unless the
+        log moved the task while it was read."""
+        with self._lock:
+            if task.id in self._moved_while_read:
+                return
+            waiting = self._waiting.get(task.id)
+            if waiting is None or waiting.task.attempt != task.attempt:
+                self._found += 1
+                self._waiting[task.id] = _Waiting(task, (-task.priority, self._found))
+
+    def drop_moved(self, changes: Iterable[TaskChange]) -> None:
+        """Each task's last change of an applied entry (`last_changes`): a
+        waiting attempt the log moved from this node, or ended, waits no more."""
+        with self._lock:
+            for change in changes:
+                here = change.node == self._node_id and change.state == "assigned"
+                if change.task_id in self._reading and not here:
+                    self._moved_while_read.add(change.task_id)
+                waiting = self._waiting.get(change.task_id)
+                if waiting is not None and not (here and change.attempt == waiting.task.attempt):
+                    del self._waiting[change.task_id]
+
+    def keep_only(self, held: set[tuple[str, int]]) -> None:
+        """Drops the attempts not among `held` (a full read of the node's)."""
+        with self._lock:
+            self._waiting = {
+                task_id: waiting
+                for task_id, waiting in self._waiting.items()
+                if (task_id, waiting.task.attempt) in held
+            }
+
+    def take(self, most: int | None) -> list[TaskView]:
+        """The best `most` waiting attempts (None: all), no longer waiting."""
+        with self._lock:
+            best = sorted(self._waiting.values(), key=lambda waiting: waiting.order)
+            chosen = best if most is None else best[:most]
+            for waiting in chosen:
+                del self._waiting[waiting.task.id]
+        return [waiting.task for waiting in chosen]
