@@ -269,7 +269,7 @@ class Agent:
         self._fill_slots()
 
     def _reconcile(self) -> None:
-        own = next((n for n in self._reader.nodes() if n.id == self._node_id), None)
+        own = self._reader.node(self._node_id)
         self._draining = own is not None and own.status == "draining"
         mine = self._reader.attempts_on_node(self._node_id, ("assigned", "running"))
         held = {(a.task_id, a.attempt) for a in mine}
@@ -309,31 +309,28 @@ class Agent:
         `held`, only those among it (what an earlier read found assigned
         here)."""
         with self._waiting.reading(task_ids):
-            self._take_read(self._reader.get_tasks(task_ids), held)
-
-    def _take_read(self, tasks: list[TaskView], held: set[tuple[str, int]] | None) -> None:
-        for task in tasks:
-            attempt = (task.id, task.attempt)
-            if (
-                (held is not None and attempt not in held)
-                or task.node != self._node_id
-                or task.state not in ("assigned", "running")
-                or attempt in self._started
-            ):
-                continue  # moved on since the first read: the next pass sees it
-            # Not started by this process: one an earlier process started may
-            # have left a handle to recover it by (and so never runs twice).
-            handle = self._saved_handle(task) if attempt not in self._reported_lost else None
-            if handle is not None:
-                self._start(task, handle)  # its process runs already: no slot to wait for
-            elif task.state == "assigned":
-                self._waiting.add(task)
-            elif attempt not in self._reported_lost:
-                # Running here, but not started by this process: it died with
-                # an earlier one. Looked at on every pass, not only the first:
-                # a node catching up may apply the start after its first pass.
-                self._reported_lost.add(attempt)
-                self._spawn(self._report_lost(task))
+            for task in self._reader.get_tasks(task_ids):
+                attempt = (task.id, task.attempt)
+                if (
+                    (held is not None and attempt not in held)
+                    or task.node != self._node_id
+                    or task.state not in ("assigned", "running")
+                    or attempt in self._started
+                ):
+                    continue  # moved on since the first read: the next pass sees it
+                # Not started by this process: one an earlier process started may
+                # have left a handle to recover it by (and so never runs twice).
+                handle = self._saved_handle(task) if attempt not in self._reported_lost else None
+                if handle is not None:
+                    self._start(task, handle)  # its process runs already: no slot to wait for
+                elif task.state == "assigned":
+                    self._waiting.add(task)
+                elif attempt not in self._reported_lost:
+                    # Running here, but not started by this process: it died with
+                    # an earlier one. Looked at on every pass, not only the first:
+                    # a node catching up may apply the start after its first pass.
+                    self._reported_lost.add(attempt)
+                    self._spawn(self._report_lost(task))
 
     def _stop_lost_attempts(self, still_mine: set[tuple[str, int]]) -> None:
         """Kills attempts the log gave to another node or ended while this node

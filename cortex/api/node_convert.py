@@ -77,8 +77,8 @@ def node_to_proto(view: NodeStatusView) -> pb.Node:
         running_tasks=view.active_tasks,
         labels=node.labels,
         executors=node.executors,
-        max_tasks=int(node.resources.get("max_tasks", 0) or 0),
-        prefetch_tasks=int(node.resources.get("prefetch_tasks", 0) or 0),
+        max_tasks=node.max_tasks,
+        prefetch_tasks=node.prefetch_tasks,
         status_reason=node.status_reason,
         drain_deadline=timestamp(node.drain_deadline),
     )

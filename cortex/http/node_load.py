@@ -43,7 +43,7 @@ def node_loads(cluster: ClusterStatus, reader: StateReader) -> list[NodeLoad]:
 
 
 def _capacity(view: NodeStatusView) -> dict[str, float]:
-    found = {"tasks": float(view.node.resources.get("max_tasks", 0))}
+    found = {"tasks": float(view.node.max_tasks)}
     if view.report is not None:
         resources = view.report.resources
         found |= {

@@ -64,10 +64,7 @@ class NodeRegistration:
         self._join = dataclasses.replace(self._join, executors=sorted(executors))
 
     def _own_row(self) -> NodeView | None:
-        return next(
-            (n for n in self._reader.nodes(include_removed=True) if n.id == self._join.node_id),
-            None,
-        )
+        return self._reader.node(self._join.node_id, include_removed=True)
 
     def _current(self, row: NodeView | None) -> bool:
         return (

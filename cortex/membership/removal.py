@@ -87,7 +87,7 @@ class NodeRemover:
             time.sleep(0.05)
 
     def _find(self, node_id: str) -> NodeView | None:
-        return next((n for n in self._reader.nodes(include_removed=True) if n.id == node_id), None)
+        return self._reader.node(node_id, include_removed=True)
 
     def _let_it_learn(self, node: NodeView, index: int) -> None:
         """Waits, briefly, until a reachable node has applied `index`. A node

@@ -212,8 +212,7 @@ def scheduling_round(reader: StateReader, placements: list[dict[str, object]]) -
             problems.append(f"task {placement.get('task_id')} placed on {status} node {node_id}")
             continue
         added[node_id] += 1
-        running = int(node.resources.get("max_tasks", 0) or 0)
-        limit = running + int(node.resources.get("prefetch_tasks", 0) or 0) if running else 0
+        limit = node.max_tasks + node.prefetch_tasks if node.max_tasks else 0
         if limit and active.get(node_id, 0) + added[node_id] > limit:
             problems.append(
                 f"node {node_id} given {active.get(node_id, 0) + added[node_id]} tasks,"

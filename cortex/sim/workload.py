@@ -115,7 +115,7 @@ class Workload:
         if leader is None or leader.reader is None or not self._settled(leader):
             self._retry("activate_node", node_id)
             return
-        row = next((n for n in leader.reader.nodes(include_removed=True) if n.id == node_id), None)
+        row = leader.reader.node(node_id, include_removed=True)
         if row is None or row.status in ("active", "offline", "removed"):
             return
         self._propose(e.NodeStatus(node_id, "active", "uncordoned by request"), f"active {node_id}")
@@ -402,7 +402,7 @@ class Workload:
     def _set_status(self, status: str, reason: str, deadline_ms: int | None = None) -> None:
         node_id = self._rng.choice(sorted(self._sim.nodes))
         reader = self._reader()
-        row = next((n for n in reader.nodes() if n.id == node_id), None) if reader else None
+        row = reader.node(node_id) if reader else None
         if row is None or row.status == "offline":
             return  # as the API refuses: an offline node becomes active when it returns
         payload = e.NodeStatus(node_id, status, reason, deadline_ms)

@@ -164,6 +164,16 @@ class NodeView:
     # "voter", or "observer" (replicates without a vote, runs no tasks).
     role: str = "voter"
 
+    @property
+    def max_tasks(self) -> int:
+        """Tasks it runs at once at most, as it registered (0: no limit)."""
+        return int(self.resources.get("max_tasks", 0) or 0)
+
+    @property
+    def prefetch_tasks(self) -> int:
+        """Tasks it takes beyond those to wait for a slot, as it registered."""
+        return int(self.resources.get("prefetch_tasks", 0) or 0)
+
 
 # The nodes' rows; a removed node's only when the parameter is 1.
 _NODE_ROWS = "SELECT * FROM nodes WHERE ? OR status != 'removed' ORDER BY id"
@@ -439,6 +449,10 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             or old_workflows(conn, before_ms, 1)
             or loose_events(conn, before_ms, 1, skip_events=(PURGED,))
         )
+
+    def node(self, node_id: str, include_removed: bool = False) -> NodeView | None:
+        """One member, as `nodes` has it."""
+        return next((n for n in self.nodes(include_removed) if n.id == node_id), None)
 
     def nodes(self, include_removed: bool = False) -> list[NodeView]:
         """Cluster members; a removed node's row is kept but left out unless asked for."""
