@@ -588,8 +588,8 @@ def figures(run: BenchRun) -> dict[str, Any]:
 def tasks_in_hand(timelines: Sequence[TaskTimeline]) -> float | None:
     """How many tasks were assigned and not yet ended at once, on average
     from the first assignment to the last end, by the events' times (the
-    round's proposal, the attempt's end): against the nodes' slots, how busy
-    the slots were kept. The state holds a slot longer (until the end's
+    round's proposal, the attempt's end; tasks waiting on a node for a slot
+    included): against the nodes' slots, how busy the slots were kept. The state holds a slot longer (until the end's
     entry is applied), and fills it again only with the next round's entry:
     a figure well under the slots, with CPU to spare, means tasks wait on
     those round trips. None without completed tasks."""
@@ -606,18 +606,20 @@ def tasks_in_hand(timelines: Sequence[TaskTimeline]) -> float | None:
     return sum(end - start for start, end in spans) / window
 
 
+def _node_config(run: BenchRun) -> NodeConfig:
+    """The nodes' task limits as the run's flags set them."""
+    limits = {"max_tasks": run.max_tasks, "prefetch_tasks": run.prefetch_tasks}
+    return NodeConfig(**{name: value for name, value in limits.items() if value is not None})
+
+
 def _slots(run: BenchRun) -> int:
     """The tasks the nodes run at once at most, all together."""
-    limit = run.max_tasks or NodeConfig.model_fields["max_tasks"].default
-    return len(run.node_ids) * int(limit)
+    return len(run.node_ids) * _node_config(run).max_tasks
 
 
 def _waiting_slots(run: BenchRun) -> int:
     """The tasks the nodes take beyond their slots, to wait for one, all together."""
-    if run.prefetch_tasks is not None:
-        return len(run.node_ids) * run.prefetch_tasks
-    limit = run.max_tasks or NodeConfig.model_fields["max_tasks"].default
-    return len(run.node_ids) * NodeConfig(max_tasks=limit).waiting_tasks
+    return len(run.node_ids) * _node_config(run).waiting_tasks
 
 
 def _spread(values: Sequence[float]) -> dict[str, float | int | None]:
