@@ -68,7 +68,12 @@ class WaitingAttempts:
 
     def drop_moved(self, changes: Iterable[TaskChange]) -> None:
         """Each task's last change of an applied entry (`last_changes`): a
-        waiting attempt the log moved from this node, or ended, waits no more."""
+        waiting attempt the log moved from this node, or ended, waits no more.
+        Nothing to look at while nothing waits or is read (the Raft thread
+        calls this after every entry): a read that begins after this look
+        reads the entry's outcome."""
+        if not self._waiting and not self._reading:
+            return
         with self._lock:
             for change in changes:
                 here = change.node == self._node_id and change.state == "assigned"
