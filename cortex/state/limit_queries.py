@@ -15,12 +15,19 @@ from cortex.state.key_limits import (
     limit_from_row,
 )
 from cortex.state.limit_bounds import TOKEN_UNITS
+from cortex.state.schema import ACTIVE_ON_NODE
 
 # Queued tasks of a workflow still `submitting`, or cancelled with tasks left
 # to cancel, wait (a dead letter retried after its workflow failed runs).
 NOT_HELD = (
     "(workflow_id IS NULL OR NOT EXISTS (SELECT 1 FROM workflows w"
     " WHERE w.id = tasks.workflow_id AND w.state IN ('submitting', 'cancelled')))"
+)
+# The queue's first fairness key (after another, with a condition added):
+# one seek in the queue's index, named so a query that could not use it
+# fails instead of reading every queued row.
+_FIRST_QUEUED_KEY = (
+    "SELECT MIN(fairness_key) FROM tasks INDEXED BY tasks_queue WHERE state = 'queued'"
 )
 # The most fairness keys one round reads the queue of.
 MAX_FAIRNESS_KEYS = 1000
@@ -123,22 +130,27 @@ class LimitQueries:
     def weight_views(self) -> list[WeightView]:
         """Every key with a weight set or tasks queued or active."""
         conn = self._conn()
-        counts: dict[str, list[int]] = {}
-        for row in conn.execute(
-            "SELECT fairness_key, state, COUNT(*) FROM tasks"
-            " WHERE state IN ('queued', 'assigned', 'running') GROUP BY fairness_key, state"
-        ):
-            pair = counts.setdefault(row[0], [0, 0])
-            pair[0 if row[1] == "queued" else 1] += row[2]
-        weights = self.weights()
-        keys = sorted(set(counts) | set(weights))
-        return [WeightView(k, weights.get(k, 1), *counts.get(k, [0, 0])) for k in keys]
+        conn.execute("BEGIN")
+        try:
+            # The queue's counts from its own index (`tasks_queue`).
+            queued = dict(
+                conn.execute(
+                    "SELECT fairness_key, COUNT(*) FROM tasks INDEXED BY tasks_queue WHERE state = 'queued'"
+                    " GROUP BY fairness_key"
+                ).fetchall()
+            )
+            active = self.active_by_fairness_key()
+            weights = self.weights()
+        finally:
+            conn.execute("COMMIT")
+        keys = sorted(set(queued) | set(active) | set(weights))
+        return [WeightView(k, weights.get(k, 1), queued.get(k, 0), active.get(k, 0)) for k in keys]
 
     def active_by_fairness_key(self) -> dict[str, int]:
         return {
             row[0]: row[1]
             for row in self._conn().execute(
-                "SELECT fairness_key, COUNT(*) FROM tasks WHERE state IN ('assigned', 'running')"
+                f"SELECT fairness_key, COUNT(*) FROM tasks WHERE {ACTIVE_ON_NODE}"
                 " GROUP BY fairness_key"
             )
         }
@@ -147,11 +159,11 @@ class LimitQueries:
         """The fairness keys with tasks queued, each found by one index seek."""
         conn = self._conn()
         keys: list[str] = []
-        row = conn.execute("SELECT MIN(fairness_key) FROM tasks WHERE state = 'queued'").fetchone()
+        row = conn.execute(_FIRST_QUEUED_KEY).fetchone()
         while row is not None and row[0] is not None and len(keys) < MAX_FAIRNESS_KEYS:
             keys.append(row[0])
             row = conn.execute(
-                "SELECT MIN(fairness_key) FROM tasks WHERE state = 'queued' AND fairness_key > ?",
+                f"{_FIRST_QUEUED_KEY} AND fairness_key > ?",
                 (row[0],),
             ).fetchone()
         return keys
@@ -172,7 +184,8 @@ class LimitQueries:
         )
         select = (
             "SELECT id, type, attempt, priority, created_at, constraints, concurrency_key,"
-            " fairness_key FROM tasks WHERE state = 'queued' AND scheduled_after <= ?"
+            " fairness_key FROM tasks INDEXED BY tasks_queue"
+            " WHERE state = 'queued' AND scheduled_after <= ?"
             f" AND {NOT_HELD}{skip}"
         )
         rows: list[sqlite3.Row] = []

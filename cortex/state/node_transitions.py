@@ -9,6 +9,7 @@ from typing import Any
 from cortex.state import entries as e
 from cortex.state.canonical import dump as _dump
 from cortex.state.reasons import ILLEGAL_TRANSITION, INVALID_PAYLOAD, UNKNOWN_NODE, Rejected, quoted
+from cortex.state.schema import ACTIVE_ON_NODE
 from cortex.state.transitions import ApplyContext, EntryHandler, requeue
 
 NODE_STATUSES = frozenset({"active", "draining", "cordoned", "offline"})
@@ -125,8 +126,7 @@ def node_leave(ctx: ApplyContext, p: e.NodeLeave) -> dict[str, Any]:
         raise Rejected(ILLEGAL_TRANSITION, f"node {p.node_id} is already removed")
     reason = f"node {p.node_id} removed from the cluster"
     tasks = ctx.cur.execute(
-        "SELECT * FROM tasks WHERE assigned_node = ? AND state IN ('assigned', 'running')"
-        " ORDER BY id",
+        f"SELECT * FROM tasks WHERE assigned_node = ? AND {ACTIVE_ON_NODE} ORDER BY id",
         (p.node_id,),
     ).fetchall()
     for task in tasks:

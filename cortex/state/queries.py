@@ -17,7 +17,7 @@ from cortex.state.node_transitions import removal_index
 from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schedule_queries import ScheduleQueries
-from cortex.state.schema import ReadConnections
+from cortex.state.schema import ACTIVE_ON_NODE, ReadConnections
 from cortex.state.sql_lists import select_in
 from cortex.state.task_match import TaskMatch
 from cortex.state.workflow_queries import WorkflowQueries
@@ -177,6 +177,15 @@ class NodeView:
 
 # The nodes' rows; a removed node's only when the parameter is 1.
 _NODE_ROWS = "SELECT * FROM nodes WHERE ? OR status != 'removed' ORDER BY id"
+
+
+def _on_node(states: tuple[str, ...]) -> str:
+    """The WHERE of a node's tasks in `states`, some of those the index
+    `tasks_by_node` holds, its condition spelled out so SQLite searches it
+    (any other state would read the node's whole history)."""
+    if not states or not set(states) <= {"assigned", "running"}:
+        raise ValueError(f"a node's tasks are looked up by assigned and running only, not {states}")
+    return f"assigned_node = ? AND {ACTIVE_ON_NODE} AND state IN ({','.join('?' * len(states))})"
 
 
 @dataclass(frozen=True)
@@ -352,18 +361,14 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
     def tasks_on_node(self, node: str, states: tuple[str, ...]) -> list[TaskView]:
         rows = (
             self._conn()
-            .execute(
-                f"SELECT * FROM tasks WHERE assigned_node = ? AND state IN ({','.join('?' * len(states))})",
-                (node, *states),
-            )
+            .execute(f"SELECT * FROM tasks WHERE {_on_node(states)}", (node, *states))
             .fetchall()
         )
         return [TaskView.from_row(r) for r in rows]
 
     def attempts_on_node(self, node: str, states: tuple[str, ...]) -> list[AttemptView]:
         rows = self._conn().execute(
-            "SELECT id, attempt, state FROM tasks"
-            f" WHERE assigned_node = ? AND state IN ({','.join('?' * len(states))})",
+            f"SELECT id, attempt, state FROM tasks WHERE {_on_node(states)}",
             (node, *states),
         )
         return [AttemptView(*row) for row in rows]
@@ -411,7 +416,8 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         conn.execute("BEGIN")
         try:
             depth = conn.execute(
-                "SELECT priority, COUNT(*) FROM tasks WHERE state = 'queued' GROUP BY priority"
+                "SELECT priority, COUNT(*) FROM tasks INDEXED BY tasks_queue"
+                " WHERE state = 'queued' GROUP BY priority"
             ).fetchall()
             oldest = conn.execute(
                 "SELECT MIN(MAX(updated_at, scheduled_after)) FROM tasks"

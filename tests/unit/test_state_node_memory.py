@@ -72,12 +72,18 @@ def test_the_migration_sums_the_memory_of_tasks_already_active(tmp_path: Path) -
     assert log.one(e.TaskSubmit("queued", needing(4096)))["ok"]
     digest = log.machine.digest()
     log.close()
-    # The database as it was before the table existed.
+    # The database as it was before the table existed (and before the
+    # partial indexes of migration 17).
     conn = StateMachine(str(path))._conn
     conn.executescript(
         "BEGIN; DROP TABLE node_memory; DROP TRIGGER node_memory_insert;"
         " DROP TRIGGER node_memory_delete; DROP TRIGGER node_memory_leave;"
-        " DROP TRIGGER node_memory_enter; PRAGMA user_version = 15; COMMIT;"
+        " DROP TRIGGER node_memory_enter; DROP INDEX tasks_queue; DROP INDEX tasks_by_node;"
+        " DROP INDEX tasks_by_node_submit; CREATE INDEX tasks_by_fairness_key"
+        " ON tasks (state, fairness_key, priority DESC, created_at, submit_index);"
+        " CREATE INDEX tasks_by_node ON tasks (assigned_node, state);"
+        " CREATE INDEX tasks_by_node_submit ON tasks (assigned_node, submit_index, id, created_at);"
+        " PRAGMA user_version = 15; COMMIT;"
     )
     conn.close()
 
