@@ -23,7 +23,9 @@ the CPU each kind of SQL statement takes (its triggers included) and what
 apply spends outside SQL. With `--anatomy`, what the digest (its hashing and
 its triggers), the task table's secondary indexes and the task-count
 triggers each cost, by taking each away in turn, and what is left without
-them all. `--without PART ...` measures once with those parts taken away
+them all. With `--pages`, per phase, how many pages each commit writes to the
+write-ahead log and whose they are (each table and index), read from the
+log's frame headers. `--without PART ...` measures once with those parts taken away
 (run under `valgrind --tool=callgrind` against a run without it, it shows
 their instructions, which this machine's noise does not move): the
 digest's triggers or only its hashing, the task indexes, the task-count or
@@ -33,6 +35,7 @@ node-memory triggers, apply's spec check, and the JSON texts apply stores
     python scripts/bench_apply.py --tasks 5000 --batch 100
     python scripts/bench_apply.py --row-costs --json
     python scripts/bench_apply.py --tasks 3000 --batch 25 --anatomy
+    python scripts/bench_apply.py --tasks 2000 --batch 40 --pages
     valgrind --tool=callgrind python scripts/bench_apply.py --tasks 1000 --batch 25 --without digest
 
 Every node applies every entry, so a 3-node cluster spends about three times
@@ -46,6 +49,7 @@ import contextlib
 import json
 import random
 import sqlite3
+import struct
 import sys
 import tempfile
 import time
@@ -315,6 +319,53 @@ def statement_costs(tasks: int, batch: int) -> dict[str, dict[str, float]]:
     return figures
 
 
+# A write-ahead log's header, and each frame's before its page (SQLite's
+# file format): the frame's page number and, on a commit's last frame, the
+# database's size in pages (0 on the others).
+_WAL_HEADER_BYTES = 32
+_FRAME_HEADER = struct.Struct(">II16x")
+
+
+def page_counts(tasks: int, batch: int) -> dict[str, dict[str, Any]]:
+    """Per phase: the pages each commit writes to the write-ahead log, in all
+    and by the table or index they belong to. The log is never checkpointed
+    here, so it keeps every frame; a page belongs to the same b-tree
+    throughout (nothing is deleted), so the database's `dbstat` at the end
+    names the owner of every page written. The first phase's commits
+    include the one of the nodes' joins."""
+    with tempfile.TemporaryDirectory(prefix="cortex-apply-") as tmp:
+        machine = StateMachine(str(Path(tmp) / "state.db"), autocheckpoint_pages=1 << 30)
+        log_path = Path(tmp) / "state.db-wal"
+        try:
+            # What the schema's creation wrote is not counted.
+            start = max(log_path.stat().st_size, _WAL_HEADER_BYTES)
+            ends = {phase: log_path.stat().st_size for phase, _ in _phases(machine, tasks, batch)}
+            owners = dict(machine._conn.execute("SELECT pageno, name FROM dbstat"))
+            # Read before closing: the last connection's close empties the log.
+            data = log_path.read_bytes()
+        finally:
+            machine.close()
+    page_size = int.from_bytes(data[8:12], "big")
+    figures: dict[str, dict[str, Any]] = {}
+    offset = start
+    for phase, end in ends.items():
+        pages: collections.Counter[str] = collections.Counter()
+        commits = 0
+        while offset + _FRAME_HEADER.size + page_size <= end:
+            page, size_after = _FRAME_HEADER.unpack_from(data, offset)
+            pages[owners.get(page, "?")] += 1
+            commits += 1 if size_after else 0
+            offset += _FRAME_HEADER.size + page_size
+        figures[phase] = {
+            "commits": commits,
+            "pages_per_commit": round(sum(pages.values()) / max(commits, 1), 1),
+            "by_owner": {
+                name: round(count / max(commits, 1), 2) for name, count in pages.most_common()
+            },
+        }
+    return figures
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=5000, help="noop tasks (default 5000)")
@@ -342,6 +393,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also show what the digest (hashing and triggers), the task table's secondary"
         " indexes and the task-count triggers each cost, and what is left without them",
+    )
+    parser.add_argument(
+        "--pages",
+        action="store_true",
+        help="also show, per phase, the pages each commit writes to the write-ahead log and"
+        " whose they are",
     )
     parser.add_argument(
         "--without",
@@ -372,11 +429,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = row_costs(args.tasks) if args.row_costs else None
     statements = statement_costs(args.tasks, args.batch) if args.statements else None
     parts = anatomy(args.tasks, args.batch) if args.anatomy else None
+    pages = page_counts(args.tasks, args.batch) if args.pages else None
     if args.json:
         print(json.dumps({"tasks": args.tasks, "batch": args.batch, **runs,
                           **({"row_costs": rows} if rows else {}),
                           **({"statements": statements} if statements else {}),
-                          **({"anatomy": parts} if parts else {})}))  # fmt: skip
+                          **({"anatomy": parts} if parts else {}),
+                          **({"pages": pages} if pages else {})}))  # fmt: skip
         return 0
     print(f"apply cost per noop task on one node: {args.tasks} tasks, {args.batch} per entry")
     for name, figures in runs.items():
@@ -403,6 +462,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for sql, us in sorted(costs.items(), key=lambda item: -item[1]):
             if us >= 0.5:
                 print(f"    {us:6.1f}  {sql}")
+    for phase, written in (pages or {}).items():
+        print(
+            f"  {phase}, pages written to the log per commit: {written['pages_per_commit']:.1f}"
+            f" ({written['commits']} commits)"
+        )
+        for name, count in written["by_owner"].items():
+            if count >= 0.5:
+                print(f"    {count:6.1f}  {name}")
     return 0
 
 

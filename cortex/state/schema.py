@@ -382,14 +382,14 @@ MIGRATIONS: list[str] = [
     # one of each node's tasks by state, and every task entered the one by
     # node and submission order with no node: each move rewrote them (a noop
     # task made 21 index changes, now 13) and each commit wrote their pages
-    # (a batch of 40 noop tasks' three entries wrote 145 pages, now 126;
-    # `scripts/bench_apply.py`). The conditions are comparisons joined by OR
-    # (see 14), and queries spell them as written: SQLite uses a partial
-    # index only for a query whose WHERE has its condition as a term
-    # (`ACTIVE_ON_NODE`, `state = 'queued'`), or implies a NOT NULL one. The
-    # queue's index carries `state` as well: this SQLite reads the row for a
-    # column of the condition that the index lacks, so without it counting
-    # the queue read every queued row.
+    # (a batch of 40 noop tasks' three commits wrote 158 pages, now 139:
+    # `scripts/bench_apply.py --pages`). The conditions are comparisons
+    # joined by OR (see 14), and queries spell them as written: SQLite uses
+    # a partial index only for a query whose WHERE has its condition as a
+    # term (`ACTIVE_ON_NODE`, `state = 'queued'`), or implies a NOT NULL one.
+    # The queue's index carries `state` as well: this SQLite reads the row
+    # for a column of the condition that the index lacks, so without it
+    # counting the queue read every queued row.
     """
     DROP INDEX tasks_by_fairness_key;
     CREATE INDEX tasks_queue
