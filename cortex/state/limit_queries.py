@@ -15,7 +15,6 @@ from cortex.state.key_limits import (
     limit_from_row,
 )
 from cortex.state.limit_bounds import TOKEN_UNITS
-from cortex.state.schema import ACTIVE_ON_NODE
 
 # Queued tasks of a workflow still `submitting`, or cancelled with tasks left
 # to cancel, wait (a dead letter retried after its workflow failed runs).
@@ -135,8 +134,8 @@ class LimitQueries:
             # The queue's counts from its own index (`tasks_queue`).
             queued = dict(
                 conn.execute(
-                    "SELECT fairness_key, COUNT(*) FROM tasks INDEXED BY tasks_queue WHERE state = 'queued'"
-                    " GROUP BY fairness_key"
+                    "SELECT fairness_key, COUNT(*) FROM tasks INDEXED BY tasks_queue"
+                    " WHERE state = 'queued' GROUP BY fairness_key"
                 ).fetchall()
             )
             active = self.active_by_fairness_key()
@@ -150,7 +149,7 @@ class LimitQueries:
         return {
             row[0]: row[1]
             for row in self._conn().execute(
-                f"SELECT fairness_key, COUNT(*) FROM tasks WHERE {ACTIVE_ON_NODE}"
+                "SELECT fairness_key, COUNT(*) FROM tasks WHERE state IN ('assigned', 'running')"
                 " GROUP BY fairness_key"
             )
         }
