@@ -28,6 +28,16 @@ HELD = {
     "tasks_by_node_submit": "assigned_node IS NOT NULL",
 }
 DONE = {"exit_code": 0, "stdout": "", "stderr": ""}
+# The indexes as they were before migration 17, in place of its own; then
+# setting `user_version` back to 16 (or earlier) makes a database the
+# migration will find as it found one made before it.
+BEFORE_LIVE_INDEXES = (
+    "DROP INDEX tasks_queue; DROP INDEX tasks_by_node; DROP INDEX tasks_by_node_submit;"
+    " CREATE INDEX tasks_by_fairness_key"
+    " ON tasks (state, fairness_key, priority DESC, created_at, submit_index);"
+    " CREATE INDEX tasks_by_node ON tasks (assigned_node, state);"
+    " CREATE INDEX tasks_by_node_submit ON tasks (assigned_node, submit_index, id, created_at);"
+)
 
 
 def _entries(conn: sqlite3.Connection, index: str) -> int:
@@ -88,14 +98,7 @@ def test_a_database_made_before_gets_them_from_its_rows(tmp_path: Path) -> None:
     digest = log.machine.digest()
     log.close()
     conn = StateMachine(str(path))._conn
-    conn.executescript(
-        "BEGIN; DROP INDEX tasks_queue; DROP INDEX tasks_by_node; DROP INDEX tasks_by_node_submit;"
-        " CREATE INDEX tasks_by_fairness_key"
-        " ON tasks (state, fairness_key, priority DESC, created_at, submit_index);"
-        " CREATE INDEX tasks_by_node ON tasks (assigned_node, state);"
-        " CREATE INDEX tasks_by_node_submit ON tasks (assigned_node, submit_index, id, created_at);"
-        " PRAGMA user_version = 16; COMMIT;"
-    )
+    conn.executescript(f"BEGIN; {BEFORE_LIVE_INDEXES} PRAGMA user_version = 16; COMMIT;")
     assert _entries(conn, "tasks_by_node") == 12
     conn.close()
 

@@ -11,6 +11,7 @@ from typing import Any
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.queries import StateReader
+from tests.unit.test_state_live_indexes import BEFORE_LIVE_INDEXES
 from tests.workflow_sim import WorkflowLog
 
 SUMMED = (
@@ -78,11 +79,7 @@ def test_the_migration_sums_the_memory_of_tasks_already_active(tmp_path: Path) -
     conn.executescript(
         "BEGIN; DROP TABLE node_memory; DROP TRIGGER node_memory_insert;"
         " DROP TRIGGER node_memory_delete; DROP TRIGGER node_memory_leave;"
-        " DROP TRIGGER node_memory_enter; DROP INDEX tasks_queue; DROP INDEX tasks_by_node;"
-        " DROP INDEX tasks_by_node_submit; CREATE INDEX tasks_by_fairness_key"
-        " ON tasks (state, fairness_key, priority DESC, created_at, submit_index);"
-        " CREATE INDEX tasks_by_node ON tasks (assigned_node, state);"
-        " CREATE INDEX tasks_by_node_submit ON tasks (assigned_node, submit_index, id, created_at);"
+        f" DROP TRIGGER node_memory_enter; {BEFORE_LIVE_INDEXES}"
         " PRAGMA user_version = 15; COMMIT;"
     )
     conn.close()
