@@ -589,8 +589,9 @@ def tasks_in_hand(timelines: Sequence[TaskTimeline]) -> float | None:
     """How many tasks were assigned and not yet ended at once, on average
     from the first assignment to the last end, by the events' times (the
     round's proposal, the attempt's end; tasks waiting on a node for a slot
-    included): against the nodes' slots, how busy the slots were kept. The state holds a slot longer (until the end's
-    entry is applied), and fills it again only with the next round's entry:
+    included): against the nodes' slots, how busy the slots were kept. The
+    state holds a slot longer (until the end's entry is applied), and fills
+    it again only with the next round's entry:
     a figure well under the slots, with CPU to spare, means tasks wait on
     those round trips. None without completed tasks."""
     spans = [
