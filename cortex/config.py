@@ -153,6 +153,9 @@ class NodeConfig(BaseModel):
     # Sync the Raft journal before acknowledging an append. `false` may lose
     # acknowledged writes on power loss: for throwaway clusters only.
     raft_sync: bool = True
+    # Run the node's threads under SCHED_BATCH on Linux (`cortex.cpu_policy`):
+    # no preemption each time one thread wakes another.
+    sched_batch: bool = True
     compaction_min_time_s: float = Field(300.0, gt=0)
     # Once the last snapshot is past 64 MiB, compaction also waits for the
     # journal to reach this fraction of its size (cortex.raft.compaction).

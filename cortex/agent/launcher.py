@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from cortex.cpu_policy import for_tasks
 from cortex.executors import Execution, ExecutionResult, Executor
 from cortex.output import OutputHub
 from cortex.spec import describe_validation_error
@@ -150,8 +151,9 @@ class Workers:
 
 class ThreadLauncher:
     """Each attempt on a daemon thread of its own while it runs (threads are
-    reused from one attempt to the next), its output (when the executor
-    writes any) to `output`."""
+    reused from one attempt to the next), under the CPU scheduling policy
+    the node was started with (`cortex.cpu_policy`), its output (when the
+    executor writes any) to `output`."""
 
     def __init__(self, output: OutputHub | None = None) -> None:
         self._output = output
@@ -167,6 +169,7 @@ class ThreadLauncher:
         result: Future[ExecutionResult] = Future()
 
         def run() -> None:
+            for_tasks()
             try:
                 outcome = run_with_output(self._output, executor, execution, cancel, handle)
             except BaseException as err:

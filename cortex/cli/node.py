@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from cortex.config import load_config
+from cortex.cpu_policy import use_batch_policy
 from cortex.errors import ConfigError
 
 
@@ -103,11 +104,14 @@ def run_node(args: argparse.Namespace) -> int:
         "compaction_min_entries": args.compaction_min_entries,
         "compaction_log_ratio": args.compaction_log_ratio,
         "raft_sync": args.raft_sync,
+        "sched_batch": args.sched_batch,
         "task_retention_s": args.task_retention,
         "otel_exporter": args.otel_exporter,
         "log_level": args.log_level,
     }
     config = load_config(args.config, flags)
+    if config.sched_batch:
+        use_batch_policy()
     logging.basicConfig(
         level=config.log_level.upper(),
         format=f"%(asctime)s %(levelname)s [{config.node_id}] %(name)s: %(message)s",

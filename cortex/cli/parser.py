@@ -326,6 +326,13 @@ def _add_node(commands: Commands) -> None:
         help="do not sync the Raft journal (faster; may lose acknowledged writes on power loss)",
     )
     start.add_argument(
+        "--no-sched-batch",
+        dest="sched_batch",
+        action="store_false",
+        default=None,
+        help="run the node's threads under the default CPU scheduling policy, not SCHED_BATCH",
+    )
+    start.add_argument(
         "--task-retention",
         type=Number.of_field(NodeConfig, "task_retention_s"),
         metavar="SECONDS",
