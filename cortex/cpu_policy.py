@@ -12,16 +12,19 @@ but no preemption when it wakes, so the waker runs on until it blocks or
 its time slice ends.
 
 `cortex node start` switches before it starts any thread (a thread starts
-under its creator's policy), and only from the default policy: a node
-started under another (`chrt --idle`, a real-time one) keeps it, and
-`sched_batch: false` keeps the default. Tasks run under the policy the node
-was started with: an attempt's thread switches back before its executor
-runs (`for_tasks`), so the processes it starts inherit that one."""
+under its creator's policy), for as long as the node runs, and only from
+the default policy: a node started under another (`chrt --idle`, a
+real-time one) keeps it, and `sched_batch: false` keeps the default.
+Tasks run under the policy the node was started with: an attempt's thread
+switches back before its executor runs (`for_tasks`), so the processes it
+starts inherit that one."""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
@@ -29,21 +32,33 @@ log = logging.getLogger(__name__)
 _switched = False
 
 
-def use_batch_policy() -> bool:
-    """Puts the calling thread, and every thread it starts from now on,
-    under SCHED_BATCH when it runs under the default policy; whether it did."""
+@contextmanager
+def batch_policy(enabled: bool = True) -> Iterator[bool]:
+    """Within the block, the calling thread and every thread it starts run
+    under SCHED_BATCH, when `enabled` and the thread runs under the default
+    policy; the calling thread gets the default back at the end (a node run
+    in-process leaves its caller as it was). Gives whether it switched."""
     global _switched
-    batch = getattr(os, "SCHED_BATCH", None)
-    if batch is None:
+    switched = enabled and _switch(getattr(os, "SCHED_BATCH", None))
+    _switched = _switched or switched
+    try:
+        yield switched
+    finally:
+        if switched:
+            _switched = False
+            _switch(os.SCHED_OTHER)
+
+
+def _switch(policy: int | None) -> bool:
+    if policy is None:
         return False
     try:
-        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+        if policy != os.SCHED_OTHER and os.sched_getscheduler(0) != os.SCHED_OTHER:
             return False
-        os.sched_setscheduler(0, batch, os.sched_param(0))
+        os.sched_setscheduler(0, policy, os.sched_param(0))
     except OSError as err:
-        log.info("keeping the default CPU scheduling policy: %s", err)
+        log.info("keeping this thread's CPU scheduling policy: %s", err)
         return False
-    _switched = True
     return True
 
 
@@ -51,9 +66,5 @@ def for_tasks() -> None:
     """Puts the calling thread back under the default policy when this
     process left it, so the processes the thread starts for a task run
     under the policy the node was started with."""
-    if not _switched:
-        return
-    try:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    except OSError as err:
-        log.warning("an attempt's thread stays under SCHED_BATCH: %s", err)
+    if _switched and not _switch(os.SCHED_OTHER):
+        log.warning("an attempt's thread stays under SCHED_BATCH")

@@ -9,8 +9,8 @@ import signal
 import sys
 from typing import Any
 
-from cortex.config import load_config
-from cortex.cpu_policy import use_batch_policy
+from cortex.config import NodeConfig, load_config
+from cortex.cpu_policy import batch_policy
 from cortex.errors import ConfigError
 
 
@@ -65,8 +65,6 @@ def tune_collector() -> None:
 
 
 def run_node(args: argparse.Namespace) -> int:
-    from cortex.node import Node
-
     flags: dict[str, Any] = {
         "node_id": args.node_id,
         "data_dir": args.data_dir,
@@ -110,8 +108,13 @@ def run_node(args: argparse.Namespace) -> int:
         "log_level": args.log_level,
     }
     config = load_config(args.config, flags)
-    if config.sched_batch:
-        use_batch_policy()
+    with batch_policy(config.sched_batch):
+        return _run(config)
+
+
+def _run(config: NodeConfig) -> int:
+    from cortex.node import Node
+
     logging.basicConfig(
         level=config.log_level.upper(),
         format=f"%(asctime)s %(levelname)s [{config.node_id}] %(name)s: %(message)s",

@@ -35,6 +35,8 @@ def test_node_threads_run_batch_and_tasks_keep_the_nodes_starting_policy(make_cl
     cluster = make_cluster(3, start=False)
     default, without, idle = cluster.nodes
     without.extra_args = [*without.extra_args, "--no-sched-batch"]
+    # Each started under a given policy, whatever this process runs under.
+    default.wrapper = without.wrapper = ["chrt", "--other", "0"]
     idle.wrapper = ["chrt", "--idle", "0"]
     cluster.start()
     cluster.wait_ready()
