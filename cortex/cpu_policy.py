@@ -12,7 +12,7 @@ but no preemption when it wakes, so the waker runs on until it blocks or
 its time slice ends. With 3 nodes and 32 clients on 2 CPUs
 (`scripts/bench_core.py --tasks 3000 --concurrency 32`, runs taken in turns
 with and without), a task cost 6-7 involuntary context switches instead of
-14 and the cluster made a median 8% more tasks a second (9 of 10 pairs);
+14 and the cluster made a median 7% more tasks a second (13 of 18 pairs);
 one client (`--concurrency 1`) 6% more, its submit-to-running p50 2-3 ms
 instead of 3; the batch (`--mode batch`) nothing measurable.
 
