@@ -55,6 +55,9 @@ def batch_policy(enabled: bool = True) -> Iterator[bool]:
 
 
 def _switch(policy: int | None) -> bool:
+    """Puts the calling thread under `policy`; whether it did. Another
+    policy than the default is taken only from the default: one the
+    operator chose is kept."""
     if policy is None:
         return False
     try:

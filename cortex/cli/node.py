@@ -113,6 +113,7 @@ def run_node(args: argparse.Namespace) -> int:
 
 
 def _run(config: NodeConfig) -> int:
+    """Runs the node in the foreground until it stops; the exit code."""
     from cortex.node import Node
 
     logging.basicConfig(
