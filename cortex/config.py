@@ -154,8 +154,9 @@ class NodeConfig(BaseModel):
     # acknowledged writes on power loss: for throwaway clusters only.
     raft_sync: bool = True
     # Run the node's threads under SCHED_BATCH on Linux (`cortex.cpu_policy`):
-    # no preemption each time one thread wakes another.
-    sched_batch: bool = True
+    # no preemption each time one thread wakes another, but none of other
+    # processes either, so only where nothing else keeps the CPUs busy.
+    sched_batch: bool = False
     compaction_min_time_s: float = Field(300.0, gt=0)
     # Once the last snapshot is past 64 MiB, compaction also waits for the
     # journal to reach this fraction of its size (cortex.raft.compaction).

@@ -11,18 +11,26 @@ policy for non-interactive work, gives a thread the same share of the CPU
 but no preemption when it wakes, so the waker runs on until it blocks or
 its time slice ends. With 3 nodes and 32 clients on 2 CPUs
 (`scripts/bench_core.py --tasks 3000 --concurrency 32`, runs taken in turns
-with and without), a task cost 6-7 involuntary context switches instead of
-14 and the cluster made a median 7% more tasks a second (13 of 18 pairs);
-one client (`--concurrency 1`) 6% more, its submit-to-running p50 2-3 ms
-instead of 3; the batch (`--mode batch`) nothing measurable.
+with `--sched-batch` and without), a task cost 6-7 involuntary context
+switches instead of 14 and the cluster made a median 7% more tasks a
+second (13 of 18 pairs); one client (`--concurrency 1`) 6% more, its
+submit-to-running p50 2-3 ms instead of 3; the batch (`--mode batch`)
+nothing measurable.
+
+But a thread that does not preempt on waking does not preempt other
+processes either: with four CPU-bound processes beside the cluster (under
+either policy), one client's tasks started after 10-12 ms (p50; p99 31-41)
+instead of 3-4 (p99 12-21), and half as many a second. A node whose
+machine runs its tasks, or anything else busy, answers late. So it is
+switched on only by `sched_batch: true` (`--sched-batch`), for machines
+where nothing else keeps the CPUs busy, such as voters that run no tasks.
 
 `cortex node start` switches before it starts any thread (a thread starts
 under its creator's policy), for as long as the node runs, and only from
 the default policy: a node started under another (`chrt --idle`, a
-real-time one) keeps it, and `sched_batch: false` keeps the default.
-Tasks run under the policy the node was started with: an attempt's thread
-switches back before its executor runs (`for_tasks`), so the processes it
-starts inherit that one."""
+real-time one) keeps it. Tasks run under the policy the node was started
+with: an attempt's thread switches back before its executor runs
+(`for_tasks`), so the processes it starts inherit that one."""
 
 from __future__ import annotations
 

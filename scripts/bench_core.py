@@ -335,6 +335,8 @@ class BenchRun:
     concurrency: int
     batch_size: int
     raft_sync: bool
+    # Whether the nodes ran their threads under SCHED_BATCH.
+    sched_batch: bool
     # The nodes' task limit when the run set one (None: the node default).
     max_tasks: int | None
     # The tasks each node takes to wait for a slot, when the run set it.
@@ -517,6 +519,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "completed": len(completed),
         "cpus": os.cpu_count() or 1,
         "raft_sync": run.raft_sync,
+        "sched_batch": run.sched_batch,
         "max_tasks": run.max_tasks,
         "prefetch_tasks": run.prefetch_tasks,
         "load_before": round(run.load_before, 2),
@@ -992,7 +995,11 @@ def _run(args: argparse.Namespace) -> int:
         extra += ["--max-tasks", str(args.max_tasks)]
     if args.prefetch_tasks is not None:
         extra += ["--prefetch-tasks", str(args.prefetch_tasks)]
+    if args.sched_batch:
+        extra += ["--sched-batch"]
     print(f"raft_sync {'on' if args.raft_sync else 'OFF (--no-raft-sync)'}")
+    if args.sched_batch:
+        print("the nodes' threads under SCHED_BATCH (--sched-batch)")
     stage_dir = data_dir / "stages" if args.stages else None
     path_dir = data_dir / "path" if args.path else None
     for variable, timing_dir in ((STAGE_DIR_VARIABLE, stage_dir), (PATH_DIR_VARIABLE, path_dir)):
@@ -1100,6 +1107,7 @@ def measure(
         concurrency=args.concurrency,
         batch_size=args.batch_size,
         raft_sync=args.raft_sync,
+        sched_batch=args.sched_batch,
         max_tasks=args.max_tasks,
         prefetch_tasks=args.prefetch_tasks,
         rate=args.rate,
@@ -1175,6 +1183,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         dest="raft_sync",
         action="store_false",
         help="run the nodes without syncing their Raft journals (to measure what syncing costs)",
+    )
+    parser.add_argument(
+        "--sched-batch",
+        action="store_true",
+        help="run the nodes' threads under SCHED_BATCH (`cortex.cpu_policy`)",
     )
     parser.add_argument(
         "--max-tasks",

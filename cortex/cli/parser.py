@@ -326,11 +326,12 @@ def _add_node(commands: Commands) -> None:
         help="do not sync the Raft journal (faster; may lose acknowledged writes on power loss)",
     )
     start.add_argument(
-        "--no-sched-batch",
+        "--sched-batch",
         dest="sched_batch",
-        action="store_false",
+        action="store_true",
         default=None,
-        help="run the node's threads under the default CPU scheduling policy, not SCHED_BATCH",
+        help="run the node's threads under SCHED_BATCH (Linux): for machines where nothing"
+        " else keeps the CPUs busy, such as voters that run no tasks",
     )
     start.add_argument(
         "--task-retention",

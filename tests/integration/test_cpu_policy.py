@@ -1,8 +1,9 @@
 """The CPU scheduling policy of a node's threads and of its tasks' processes
 (`cortex.cpu_policy`), on a real cluster of three nodes started three ways:
-by default every thread of the node runs under SCHED_BATCH and its tasks
-under the default policy; `--no-sched-batch` keeps the default for both; a
-node started under another policy (`chrt --idle`) keeps it for both."""
+with `--sched-batch` every thread of the node runs under SCHED_BATCH and its
+tasks under the default policy; by default both keep the default; a node
+started under another policy (`chrt --idle`) keeps it for both, even with
+`--sched-batch`."""
 
 from __future__ import annotations
 
@@ -31,19 +32,20 @@ def _thread_policies(node: ClusterNode) -> dict[int, int]:
 
 
 @pytest.mark.skipif(shutil.which("chrt") is None, reason="needs chrt (util-linux)")
-def test_node_threads_run_batch_and_tasks_keep_the_nodes_starting_policy(make_cluster):
+def test_sched_batch_puts_node_threads_under_batch_and_tasks_keep_the_starting_policy(make_cluster):
     cluster = make_cluster(3, start=False)
-    default, without, idle = cluster.nodes
-    without.extra_args = [*without.extra_args, "--no-sched-batch"]
+    batch, default, idle = cluster.nodes
+    batch.extra_args = [*batch.extra_args, "--sched-batch"]
+    idle.extra_args = [*idle.extra_args, "--sched-batch"]
     # Each started under a given policy, whatever this process runs under.
-    default.wrapper = without.wrapper = ["chrt", "--other", "0"]
+    batch.wrapper = default.wrapper = ["chrt", "--other", "0"]
     idle.wrapper = ["chrt", "--idle", "0"]
     cluster.start()
     cluster.wait_ready()
 
     expected = {
-        default.node_id: (os.SCHED_BATCH, os.SCHED_OTHER),
-        without.node_id: (os.SCHED_OTHER, os.SCHED_OTHER),
+        batch.node_id: (os.SCHED_BATCH, os.SCHED_OTHER),
+        default.node_id: (os.SCHED_OTHER, os.SCHED_OTHER),
         idle.node_id: (os.SCHED_IDLE, os.SCHED_IDLE),
     }
     for node in cluster.nodes:
@@ -51,7 +53,7 @@ def test_node_threads_run_batch_and_tasks_keep_the_nodes_starting_policy(make_cl
         assert len(threads) > 10, threads  # Raft, gRPC, agent, loops: all of them
         assert set(threads.values()) == {expected[node.node_id][0]}, (node.node_id, threads)
 
-    with default.client() as client:
+    with batch.client() as client:
         for node in cluster.nodes:
             spec = shell_spec(
                 [sys.executable, "-c", PRINT_POLICY],
@@ -64,5 +66,5 @@ def test_node_threads_run_batch_and_tasks_keep_the_nodes_starting_policy(make_cl
             assert int(task.result.stdout) == expected[node.node_id][1], node.node_id
 
     # The attempt's thread went back to the task's policy; the node's others did not.
-    policies = set(_thread_policies(default).values())
+    policies = set(_thread_policies(batch).values())
     assert policies == {os.SCHED_BATCH, os.SCHED_OTHER}, policies
