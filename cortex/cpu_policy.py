@@ -19,8 +19,8 @@ nothing measurable.
 
 But a thread that does not preempt on waking does not preempt other
 processes either: with four CPU-bound processes beside the cluster (under
-either policy), one client's tasks started after 10-12 ms (p50; p99 31-41)
-instead of 3-4 (p99 12-21), and half as many a second. A node whose
+either policy), one client's tasks started after 10-12 ms (p50; p99 30-41)
+instead of 3-5 (p99 12-21), and half as many a second. A node whose
 machine runs its tasks, or anything else busy, answers late. So it is
 switched on only by `sched_batch: true` (`--sched-batch`), for machines
 where nothing else keeps the CPUs busy, such as voters that run no tasks.
