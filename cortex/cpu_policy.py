@@ -23,7 +23,8 @@ either policy), one client's tasks started after 10-12 ms (p50; p99 30-41)
 instead of 3-5 (p99 12-21), and half as many a second. A node whose
 machine runs its tasks, or anything else busy, answers late. So it is
 switched on only by `sched_batch: true` (`--sched-batch`), for machines
-where nothing else keeps the CPUs busy, such as voters that run no tasks.
+where nothing else keeps the CPUs busy, such as voters kept from tasks
+(`cortex node cordon`).
 
 `cortex node start` switches before it starts any thread (a thread starts
 under its creator's policy), for as long as the node runs, and only from

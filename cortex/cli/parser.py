@@ -331,7 +331,7 @@ def _add_node(commands: Commands) -> None:
         action="store_true",
         default=None,
         help="run the node's threads under SCHED_BATCH (Linux): for machines where nothing"
-        " else keeps the CPUs busy, such as voters that run no tasks",
+        " else keeps the CPUs busy, such as voters kept from tasks (cordoned)",
     )
     start.add_argument(
         "--task-retention",
