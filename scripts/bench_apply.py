@@ -23,14 +23,14 @@ the CPU each kind of SQL statement takes (its triggers included) and what
 apply spends outside SQL. With `--anatomy`, what the digest (its hashing and
 its triggers), the task table's secondary indexes and the task-count
 triggers each cost, by taking each away in turn, and what is left without
-them all. With `--pages`, per phase, how many pages each commit writes to the
-write-ahead log and whose they are (each table and index), read from the
-log's frame headers. `--without PART ...` measures once with those parts taken away
-(run under `valgrind --tool=callgrind` against a run without it, it shows
-their instructions, which this machine's noise does not move): the
-digest's triggers or only its hashing, the task indexes, the task-count or
-node-memory triggers, apply's spec check, and the JSON texts apply stores
-(written as `{}`). Apply without them is not apply: only a measure.
+them all. With `--pages`, per phase, how many pages each commit writes to
+the write-ahead log and whose they are (each table and index), read from
+the log's frame headers. `--without PART ...` measures once with those
+parts taken away (run under `valgrind --tool=callgrind` against a run
+without it, it shows their instructions, which this machine's noise does
+not move): the digest's triggers or only its hashing, the task indexes,
+the task-count or node-memory triggers, apply's spec check, and the JSON
+texts apply stores (written as `{}`). Apply without them is not apply: only a measure.
 
     python scripts/bench_apply.py --tasks 5000 --batch 100
     python scripts/bench_apply.py --row-costs --json

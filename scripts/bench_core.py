@@ -995,10 +995,9 @@ def _run(args: argparse.Namespace) -> int:
         extra += ["--max-tasks", str(args.max_tasks)]
     if args.prefetch_tasks is not None:
         extra += ["--prefetch-tasks", str(args.prefetch_tasks)]
-    if args.sched_batch:
-        extra += ["--sched-batch"]
     print(f"raft_sync {'on' if args.raft_sync else 'OFF (--no-raft-sync)'}")
     if args.sched_batch:
+        extra += ["--sched-batch"]
         print("the nodes' threads under SCHED_BATCH (--sched-batch)")
     stage_dir = data_dir / "stages" if args.stages else None
     path_dir = data_dir / "path" if args.path else None
