@@ -4,10 +4,12 @@ the rows, and the page's messages built and serialized, as `ListTasks`
 does. On a state database of finished noop tasks built here through the
 state machine (`--tasks`), or on a node's own (`--db`, e.g. one kept by
 `bench_scale.py --keep-data`). Prints the thread CPU of the best and the
-median of `--samples` pages for the default listing and the listings by
-state and by node, and the best of each part (the listing's query with
-its views, the views alone, the messages); the best is the figure to
-compare (the median moves with whatever else the machine does)."""
+median of `--samples` pages for the default listing, the listings by state
+and by node, and those of a node's few failed and running tasks among its
+many completed (one task in `FAILING` fails, `RUNNING` are left running),
+and the best of each part (the listing's query with its views, the views
+alone, the messages); the best is the figure to compare (the median moves
+with whatever else the machine does)."""
 
 from __future__ import annotations
 
@@ -33,15 +35,22 @@ from cortex.v1 import cortex_pb2 as pb
 CHUNK = 500
 SPEC = check_task_spec({"type": "noop"})
 RESULT = ExecutionResult(exit_code=0).to_dict()
+FAILED = ExecutionResult(exit_code=1).to_dict()
+# One task in this many fails; this many are left running (on the first node).
+FAILING = 1_000
+RUNNING = 10
 TRACEPARENT = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
 
 
 def build(path: Path, tasks: int) -> None:
-    """`tasks` noop tasks submitted, placed round-robin and completed."""
+    """`tasks` noop tasks submitted, placed round-robin and ended: every
+    `FAILING`th failed for good, the rest completed; then `RUNNING` more,
+    left running. So a node's failed and running tasks are a few among its
+    many completed, as on a node with a long history."""
     log = StateLog(path)
     for start in range(0, tasks, CHUNK):
         ids = [e.new_id() for _ in range(min(CHUNK, tasks - start))]
-        placed = [(task_id, NODES[k % len(NODES)]) for k, task_id in enumerate(ids)]
+        placed = [(t, NODES[(start + k) % len(NODES)]) for k, t in enumerate(ids)]
         log.apply(
             *(
                 e.TaskSubmit(task_id, SPEC, f"key-{task_id}", traceparent=TRACEPARENT)
@@ -52,8 +61,17 @@ def build(path: Path, tasks: int) -> None:
             e.TaskAssign([{"task_id": t, "node": node, "attempt": 1} for t, node in placed]),
         )
         log.apply(
-            *(e.TaskComplete(t, 1, node, RESULT, 1_000 + log.index) for t, node in placed),
+            *(
+                e.TaskFailed(t, 1, node, "exit 1", FAILED, permanent=True, started_at=log.index)
+                if (start + k) % FAILING == FAILING - 1
+                else e.TaskComplete(t, 1, node, RESULT, 1_000 + log.index)
+                for k, (t, node) in enumerate(placed)
+            ),
         )
+    ids = [e.new_id() for _ in range(RUNNING)]
+    log.apply(*(e.TaskSubmit(task_id, SPEC, None) for task_id in ids))
+    log.apply(e.TaskAssign([{"task_id": t, "node": NODES[0], "attempt": 1} for t in ids]))
+    log.apply(*(e.TaskStarted(t, 1, NODES[0]) for t in ids))
     log.close()
 
 
@@ -87,6 +105,9 @@ def measure(reader: StateReader, samples: int) -> dict[str, dict[str, float]]:
         "default": dict,
         "state": lambda: {"states": ["completed"]},
         "node": lambda: {"node": NODES[0]},
+        "node, failed": lambda: {"node": NODES[0], "states": ["failed"]},
+        "node, running": lambda: {"node": NODES[0], "states": ["running"]},
+        "node, running or failed": lambda: {"node": NODES[0], "states": ["running", "failed"]},
     }
     figures = {}
     for name, filters in listings.items():
@@ -127,7 +148,7 @@ def main() -> int:
     print(f"one page of {DEFAULT_PAGE_SIZE} tasks, CPU ms (best of {args.samples}; median):")
     for name, f in figures.items():
         print(
-            f"  {name:8s} {f['best_ms']:6.2f} ({f['median_ms']:.2f})"
+            f"  {name:24s} {f['best_ms']:6.2f} ({f['median_ms']:.2f})"
             f"  listing {f['listing_best_ms']:.2f} (views {f['views_best_ms']:.2f}),"
             f" messages {f['messages_best_ms']:.2f}"
         )

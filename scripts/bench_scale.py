@@ -1,8 +1,8 @@
 """Scale benchmark: a local 3-node cluster of real `cortex node start`
 processes grown, through SubmitTasks and the real Raft path, to N finished
 `noop` tasks of history; then reports what that history costs: `task list`
-page latency (default page, by state, by node, by workflow; client calls and
-the real CLI), GetTask latency, how long a follower takes to restart (SIGTERM
+page latency (default page, by state, by node, by node and state for a
+node's few failed tasks, by workflow; client calls and the real CLI), GetTask latency, how long a follower takes to restart (SIGTERM
 and kill -9) and catch up, snapshot size and build / restore time on a copy
 of a node's database, peak RSS per node (overall, and polled per phase:
 growing, reading, restarting, snapshotting) and database size per node.
@@ -46,6 +46,7 @@ from _cluster import (
     wait_exit,
 )
 from bench_core import TERMINAL_STATES, _wait_converged, percentile
+from google.protobuf import struct_pb2
 from pysyncobj.config import SERIALIZER_STATE
 
 from cortex.api.client import CortexClient
@@ -69,6 +70,16 @@ SAMPLE_IDS = 5000
 SUBMIT_DEADLINE_S = 300.0
 PROGRESS_EVERY_S = 10.0
 NEWEST_FIRST = pb.LIST_ORDER_NEWEST_FIRST
+# One task of the history in this many fails for good (its noop ends with
+# exit code 1, and it has no retry): a node's failed tasks are then a few
+# among its many completed, as on a long history.
+FAILING = 1000
+NOOP_SPEC = pb.TaskSpec(type="noop")
+FAILING_SPEC = pb.TaskSpec(
+    type="noop",
+    options=struct_pb2.Struct(fields={"exit_code": struct_pb2.Value(number_value=1)}),
+    retry_policy=pb.RetryPolicy(retryable=False),
+)
 MB = 1024 * 1024
 
 
@@ -233,7 +244,10 @@ class _Grower:
         count = min(BATCH_SIZE, self._tasks - first)
         client = self._clients[batch % len(self._clients)]
         keys = [f"{self._run_id}-{k}" for k in range(first, first + count)]
-        specs = [pb.TaskSpec(type="noop")] * count
+        specs = [
+            FAILING_SPEC if k % FAILING == FAILING - 1 else NOOP_SPEC
+            for k in range(first, first + count)
+        ]
         deadline = time.monotonic() + SUBMIT_DEADLINE_S
         for attempt in itertools.count():
             try:
@@ -347,6 +361,7 @@ def measure_reads(
     ids = list(sample_ids)
     random.shuffle(ids)
     completed = [pb.TASK_STATE_COMPLETED]
+    failed = [pb.TASK_STATE_FAILED]
     return {
         "list": _timed_ms(lambda i: client(i).list_tasks(order=NEWEST_FIRST), samples),
         "list_state": _timed_ms(
@@ -354,6 +369,12 @@ def measure_reads(
         ),
         "list_node": _timed_ms(
             lambda i: client(i).list_tasks(node_id=node_ids[i % len(node_ids)], order=NEWEST_FIRST),
+            samples,
+        ),
+        "list_node_failed": _timed_ms(
+            lambda i: client(i).list_tasks(
+                node_id=node_ids[i % len(node_ids)], states=failed, order=NEWEST_FIRST
+            ),
             samples,
         ),
         "list_workflow": _timed_ms(
@@ -574,7 +595,7 @@ def _aim(value: float, aim: float, unit: str) -> str:
 
 
 def _line(label: str, text: str) -> None:
-    print(f"  {label:<34} {text}")
+    print(f"  {label:<36} {text}")
 
 
 def print_report(run: ScaleRun) -> None:
@@ -589,6 +610,7 @@ def print_report(run: ScaleRun) -> None:
         "list": "task list, default page",
         "list_state": "  --state completed",
         "list_node": "  --on-node",
+        "list_node_failed": "  --on-node --state failed",
         "list_workflow": "  --workflow",
         "get_task": "GetTask",
     }
@@ -746,6 +768,9 @@ def measure(
             "list": readers[0].list_tasks().total_size,
             "list_state": readers[0].list_tasks(states=[pb.TASK_STATE_COMPLETED]).total_size,
             "list_node": readers[0].list_tasks(node_id=node_ids[0]).total_size,
+            "list_node_failed": readers[0]
+            .list_tasks(node_id=node_ids[0], states=[pb.TASK_STATE_FAILED])
+            .total_size,
             "list_workflow": readers[0].list_tasks(workflow_id=workflow_ids[0]).total_size,
         }
     finally:

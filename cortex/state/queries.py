@@ -17,7 +17,7 @@ from cortex.state.node_transitions import removal_index
 from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schedule_queries import ScheduleQueries
-from cortex.state.schema import ACTIVE_ON_NODE, ReadConnections
+from cortex.state.schema import ACTIVE_ON_NODE, STATES_BY_NODE, ReadConnections
 from cortex.state.sql_lists import select_in
 from cortex.state.task_match import TaskMatch
 from cortex.state.workflow_queries import WorkflowQueries
@@ -246,57 +246,72 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             matching, matching_params = match.clauses()
             clauses += matching
             params += matching_params
-        # Only state, type and node filter: the total is a sum of counters.
+        # State, type and node alone: the total is a sum of counters, and with
+        # other filters it is at most that sum.
         countable = not clauses and not workflow_id
-        for column, value in (
-            ("type", task_type),
-            ("workflow_id", workflow_id),
-            ("assigned_node", node),
+        counters: list[str] = []
+        counter_params: list[object] = []
+        for column, counter, value in (
+            ("type", "type", task_type),
+            ("workflow_id", None, workflow_id),
+            ("assigned_node", "node", node),
         ):
             if value:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+                if counter:
+                    counters.append(f"{counter} = ?")
+                    counter_params.append(value)
         beyond, page_params, order = keyset(after, newest_first)
         wanted = sorted(set(states or []))
-        in_states = f"state IN ({','.join('?' * len(wanted))})"
+        if wanted:
+            counters.append(f"state IN ({','.join('?' * len(wanted))})")
+            counter_params += wanted
+
+        def of_state(state: str) -> list[str]:
+            """One state's condition; with a node, also the condition of the
+            index holding the node's tasks in that state, where one does
+            (any other would be walked through the node's whole history)."""
+            return ["state = ?", STATES_BY_NODE.get(state, "") if node else ""]
+
         conn = self._conn()
         conn.execute("BEGIN")
         try:
-            if countable:
-                counters = [
-                    *(["type = ?"] if task_type else []),
-                    *(["node = ?"] if node else []),
-                    *([in_states] if wanted else []),
-                ]
-                counted = conn.execute(
-                    f"SELECT COALESCE(SUM(n), 0) FROM task_counts {where(counters)}",
-                    (*params, *wanted),
-                )
-            elif wanted:
-                counted = conn.execute(
-                    f"SELECT COUNT(*) FROM tasks {where([*clauses, in_states])}", (*params, *wanted)
-                )
-            else:
-                counted = conn.execute(f"SELECT COUNT(*) FROM tasks {where(clauses)}", params)
-            total = counted.fetchone()[0]
-            if len(wanted) > 1:
+            total = conn.execute(
+                f"SELECT COALESCE(SUM(n), 0) FROM task_counts {where(counters)}", counter_params
+            ).fetchone()[0]
+            if total and not countable:
+                if wanted:
+                    # Per state, so that each reads the index holding it.
+                    count = "SELECT " + " + ".join(
+                        f"(SELECT COUNT(*) FROM tasks {where([*clauses, *of_state(state)])})"
+                        for state in wanted
+                    )
+                    count_params = [value for state in wanted for value in (*params, state)]
+                else:
+                    count, count_params = f"SELECT COUNT(*) FROM tasks {where(clauses)}", params
+                total = conn.execute(count, count_params).fetchone()[0]
+            if not total:
+                rows = []
+            elif len(wanted) > 1:
                 # Each state's page read in its index's order, then merged:
                 # `state IN (...)` would sort every matching row.
-                branch = (
+                branches = [
                     f"SELECT * FROM (SELECT * FROM tasks"
-                    f" {where([*clauses, 'state = ?', beyond])} {order} LIMIT ?)"
-                )
+                    f" {where([*clauses, *of_state(state), beyond])} {order} LIMIT ?)"
+                    for state in wanted
+                ]
                 rows = conn.execute(
-                    f"SELECT * FROM ({' UNION ALL '.join([branch] * len(wanted))}) {order} LIMIT ?",
+                    f"SELECT * FROM ({' UNION ALL '.join(branches)}) {order} LIMIT ?",
                     (
                         *[v for state in wanted for v in (*params, state, *page_params, limit + 1)],
                         limit + 1,
                     ),
                 ).fetchall()
             else:
+                one_state = of_state(wanted[0]) if wanted else []
                 rows = conn.execute(
-                    f"SELECT * FROM tasks {where([*clauses, *(['state = ?'] if wanted else []), beyond])}"
-                    f" {order} LIMIT ?",
+                    f"SELECT * FROM tasks {where([*clauses, *one_state, beyond])} {order} LIMIT ?",
                     (*params, *wanted, *page_params, limit + 1),
                 ).fetchall()
         finally:

@@ -28,11 +28,13 @@ HELD = {
     "tasks_by_node_submit": "assigned_node IS NOT NULL",
 }
 DONE = {"exit_code": 0, "stdout": "", "stderr": ""}
-# The indexes as they were before migration 17, in place of its own; then
+# The indexes as they were before migration 17, in place of its own (and
+# without 18's); then
 # setting `user_version` back to 16 (or earlier) makes a database the
 # migration will find as it found one made before it.
 BEFORE_LIVE_INDEXES = (
     "DROP INDEX tasks_queue; DROP INDEX tasks_by_node; DROP INDEX tasks_by_node_submit;"
+    " DROP INDEX tasks_by_node_ended;"
     " CREATE INDEX tasks_by_fairness_key"
     " ON tasks (state, fairness_key, priority DESC, created_at, submit_index);"
     " CREATE INDEX tasks_by_node ON tasks (assigned_node, state);"
