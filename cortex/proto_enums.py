@@ -38,6 +38,13 @@ def _value(enum: Any, name: str) -> int:
 def enum_name(enum: Any, value: int) -> str:
     """TASK_STATE_DEAD_LETTER -> "dead_letter"; "" for UNSPECIFIED and values
     the enum does not have."""
+    return _name(enum, int(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _name(enum: Any, value: int) -> str:
+    # Cached, as `_value`: rendering a listing names the same few values for
+    # every row, and `enum.values()` builds the enum's list on every call.
     if value == UNSPECIFIED or value not in enum.values():
         return ""
     return str(enum.Name(value)).removeprefix(_prefix(enum)).lower()
