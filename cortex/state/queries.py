@@ -20,6 +20,7 @@ from cortex.state.schedule_queries import ScheduleQueries
 from cortex.state.schema import ACTIVE_ON_NODE, STATES_BY_NODE, ReadConnections
 from cortex.state.sql_lists import select_in
 from cortex.state.task_match import TaskMatch
+from cortex.state.task_states import ACTIVE_STATES
 from cortex.state.workflow_queries import WorkflowQueries
 from cortex.state.workflow_rules import WORKFLOW_STATES
 
@@ -175,6 +176,11 @@ class NodeView:
         return int(self.resources.get("prefetch_tasks", 0) or 0)
 
 
+# Each listing order (`keyset`) as one no index can give: sorted instead.
+_SORTED = {
+    f"ORDER BY submit_index {way}, id {way}": f"ORDER BY +submit_index {way}, +id {way}"
+    for way in ("ASC", "DESC")
+}
 # The nodes' rows; a removed node's only when the parameter is 1.
 _NODE_ROWS = "SELECT * FROM nodes WHERE ? OR status != 'removed' ORDER BY id"
 
@@ -274,6 +280,12 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             (any other would be walked through the node's whole history)."""
             return ["state = ?", STATES_BY_NODE.get(state, "") if node else ""]
 
+        def order_of(state: str) -> str:
+            """The order of one state's rows: a node's assigned or running
+            ones (a few, whose index does not hold their order) sorted, as
+            SQLite would otherwise walk the node's history in that order."""
+            return _SORTED[order] if node and state in ACTIVE_STATES else order
+
         conn = self._conn()
         conn.execute("BEGIN")
         try:
@@ -298,7 +310,7 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                 # `state IN (...)` would sort every matching row.
                 branches = [
                     f"SELECT * FROM (SELECT * FROM tasks"
-                    f" {where([*clauses, *of_state(state), beyond])} {order} LIMIT ?)"
+                    f" {where([*clauses, *of_state(state), beyond])} {order_of(state)} LIMIT ?)"
                     for state in wanted
                 ]
                 rows = conn.execute(
@@ -310,8 +322,10 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                 ).fetchall()
             else:
                 one_state = of_state(wanted[0]) if wanted else []
+                one_order = order_of(wanted[0]) if wanted else order
                 rows = conn.execute(
-                    f"SELECT * FROM tasks {where([*clauses, *one_state, beyond])} {order} LIMIT ?",
+                    f"SELECT * FROM tasks {where([*clauses, *one_state, beyond])} {one_order}"
+                    " LIMIT ?",
                     (*params, *wanted, *page_params, limit + 1),
                 ).fetchall()
         finally:

@@ -402,22 +402,15 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_by_node_submit ON tasks (assigned_node, submit_index, id, created_at)
         WHERE assigned_node IS NOT NULL;
     """,
-    # 18: a node's tasks by state, in submission order, for every state
-    # but completed. Listing a node's failed or running tasks walked its
-    # whole history in `tasks_by_node_submit`, reading each row for its
-    # state: on a million tasks, a page of a node's failed ones took 108 ms
-    # and of its ten running ones 343 ms, now 1.9 and 0.2
-    # (`scripts/bench_list.py`); SQLite preferred that walk to sorting the
-    # node's running tasks, as `tasks_by_node` did not hold their order.
-    # It now does, and the tasks that ended other than completed (failed,
-    # cancelled, dead-lettered) have an index of their own, which a task
-    # enters once, when it ends so: a completed task never does, and the
-    # moves of a task under way change `tasks_by_node` as before. Queries
-    # spell the conditions as written (`STATES_BY_NODE`; see 17).
+    # 18: the tasks that ended other than completed (failed, cancelled,
+    # dead-lettered) by node and state, in submission order. Listing a
+    # node's failed tasks walked its whole history in `tasks_by_node_submit`,
+    # reading each row for its state: on a million tasks, a page of a node's
+    # failed ones took 108 ms, now 2 (`scripts/bench_list.py`). A task enters
+    # it once, when it ends so; a completed task never does, so the write
+    # path of a task that succeeds is unchanged. Queries spell the condition
+    # as written (`STATES_BY_NODE`; see 17).
     """
-    DROP INDEX tasks_by_node;
-    CREATE INDEX tasks_by_node ON tasks (assigned_node, state, submit_index, id)
-        WHERE (state = 'assigned' OR state = 'running');
     CREATE INDEX tasks_by_node_ended ON tasks (assigned_node, state, submit_index, id, created_at)
         WHERE (state = 'failed' OR state = 'cancelled' OR state = 'dead_letter');
     """,
