@@ -3,6 +3,7 @@ propose, read. Interfaces translate; the rules live here."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -101,6 +102,25 @@ class _NodesRead:
     at: float  # time.monotonic() of the read
     candidates: list[Candidate]
     judged: dict[tuple[str, str], list[str]]
+
+    @functools.cached_property
+    def by_id(self) -> dict[str, Candidate]:
+        return {node.id: node for node in self.candidates}
+
+
+def _not_started(
+    node_id: str, node: Candidate | None, running: dict[str, int] | None
+) -> list[str]:
+    """Why a task assigned to `node_id` has not started there: the node is
+    not taking tasks, or runs as many as it has slots (`running`, read when
+    it holds more); nothing when it is about to start."""
+    if node is None:
+        return []
+    if node.status in ("offline", "draining"):
+        return [f"assigned to {node_id}, which is {node.status}: it will run elsewhere"]
+    if running is not None and node.max_tasks and running.get(node_id, 0) >= node.max_tasks:
+        return [f"waiting for a free slot on {node_id} (all {node.max_tasks} are running tasks)"]
+    return []
 
 
 def _end_submit_span(span: Span, result: dict[str, Any]) -> None:
@@ -321,18 +341,29 @@ class TaskOperations:
     def events(self, task_id: str) -> list[EventView]:
         return self._reader.task_events(task_id)
 
-    def pending_reasons(self, task: TaskView) -> list[str]:
-        """Why a queued task is not placed, judged from this node's view."""
-        return self.pending_reasons_all([task])[0]
+    def pending_reasons(self, task: TaskView, assigned: bool = True) -> list[str]:
+        """Why a queued task is not placed, or (with `assigned`) why a task
+        assigned to a node has not started there, judged from this node's view."""
+        return self.pending_reasons_all([task], assigned)[0]
 
-    def pending_reasons_all(self, tasks: list[TaskView]) -> list[list[str]]:
+    def pending_reasons_all(self, tasks: list[TaskView], assigned: bool = True) -> list[list[str]]:
         """`pending_reasons` of each task, the nodes read once, and the nodes'
-        fit judged once per task type and constraints (all it depends on)."""
+        fit judged once per task type and constraints (all it depends on).
+        A submission's answer leaves `assigned` out: its task was just placed."""
         now_ms = int(time.time() * 1000)
         read: _NodesRead | None = None
         gate: LimitGate | None = None
+        running: dict[str, int] | None = None
         reasons: list[list[str]] = []
         for task in tasks:
+            if task.state == "assigned" and assigned and task.node:
+                read = read or self._read_nodes()
+                node = read.by_id.get(task.node)
+                if node is not None and node.max_tasks and node.active_tasks > node.max_tasks:
+                    # It holds tasks beyond its slots: are they all taken?
+                    running = self._reader.running_counts_by_node() if running is None else running
+                reasons.append(_not_started(task.node, node, running))
+                continue
             if task.state != "queued":
                 reasons.append([])
                 continue

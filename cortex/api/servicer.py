@@ -92,8 +92,8 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
         self._schedules = schedules
         self._limits = limits
 
-    def _task(self, task: TaskView) -> pb.Task:
-        return task_to_proto(task, self._tasks.pending_reasons(task))
+    def _task(self, task: TaskView, assigned: bool = True) -> pb.Task:
+        return task_to_proto(task, self._tasks.pending_reasons(task, assigned))
 
     # -- tasks --------------------------------------------------------------------
 
@@ -107,7 +107,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
             spec_from_proto(request.spec), request.idempotency_key or None, _traceparent(context)
         )
         return pb.SubmitTaskResponse(
-            task=self._task(outcome.task),
+            task=self._task(outcome.task, assigned=False),
             created=outcome.created,
             commit_index=outcome.raft_index,
             header=self._reads.header(),
@@ -127,7 +127,7 @@ class CortexServicer(ScheduleCalls, LimitCalls, pb_grpc.CortexServiceServicer):
                 raise InvalidArgument(f"tasks[{number}].{err}") from None
         outcomes = self._tasks.submit_many(items, _traceparent(context))
         accepted = [o for o in outcomes if not isinstance(o, CortexError)]
-        reasons = iter(self._tasks.pending_reasons_all([o.task for o in accepted]))
+        reasons = iter(self._tasks.pending_reasons_all([o.task for o in accepted], assigned=False))
         results = [
             pb.SubmitTasksResult(error=str(outcome), error_code=status_for(outcome).value[0])
             if isinstance(outcome, CortexError)

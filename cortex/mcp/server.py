@@ -326,7 +326,8 @@ def build_server(
     ) -> dict[str, Any]:
         """A task's state, node, attempt and result (exit_code, stdout and stderr
         tails). With wait=true, returns once the task is terminal or timeout_s passes
-        (check `state`). While queued, `pending_reasons` says why it is not placed."""
+        (check `state`). While queued, `pending_reasons` says why it is not placed;
+        while assigned, why it has not started (its node's slots are all taken)."""
         reply = _call(lambda: client.get_task_result(task_id, wait, int(timeout_s * 1000)))
         return task_json(reply.task)
 

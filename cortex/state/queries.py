@@ -431,6 +431,15 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         )
         return {row[0]: row[1] for row in rows}
 
+    def running_counts_by_node(self) -> dict[str, int]:
+        """Tasks running on each node that runs any, from the counts apply
+        keeps (`task_counts`)."""
+        rows = self._conn().execute(
+            "SELECT node, SUM(n) FROM task_counts WHERE state = 'running'"
+            " AND node != '' GROUP BY node HAVING SUM(n) > 0"
+        )
+        return {row[0]: row[1] for row in rows}
+
     def reserved_memory_by_node(self) -> dict[str, float]:
         """Memory promised through minMemoryMb to each node's active tasks,
         from the sums apply keeps (`node_memory`)."""

@@ -147,14 +147,22 @@ def test_a_killed_nodes_waiting_tasks_run_elsewhere_and_complete_once(make_clust
 def test_a_drained_nodes_waiting_tasks_move_at_once_without_spending_an_attempt(
     make_cluster, tmp_path
 ):
-    """A follower running two tasks and holding two waiting is drained with a
-    long deadline: its waiting tasks move at once (their retry budget
-    untouched), its running ones finish there when the gate opens."""
+    """A follower running two tasks and holding two waiting (each of which
+    says, asked, that it waits for a free slot there) is drained with a long
+    deadline: its waiting tasks move at once (their retry budget untouched),
+    its running ones finish there when the gate opens."""
     _, client, leader, node, ids, on_node, gate, runs = gated_full_cluster(make_cluster, tmp_path)
     with client:
-        client.drain_node(node.node_id, deadline_ms=120_000)
         waiting = on_node - started_on(runs, node.node_id)
         assert len(waiting) == PREFETCH_TASKS
+        slot = f"waiting for a free slot on {node.node_id} (all {MAX_TASKS} are running tasks)"
+
+        def reasons() -> dict[str, list[str]]:
+            return {t: list(client.get_task(t).task.pending_reasons) for t in on_node}
+
+        expected = {t: [slot] if t in waiting else [] for t in on_node}
+        wait_until(lambda: reasons() == expected, 30, what="the waiting tasks saying why")
+        client.drain_node(node.node_id, deadline_ms=120_000)
 
         def moved() -> bool:
             return all(client.get_task(t).task.node_id != node.node_id for t in waiting)

@@ -77,3 +77,65 @@ def test_one_answer_judges_each_kind_of_task_once(
     assert reasons[2] == reasons[0]
     assert reasons[3] == []  # any node takes it
     assert judged == [tasks[0].id, tasks[1].id, tasks[3].id]
+
+
+def _ops(log: WorkflowLog) -> TaskOperations:
+    proposer: Any = AppliesAtOnce(log)
+    return TaskOperations(
+        "n1", proposer, log.machine, log.reader, ResourceBoard(), lambda node: True, 1 << 20, 5.0
+    )
+
+
+def test_a_task_waiting_for_a_slot_says_so_until_one_frees(
+    log: WorkflowLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node of two slots holding a third task to wait: that task says it
+    waits for a free slot (the running tasks counted only because the node
+    holds more than its slots); once one of the two ends, it says nothing.
+    A submission's answer leaves it out."""
+    joined = e.NodeJoin(
+        "n9", "n9:1", "n9:2", executors=["noop"], resources={"max_tasks": 2, "prefetch_tasks": 1}
+    )
+    assert log.one(joined)["ok"]
+    ops = _ops(log)
+    counted: list[int] = []
+    running = log.reader.running_counts_by_node
+
+    def counting() -> dict[str, int]:
+        counted.append(log.machine.applied_index)
+        return running()
+
+    monkeypatch.setattr(log.reader, "running_counts_by_node", counting)
+    ids = [ops.submit({"type": "noop"}).task.id for _ in range(3)]
+    for task_id in ids[:2]:
+        assert log.one(e.TaskAssign([{"task_id": task_id, "node": "n9", "attempt": 1}]))["ok"]
+    first = ops.get(ids[0])
+    assert ops.pending_reasons(first) == []  # about to start: the node has room
+    assert counted == []
+    assert log.one(e.TaskAssign([{"task_id": ids[2], "node": "n9", "attempt": 1}]))["ok"]
+    for task_id in ids[:2]:
+        assert log.one(e.TaskStarted(task_id, 1, "n9"), node="n9")["ok"]
+    waiting = ops.get(ids[2])
+    assert waiting.state == "assigned"
+    expected = ["waiting for a free slot on n9 (all 2 are running tasks)"]
+    assert ops.pending_reasons(waiting) == expected
+    assert ops.pending_reasons(waiting, assigned=False) == []
+    assert ops.pending_reasons_all([waiting, ops.get(ids[0])]) == [expected, []]
+    assert len(counted) == 2  # once per answer, for all its tasks
+
+    done = e.TaskComplete(ids[0], 1, "n9", {"exit_code": 0, "stdout": "", "stderr": ""})
+    assert log.one(done, node="n9")["ok"]
+    assert ops.pending_reasons(ops.get(ids[2])) == []
+
+
+def test_a_task_assigned_to_a_node_that_went_offline_says_it_will_run_elsewhere(
+    log: WorkflowLog,
+) -> None:
+    ops = _ops(log)
+    task_id = ops.submit({"type": "noop"}).task.id
+    assert log.one(e.TaskAssign([{"task_id": task_id, "node": "n2", "attempt": 1}]))["ok"]
+    assert ops.pending_reasons(ops.get(task_id)) == []
+    assert log.one(e.NodeStatus("n2", "offline", "no heartbeat"))["ok"]
+    assert ops.pending_reasons(ops.get(task_id)) == [
+        "assigned to n2, which is offline: it will run elsewhere"
+    ]
