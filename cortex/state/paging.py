@@ -21,11 +21,20 @@ class PageKey:
 def keyset(after: PageKey | None, newest_first: bool) -> tuple[str, list[object], str]:
     """The condition that continues after `after` (empty for the first page),
     its parameters, and the ORDER BY of the listing."""
-    direction, beyond = ("DESC", "<") if newest_first else ("ASC", ">")
-    order = f"ORDER BY submit_index {direction}, id {direction}"
+    beyond = "<" if newest_first else ">"
+    order = order_by(newest_first)
     if not after:
         return "", [], order
     return f"(submit_index, id) {beyond} (?, ?)", [after.submit_index, after.id], order
+
+
+def order_by(newest_first: bool, sorted_: bool = False) -> str:
+    """The ORDER BY of a listing; `sorted_` spells it so that no index can
+    give it, for rows better read from an index in another order and sorted
+    (SQLite would otherwise walk one in this order to avoid the sort)."""
+    direction = "DESC" if newest_first else "ASC"
+    plus = "+" if sorted_ else ""
+    return f"ORDER BY {plus}submit_index {direction}, {plus}id {direction}"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,15 @@ from typing import Any
 from cortex.state.digest import stored_digest
 from cortex.state.limit_queries import NOT_HELD, LimitQueries
 from cortex.state.node_transitions import removal_index
-from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
+from cortex.state.paging import (
+    CreatedWindow,
+    PageKey,
+    ids_with_prefix,
+    keyset,
+    order_by,
+    page_end,
+    where,
+)
 from cortex.state.purge import PURGED, loose_events, old_tasks, old_workflows
 from cortex.state.schedule_queries import ScheduleQueries
 from cortex.state.schema import ACTIVE_ON_NODE, STATES_BY_NODE, ReadConnections
@@ -176,11 +184,6 @@ class NodeView:
         return int(self.resources.get("prefetch_tasks", 0) or 0)
 
 
-# Each listing order (`keyset`) as one no index can give: sorted instead.
-_SORTED = {
-    f"ORDER BY submit_index {way}, id {way}": f"ORDER BY +submit_index {way}, +id {way}"
-    for way in ("ASC", "DESC")
-}
 # The nodes' rows; a removed node's only when the parameter is 1.
 _NODE_ROWS = "SELECT * FROM nodes WHERE ? OR status != 'removed' ORDER BY id"
 
@@ -284,7 +287,9 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             """The order of one state's rows: a node's assigned or running
             ones (a few, whose index does not hold their order) sorted, as
             SQLite would otherwise walk the node's history in that order."""
-            return _SORTED[order] if node and state in ACTIVE_STATES else order
+            return (
+                order_by(newest_first, sorted_=True) if node and state in ACTIVE_STATES else order
+            )
 
         conn = self._conn()
         conn.execute("BEGIN")
@@ -421,22 +426,18 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         counts apply keeps (`task_counts`): a few rows per node and task
         type, where counting the tasks read every active one, on every
         placement."""
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT node, SUM(n) FROM task_counts WHERE state IN ('assigned', 'running')"
-                " AND node != '' GROUP BY node HAVING SUM(n) > 0"
-            )
-            .fetchall()
-        )
-        return {row[0]: row[1] for row in rows}
+        return self._counts_by_node(("assigned", "running"))
 
     def running_counts_by_node(self) -> dict[str, int]:
-        """Tasks running on each node that runs any, from the counts apply
-        keeps (`task_counts`)."""
+        """Tasks running on each node that runs any, as `active_counts_by_node`."""
+        return self._counts_by_node(("running",))
+
+    def _counts_by_node(self, states: tuple[str, ...]) -> dict[str, int]:
         rows = self._conn().execute(
-            "SELECT node, SUM(n) FROM task_counts WHERE state = 'running'"
-            " AND node != '' GROUP BY node HAVING SUM(n) > 0"
+            "SELECT node, SUM(n) FROM task_counts"
+            f" WHERE state IN ({','.join('?' * len(states))})"
+            " AND node != '' GROUP BY node HAVING SUM(n) > 0",
+            states,
         )
         return {row[0]: row[1] for row in rows}
 

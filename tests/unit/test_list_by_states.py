@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from cortex.state import entries as e
-from cortex.state.paging import PageKey
-from cortex.state.queries import TaskView
+from tests.state_reads import all_pages
 from tests.workflow_sim import NODES, WorkflowLog
 
 STATES = ("queued", "assigned", "running", "completed", "cancelled")
@@ -42,19 +41,6 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkflowLog]:
     log.close()
 
 
-def _all_pages(log: WorkflowLog, size: int, **filters: object) -> tuple[list[TaskView], set[int]]:
-    seen: list[TaskView] = []
-    totals = set()
-    after: PageKey | None = None
-    while True:
-        page = log.reader.list_tasks(limit=size, after=after, **filters)  # type: ignore[arg-type]
-        seen += page.tasks
-        totals.add(page.total)
-        if page.next_key is None:
-            return seen, totals
-        after = page.next_key
-
-
 @pytest.mark.parametrize("newest_first", [False, True])
 @pytest.mark.parametrize("size", [1, 3, 100])
 def test_several_states_page_in_submission_order(
@@ -64,14 +50,16 @@ def test_several_states_page_in_submission_order(
     assert len(everything) == 20
     for count in (2, 3, 5):
         for states in itertools.combinations(STATES, count):
-            got, totals = _all_pages(log, size, states=list(states), newest_first=newest_first)
+            got, totals = all_pages(
+                log.reader, size, states=list(states), newest_first=newest_first
+            )
             expected = [t.id for t in everything if t.state in states]
             assert [t.id for t in got] == expected, states
             assert totals == {len(expected)}
 
 
 def test_several_states_with_a_node(log: WorkflowLog) -> None:
-    got, totals = _all_pages(log, 2, states=["assigned", "completed", "running"], node="n2")
+    got, totals = all_pages(log.reader, 2, states=["assigned", "completed", "running"], node="n2")
     everything = log.reader.list_tasks(limit=1000).tasks
     expected = [
         t.id

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
+from tests.state_reads import index_entries, statements, task_plans
 from tests.workflow_sim import WorkflowLog
 
 # Each index and the rows it should hold.
@@ -42,22 +42,10 @@ BEFORE_LIVE_INDEXES = (
 )
 
 
-def _entries(conn: sqlite3.Connection, index: str) -> int:
-    """How many entries the index's leaf pages hold (SQLite's dbstat)."""
-    try:
-        row = conn.execute(
-            "SELECT COALESCE(SUM(ncell), 0) FROM dbstat WHERE name = ? AND pagetype = 'leaf'",
-            (index,),
-        ).fetchone()
-    except sqlite3.OperationalError as err:  # a SQLite built without dbstat
-        pytest.skip(f"no dbstat: {err}")
-    return int(row[0])
-
-
 def _holds_exactly_the_live_rows(conn: sqlite3.Connection) -> None:
     for index, condition in HELD.items():
         wanted = conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {condition}").fetchone()[0]
-        assert _entries(conn, index) == wanted, index
+        assert index_entries(conn, index) == wanted, index
 
 
 def _history(log: WorkflowLog) -> None:
@@ -81,14 +69,14 @@ def test_the_indexes_hold_the_live_tasks_as_they_move(tmp_path: Path) -> None:
         conn = log.machine._conn
         _holds_exactly_the_live_rows(conn)
         _history(log)
-        counts = {index: _entries(conn, index) for index in HELD}
+        counts = {index: index_entries(conn, index) for index in HELD}
         # 12 submitted, 9 placed, 3 finished, 1 cancelled while queued.
         assert counts == {"tasks_queue": 2, "tasks_by_node": 6, "tasks_by_node_submit": 9}
         _holds_exactly_the_live_rows(conn)
         # A task that fails goes back to the queue without a node.
         assert log.one(e.TaskFailed("t03", 1, "n1", "exit code 1"), node="n1")["ok"]
         _holds_exactly_the_live_rows(conn)
-        assert _entries(conn, "tasks_queue") == 3
+        assert index_entries(conn, "tasks_queue") == 3
     finally:
         log.close()
 
@@ -101,7 +89,7 @@ def test_a_database_made_before_gets_them_from_its_rows(tmp_path: Path) -> None:
     log.close()
     conn = StateMachine(str(path))._conn
     conn.executescript(f"BEGIN; {BEFORE_LIVE_INDEXES} PRAGMA user_version = 16; COMMIT;")
-    assert _entries(conn, "tasks_by_node") == 12
+    assert index_entries(conn, "tasks_by_node") == 12
     conn.close()
 
     machine = StateMachine(str(path))
@@ -115,28 +103,6 @@ def test_a_database_made_before_gets_them_from_its_rows(tmp_path: Path) -> None:
         assert machine.digest() == digest
     finally:
         machine.close()
-
-
-@contextmanager
-def _statements(conn: sqlite3.Connection) -> Iterator[list[str]]:
-    """The SQL run on `conn` meanwhile."""
-    seen: list[str] = []
-    conn.set_trace_callback(seen.append)
-    try:
-        yield seen
-    finally:
-        conn.set_trace_callback(None)
-
-
-def _plans(conn: sqlite3.Connection, statements: list[str]) -> list[str]:
-    """The query plans of the statements that read the task table."""
-    plans = []
-    for sql in statements:
-        if "FROM tasks" not in sql or not sql.lstrip().upper().startswith("SELECT"):
-            continue
-        plan = " / ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
-        plans.append(f"{plan}  <-  {sql}")
-    return plans
 
 
 def _searched(plans: list[str], index: str) -> None:
@@ -168,9 +134,9 @@ def test_reads_of_the_live_tasks_search_their_index(tmp_path: Path, reader: str)
         _history(log)
         read(log)  # the reader's connection is this thread's from now on
         conn = log.reader._conn()
-        with _statements(conn) as seen:
+        with statements(conn) as seen:
             read(log)
-        plans = _plans(conn, seen)
+        plans = task_plans(conn, seen)
         if reader == "weights' queue counts":
             plans = [plan for plan in plans if "'queued'" in plan]
         _searched(plans, index)
@@ -184,9 +150,9 @@ def test_the_queue_depth_is_counted_from_the_queue_alone(tmp_path: Path) -> None
         _history(log)
         assert log.reader.queue_view(10**13).depth_by_priority == {5: 2}
         conn = log.reader._conn()
-        with _statements(conn) as seen:
+        with statements(conn) as seen:
             log.reader.queue_view(10**13)
-        depth = [plan for plan in _plans(conn, seen) if "GROUP BY priority" in plan]
+        depth = [plan for plan in task_plans(conn, seen) if "GROUP BY priority" in plan]
         assert len(depth) == 1 and "COVERING INDEX tasks_queue" in depth[0], depth
     finally:
         log.close()
@@ -198,10 +164,10 @@ def test_a_nodes_removal_searches_its_live_tasks(tmp_path: Path) -> None:
         assert log.one(e.NodeJoin("n2", "127.0.0.1:1", "127.0.0.1:2"))["ok"]
         _history(log)
         conn = log.machine._conn
-        with _statements(conn) as seen:
+        with statements(conn) as seen:
             assert log.one(e.NodeLeave("n2"))["ok"]
-        plans = [plan for plan in _plans(conn, seen) if "assigned_node" in plan]
+        plans = [plan for plan in task_plans(conn, seen) if "assigned_node" in plan]
         _searched(plans, "tasks_by_node")
-        assert _entries(conn, "tasks_by_node") == 4  # n2's two went back to the queue
+        assert index_entries(conn, "tasks_by_node") == 4  # n2's two went back to the queue
     finally:
         log.close()

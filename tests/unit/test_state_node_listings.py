@@ -15,15 +15,14 @@ import itertools
 import re
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
-from cortex.state.paging import CreatedWindow, PageKey
-from cortex.state.queries import TaskView
+from cortex.state.paging import CreatedWindow
+from tests.state_reads import all_pages, index_entries, statements, task_plans
 from tests.workflow_sim import NODES, WorkflowLog
 
 ENDED = "state IN ('failed', 'cancelled', 'dead_letter')"
@@ -42,21 +41,9 @@ INDEX_OF = {
 BEFORE = "DROP INDEX tasks_by_node_ended;"
 
 
-def _entries(conn: sqlite3.Connection, index: str) -> int:
-    """How many entries the index's leaf pages hold (SQLite's dbstat)."""
-    try:
-        row = conn.execute(
-            "SELECT COALESCE(SUM(ncell), 0) FROM dbstat WHERE name = ? AND pagetype = 'leaf'",
-            (index,),
-        ).fetchone()
-    except sqlite3.OperationalError as err:  # a SQLite built without dbstat
-        pytest.skip(f"no dbstat: {err}")
-    return int(row[0])
-
-
 def _holds_exactly_the_ended_rows(conn: sqlite3.Connection) -> int:
     wanted = conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {ENDED}").fetchone()[0]
-    assert _entries(conn, "tasks_by_node_ended") == wanted
+    assert index_entries(conn, "tasks_by_node_ended") == wanted
     return int(wanted)
 
 
@@ -140,19 +127,6 @@ def test_a_database_made_before_gets_it_from_its_rows(tmp_path: Path) -> None:
         machine.close()
 
 
-def _all_pages(log: WorkflowLog, size: int, **filters: object) -> tuple[list[TaskView], set[int]]:
-    seen: list[TaskView] = []
-    totals = set()
-    after: PageKey | None = None
-    while True:
-        page = log.reader.list_tasks(limit=size, after=after, **filters)  # type: ignore[arg-type]
-        seen += page.tasks
-        totals.add(page.total)
-        if page.next_key is None:
-            return seen, totals
-        after = page.next_key
-
-
 # Tasks t04 to t19 (and on n1 one in each state but completed).
 WINDOWS = {"no window": None, "a window": CreatedWindow(1_060, 1_140)}
 
@@ -168,8 +142,13 @@ def test_a_nodes_tasks_by_state_page_by_page(
     assert len(everything) == 30
     for count in (1, 2, 3):
         for states in itertools.combinations(STATES, count):
-            got, totals = _all_pages(
-                log, 2, states=list(states), node=node, newest_first=newest_first, created=created
+            got, totals = all_pages(
+                log.reader,
+                2,
+                states=list(states),
+                node=node,
+                newest_first=newest_first,
+                created=created,
             )
             expected = [
                 t.id
@@ -182,28 +161,6 @@ def test_a_nodes_tasks_by_state_page_by_page(
             assert totals == {len(expected)}, states
 
 
-@contextmanager
-def _statements(conn: sqlite3.Connection) -> Iterator[list[str]]:
-    """The SQL run on `conn` meanwhile."""
-    seen: list[str] = []
-    conn.set_trace_callback(seen.append)
-    try:
-        yield seen
-    finally:
-        conn.set_trace_callback(None)
-
-
-def _plans(conn: sqlite3.Connection, statements: list[str]) -> list[str]:
-    """The query plans of the statements that read the task table."""
-    plans = []
-    for sql in statements:
-        if "FROM tasks" not in sql or not sql.lstrip().upper().startswith("SELECT"):
-            continue
-        plan = " / ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
-        plans.append(f"{plan}  <-  {sql}")
-    return plans
-
-
 @pytest.mark.parametrize("window", sorted(WINDOWS))
 @pytest.mark.parametrize("state", sorted(INDEX_OF))
 def test_a_nodes_tasks_in_a_state_other_than_completed_are_searched(
@@ -214,10 +171,10 @@ def test_a_nodes_tasks_in_a_state_other_than_completed_are_searched(
     sorted (a node has a few), the others read in their index's order."""
     log.reader.list_tasks(limit=1)  # the reader's connection is this thread's from now on
     conn = log.reader._conn()
-    with _statements(conn) as seen:
+    with statements(conn) as seen:
         page = log.reader.list_tasks(states=[state], node="n1", limit=2, created=WINDOWS[window])
     assert page.tasks
-    plans = _plans(conn, seen)
+    plans = task_plans(conn, seen)
     assert len(plans) == (2 if window == "a window" else 1), plans  # the total, the rows
     for plan in plans:
         assert re.search(rf"INDEX {INDEX_OF[state]} \(assigned_node=\? AND state=\?\)", plan), plan
@@ -231,9 +188,9 @@ def test_a_listing_nothing_can_match_reads_no_task(log: WorkflowLog) -> None:
     say so, and neither the total nor the rows are read from the tasks."""
     log.reader.list_tasks(limit=1)
     conn = log.reader._conn()
-    with _statements(conn) as seen:
+    with statements(conn) as seen:
         page = log.reader.list_tasks(
             states=["queued"], node="n1", limit=2, created=WINDOWS["a window"]
         )
     assert page.tasks == [] and page.total == 0 and page.next_key is None
-    assert _plans(conn, seen) == []
+    assert task_plans(conn, seen) == []

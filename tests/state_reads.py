@@ -1,0 +1,64 @@
+"""What the state database's reads do, for the tests of its indexes and
+listings: how many entries an index holds, the SQL a connection ran and its
+query plans, and every page of a task listing."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from cortex.state.paging import PageKey
+from cortex.state.queries import StateReader, TaskView
+
+
+def index_entries(conn: sqlite3.Connection, index: str) -> int:
+    """How many entries the index's leaf pages hold (SQLite's dbstat)."""
+    try:
+        row = conn.execute(
+            "SELECT COALESCE(SUM(ncell), 0) FROM dbstat WHERE name = ? AND pagetype = 'leaf'",
+            (index,),
+        ).fetchone()
+    except sqlite3.OperationalError as err:  # a SQLite built without dbstat
+        pytest.skip(f"no dbstat: {err}")
+    return int(row[0])
+
+
+@contextmanager
+def statements(conn: sqlite3.Connection) -> Iterator[list[str]]:
+    """The SQL run on `conn` meanwhile."""
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        yield seen
+    finally:
+        conn.set_trace_callback(None)
+
+
+def task_plans(conn: sqlite3.Connection, sql: list[str]) -> list[str]:
+    """The query plans of the statements that read the task table, each
+    followed by its statement."""
+    plans = []
+    for statement in sql:
+        if "FROM tasks" not in statement or not statement.lstrip().upper().startswith("SELECT"):
+            continue
+        plan = " / ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}"))
+        plans.append(f"{plan}  <-  {statement}")
+    return plans
+
+
+def all_pages(reader: StateReader, size: int, **filters: object) -> tuple[list[TaskView], set[int]]:
+    """Every task of a listing, read `size` to a page, and the totals the
+    pages gave."""
+    seen: list[TaskView] = []
+    totals = set()
+    after: PageKey | None = None
+    while True:
+        page = reader.list_tasks(limit=size, after=after, **filters)  # type: ignore[arg-type]
+        seen += page.tasks
+        totals.add(page.total)
+        if page.next_key is None:
+            return seen, totals
+        after = page.next_key
