@@ -2,7 +2,9 @@
 processes grown, through SubmitTasks and the real Raft path, to N finished
 `noop` tasks of history; then reports what that history costs: `task list`
 page latency (default page, by state, by node, by node and state for a
-node's few failed tasks, by workflow; client calls and the real CLI), GetTask latency, how long a follower takes to restart (SIGTERM
+node's few failed tasks, by workflow, of the tasks created in the newest
+tenth of the growth in either order; client calls and the real CLI),
+GetTask latency, how long a follower takes to restart (SIGTERM
 and kill -9) and catch up, snapshot size and build / restore time on a copy
 of a node's database, peak RSS per node (overall, and polled per phase:
 growing, reading, restarting, snapshotting) and database size per node.
@@ -351,9 +353,11 @@ def measure_reads(
     workflow_ids: Sequence[str],
     sample_ids: Sequence[str],
     samples: int,
+    recent: pb.TimeRange,
 ) -> dict[str, list[float]]:
     """Latencies (ms) of the task listings and of GetTask, round-robin over
-    every node; each listing asks for the default page, newest first."""
+    every node; each listing asks for the default page, newest first.
+    `recent`: a creation window (the newest tenth of the growth)."""
 
     def client(i: int) -> CortexClient:
         return clients[i % len(clients)]
@@ -383,8 +387,25 @@ def measure_reads(
             ),
             samples,
         ),
+        "list_recent": _timed_ms(
+            lambda i: client(i).list_tasks(order=NEWEST_FIRST, create_time_range=recent), samples
+        ),
+        "list_recent_oldest": _timed_ms(
+            lambda i: client(i).list_tasks(create_time_range=recent), samples
+        ),
         "get_task": _timed_ms(lambda i: client(i).get_task(ids[i % len(ids)]), 5 * samples),
     }
+
+
+def newest_tenth(client: CortexClient) -> pb.TimeRange:
+    """The creation window of the newest tenth of the time the tasks were
+    created over (`task list --since`)."""
+    (oldest,) = client.list_tasks(page_size=1, order=pb.LIST_ORDER_OLDEST_FIRST).tasks
+    (newest,) = client.list_tasks(page_size=1, order=NEWEST_FIRST).tasks
+    first, last = oldest.create_time.ToMilliseconds(), newest.create_time.ToMilliseconds()
+    recent = pb.TimeRange()
+    recent.start_time.FromMilliseconds(last - (last - first) // 10)
+    return recent
 
 
 def time_cli(node: DevNode, runs: int) -> list[float]:
@@ -612,6 +633,8 @@ def print_report(run: ScaleRun) -> None:
         "list_node": "  --on-node",
         "list_node_failed": "  --on-node --state failed",
         "list_workflow": "  --workflow",
+        "list_recent": "  --since (a tenth)",
+        "list_recent_oldest": "  --since, oldest first",
         "get_task": "GetTask",
     }
     for name, label in labels.items():
@@ -753,6 +776,7 @@ def measure(
     rss.enter("growing")
     grower = _Grower(clients, args.tasks, args.max_unfinished, baseline, workflow_tasks, stop)
     growth = grower.run(args.threads, args.timeout, quiet)
+    recent = newest_tenth(clients[leader_index(clients)])
     term_grown = clients[leader_index(clients)].get_cluster_status().term
     _say(f"grown; term {term_grown}", quiet)
 
@@ -763,7 +787,9 @@ def measure(
     readers = [CortexClient(n.grpc, timeout_s=60, tls=False) for n in nodes]
     try:
         node_ids = [n.node_id for n in nodes]
-        reads = measure_reads(readers, node_ids, workflow_ids, growth.sample_ids, args.samples)
+        reads = measure_reads(
+            readers, node_ids, workflow_ids, growth.sample_ids, args.samples, recent
+        )
         totals = {
             "list": readers[0].list_tasks().total_size,
             "list_state": readers[0].list_tasks(states=[pb.TASK_STATE_COMPLETED]).total_size,
@@ -772,6 +798,7 @@ def measure(
             .list_tasks(node_id=node_ids[0], states=[pb.TASK_STATE_FAILED])
             .total_size,
             "list_workflow": readers[0].list_tasks(workflow_id=workflow_ids[0]).total_size,
+            "list_recent": readers[0].list_tasks(create_time_range=recent).total_size,
         }
     finally:
         for reader in readers:

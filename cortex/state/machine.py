@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from urllib.parse import quote
 
 from cortex.failstop import stop_node
-from cortex.state import digest, runs
+from cortex.state import created_spans, digest, runs
 from cortex.state import entries as e
 from cortex.state.digest import full_digest, stored_digest
 from cortex.state.handlers import HANDLERS
@@ -152,6 +152,7 @@ class StateMachine:
                 results = self._apply_entries(
                     cur, index, items, changes, guarded=True, plain_json=plain_json
                 )
+            created_spans.record(cur, index)
             digest.flush(self._conn)
             cur.execute(
                 "INSERT INTO raft_meta (key, value) VALUES ('applied_index', ?)"

@@ -17,6 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from cortex.state import created_spans
 from cortex.state import entries as e
 from cortex.state.reasons import INVALID_PAYLOAD, Rejected
 from cortex.state.transitions import ApplyContext, EntryHandler, TaskChange
@@ -149,6 +150,8 @@ def tasks_purge(ctx: ApplyContext, p: e.TasksPurge) -> dict[str, Any]:
             cur.execute("DELETE FROM task_dependencies WHERE workflow_id = ?", (unit.id,))
             cur.execute("DELETE FROM workflows WHERE id = ?", (unit.id,))
     cur.executemany("DELETE FROM task_events WHERE seq = ?", [(seq,) for seq in events])
+    if units:
+        created_spans.prune(cur)
     return summary
 
 

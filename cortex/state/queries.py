@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from cortex.state import created_spans
 from cortex.state.digest import stored_digest
 from cortex.state.limit_queries import NOT_HELD, LimitQueries
 from cortex.state.node_transitions import removal_index
@@ -277,11 +278,24 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             counters.append(f"state IN ({','.join('?' * len(wanted))})")
             counter_params += wanted
 
+        # Where in submission order the tasks of the creation window can be
+        # (`created_spans`), once read.
+        spans: list[str] = []
+        span_params: list[object] = []
+
         def of_state(state: str) -> list[str]:
             """One state's condition; with a node, also the condition of the
             index holding the node's tasks in that state, where one does
-            (any other would be walked through the node's whole history)."""
-            return ["state = ?", STATES_BY_NODE.get(state, "") if node else ""]
+            (any other would be walked through the node's whole history).
+            The window's range of submission order follows; for a node's
+            assigned or running tasks, spelled so that it steers no index
+            (a range of the node's history would be walked)."""
+            live = node and state in ACTIVE_STATES
+            ranged = [f"+{span}" for span in spans] if live else spans
+            return ["state = ?", STATES_BY_NODE.get(state, "") if node else "", *ranged]
+
+        def state_params(state: str) -> list[object]:
+            return [state, *span_params]
 
         def order_of(state: str) -> str:
             """The order of one state's rows: a node's assigned or running
@@ -297,6 +311,13 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             total = conn.execute(
                 f"SELECT COALESCE(SUM(n), 0) FROM task_counts {where(counters)}", counter_params
             ).fetchone()[0]
+            if total and created is not None:
+                submitted = created_spans.submit_range(conn, created)
+                if submitted is None:
+                    total = 0
+                else:
+                    spans += submitted[0]
+                    span_params += submitted[1]
             if total and not countable:
                 if wanted:
                     # Per state, so that each reads the index holding it.
@@ -304,9 +325,10 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                         f"(SELECT COUNT(*) FROM tasks {where([*clauses, *of_state(state)])})"
                         for state in wanted
                     )
-                    count_params = [value for state in wanted for value in (*params, state)]
+                    count_params = [v for state in wanted for v in (*params, *state_params(state))]
                 else:
-                    count, count_params = f"SELECT COUNT(*) FROM tasks {where(clauses)}", params
+                    count = f"SELECT COUNT(*) FROM tasks {where([*clauses, *spans])}"
+                    count_params = [*params, *span_params]
                 total = conn.execute(count, count_params).fetchone()[0]
             if not total:
                 rows = []
@@ -321,17 +343,22 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                 rows = conn.execute(
                     f"SELECT * FROM ({' UNION ALL '.join(branches)}) {order} LIMIT ?",
                     (
-                        *[v for state in wanted for v in (*params, state, *page_params, limit + 1)],
+                        *[
+                            v
+                            for state in wanted
+                            for v in (*params, *state_params(state), *page_params, limit + 1)
+                        ],
                         limit + 1,
                     ),
                 ).fetchall()
             else:
-                one_state = of_state(wanted[0]) if wanted else []
+                one_state = of_state(wanted[0]) if wanted else spans
+                one_params = state_params(wanted[0]) if wanted else span_params
                 one_order = order_of(wanted[0]) if wanted else order
                 rows = conn.execute(
                     f"SELECT * FROM tasks {where([*clauses, *one_state, beyond])} {one_order}"
                     " LIMIT ?",
-                    (*params, *wanted, *page_params, limit + 1),
+                    (*params, *one_params, *page_params, limit + 1),
                 ).fetchall()
         finally:
             conn.execute("COMMIT")

@@ -414,6 +414,23 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_by_node_ended ON tasks (assigned_node, state, submit_index, id, created_at)
         WHERE (state = 'failed' OR state = 'cancelled' OR state = 'dead_letter');
     """,
+    # 19: the earliest and latest creation time of the tasks submitted in each
+    # span of 128 Raft indexes (`cortex.state.created_spans`), so a creation
+    # window becomes a range of submission order. Counting a window read every
+    # task's creation time: on a million tasks a page of the newest tenth took
+    # 37 ms newest first and 80 oldest first (`scripts/bench_list.py`). Widened
+    # once per Raft index that submits tasks, not by a trigger per task.
+    # Derived from `tasks` alone, so outside the digest.
+    """
+    CREATE TABLE task_created_spans (
+        span INTEGER PRIMARY KEY,
+        earliest INTEGER NOT NULL,
+        latest INTEGER NOT NULL
+    );
+    INSERT INTO task_created_spans (span, earliest, latest)
+        SELECT submit_index >> 7, MIN(created_at), MAX(created_at) FROM tasks
+        WHERE true GROUP BY submit_index >> 7;
+    """,
 ]
 
 # The condition of `tasks_by_node` (migration 17): a query of a node's tasks

@@ -34,7 +34,7 @@ DONE = {"exit_code": 0, "stdout": "", "stderr": ""}
 # migration will find as it found one made before it.
 BEFORE_LIVE_INDEXES = (
     "DROP INDEX tasks_queue; DROP INDEX tasks_by_node; DROP INDEX tasks_by_node_submit;"
-    " DROP INDEX tasks_by_node_ended;"
+    " DROP INDEX tasks_by_node_ended; DROP TABLE task_created_spans;"
     " CREATE INDEX tasks_by_fairness_key"
     " ON tasks (state, fairness_key, priority DESC, created_at, submit_index);"
     " CREATE INDEX tasks_by_node ON tasks (assigned_node, state);"

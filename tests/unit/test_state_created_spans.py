@@ -1,0 +1,272 @@
+"""Creation windows as ranges of submission order (migration 19,
+`cortex.state.created_spans`): each span of Raft indexes holds the earliest
+and latest creation time of the tasks submitted in it, as entries of
+skewed clocks submit standalone and workflow tasks; a window's listing
+gives exactly the tasks created in it, whatever the skew, page by page in
+either order and with the other filters, while reading only the spans'
+range of the tasks; a database made before gets the spans from its rows,
+its digest unchanged; and a purge drops the spans before the oldest task
+left, the listings still exact."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cortex.state import created_spans
+from cortex.state import entries as e
+from cortex.state.machine import StateMachine
+from cortex.state.paging import CreatedWindow
+from tests.state_reads import all_pages, statements, task_plans
+from tests.workflow_sim import NODES, WorkflowLog
+
+DONE = {"exit_code": 0, "stdout": "", "stderr": ""}
+WORKFLOW = """
+name: spans
+tasks:
+  a: {spec: {type: noop}}
+  b: {spec: {type: noop}, dependsOn: [a]}
+"""
+# Each proposer's clock is off by this much (ms); entries interleave.
+SKEW = {"n1": 0, "n2": 4_000, "n3": -2_500}
+
+
+def _spans(conn: object) -> dict[int, tuple[int, int]]:
+    rows = conn.execute("SELECT span, earliest, latest FROM task_created_spans")  # type: ignore[attr-defined]
+    return {span: (earliest, latest) for span, earliest, latest in rows}
+
+
+def _spans_of_the_rows(conn: object) -> dict[int, tuple[int, int]]:
+    rows = conn.execute(  # type: ignore[attr-defined]
+        f"SELECT submit_index >> {created_spans.SPAN_BITS}, MIN(created_at), MAX(created_at)"
+        " FROM tasks GROUP BY 1"
+    )
+    return {span: (earliest, latest) for span, earliest, latest in rows}
+
+
+def _apply(log: WorkflowLog, step: int, entries: list[e.Entry]) -> list[dict[str, object]]:
+    log.index += step
+    results = log.machine.apply_batch(log.index, e.encode_batch(entries))
+    assert results is not None and all(r["ok"] for r in results), results
+    return results
+
+
+def _history(log: WorkflowLog, check: bool = False) -> None:
+    """About 300 tasks over ~90 entries whose Raft indexes jump by 1 to 80
+    (so they cross spans), each holding submissions from the three nodes by
+    their own clocks, a few workflows, and entries that submit nothing;
+    every fifth task is placed and completed. With `check`, the spans are
+    compared with the rows after every entry."""
+    rng = random.Random(19)
+    now = 100_000
+    number = 0
+    for round_ in range(90):
+        now += rng.randrange(0, 400)
+        if round_ % 11 == 5:
+            log.index += rng.randrange(1, 80) - 1
+            log.ts = now + SKEW["n2"]
+            log.submit(WORKFLOW)
+        else:
+            entries = []
+            for _ in range(rng.randrange(0, 7)):
+                node = rng.choice(NODES)
+                task_id = f"t{number:03d}"
+                number += 1
+                spec = {"type": "noop", "labels": {"parity": str(number % 2)}}
+                ts = now + SKEW[node] + rng.randrange(-50, 50)
+                entries.append(e.Entry.create(e.TaskSubmit(task_id, spec, None), node=node, ts=ts))
+            if not entries:
+                entries = [e.Entry.create(e.ReadBarrier(), node="n1", ts=now)]
+            _apply(log, rng.randrange(1, 80), entries)
+        if check:
+            assert _spans(log.machine._conn) == _spans_of_the_rows(log.machine._conn)
+    # Every fifth task completes on a node, in one entry each way.
+    done = [f"t{k:03d}" for k in range(0, number, 5)]
+    placed = [{"task_id": t, "node": NODES[k % 3], "attempt": 1} for k, t in enumerate(done)]
+    _apply(log, 1, [e.Entry.create(e.TaskAssign(placed), node="n1", ts=now)])
+    _apply(
+        log,
+        1,
+        [
+            e.Entry.create(e.TaskComplete(p["task_id"], 1, p["node"], DONE), node=p["node"], ts=now)
+            for p in placed
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkflowLog]:
+    log = WorkflowLog(Path(tmp_path_factory.mktemp("created-spans")) / "state.db")
+    _history(log)
+    yield log
+    log.close()
+
+
+def _expected(log: WorkflowLog, window: CreatedWindow, **filters: object) -> list[str]:
+    """The ids of the tasks the listing must give, in submission order."""
+    rows = log.machine._conn.execute("SELECT * FROM tasks ORDER BY submit_index, id")
+    states = filters.get("states")
+    return [
+        row["id"]
+        for row in rows
+        if (window.start_ms is None or row["created_at"] >= window.start_ms)
+        and (window.end_ms is None or row["created_at"] < window.end_ms)
+        and (states is None or row["state"] in states)  # type: ignore[operator]
+        and ("node" not in filters or row["assigned_node"] == filters["node"])
+    ]
+
+
+def test_each_span_holds_the_creation_times_of_its_tasks(tmp_path: Path) -> None:
+    log = WorkflowLog(tmp_path / "state.db")
+    try:
+        _history(log, check=True)
+        conn = log.machine._conn
+        spans = _spans(conn)
+        assert len(spans) > 20
+        # The skew shows: a later span starts before an earlier one ended.
+        ordered = [spans[span] for span in sorted(spans)]
+        assert any(b[0] < a[1] for a, b in zip(ordered, ordered[1:], strict=False))
+        tasks = conn.execute("SELECT COUNT(*), COUNT(workflow_id) FROM tasks").fetchone()
+        assert tasks[0] > 250 and tasks[1] > 0
+    finally:
+        log.close()
+
+
+def _windows(log: WorkflowLog) -> list[CreatedWindow]:
+    first, last = log.machine._conn.execute(
+        "SELECT MIN(created_at), MAX(created_at) FROM tasks"
+    ).fetchone()
+    rng = random.Random(7)
+    windows = [
+        CreatedWindow(None, first),  # before every task
+        CreatedWindow(last + 1, None),  # after every task
+        CreatedWindow(first, last + 1),  # every task
+        CreatedWindow(first + 1, first + 1),  # empty
+    ]
+    for _ in range(24):
+        a, b = sorted(rng.randrange(first - 100, last + 100) for _ in range(2))
+        windows += [CreatedWindow(a, b), CreatedWindow(a, None), CreatedWindow(None, b)]
+    return windows
+
+
+FILTERS: dict[str, dict[str, object]] = {
+    "none": {},
+    "queued": {"states": ["queued"]},
+    "completed or queued": {"states": ["completed", "queued"]},
+    "node": {"node": "n2"},
+    "node, completed": {"node": "n2", "states": ["completed"]},
+}
+
+
+@pytest.mark.parametrize("newest_first", [False, True])
+@pytest.mark.parametrize("filters", sorted(FILTERS))
+def test_a_window_lists_exactly_the_tasks_created_in_it(
+    log: WorkflowLog, filters: str, newest_first: bool
+) -> None:
+    for window in _windows(log):
+        expected = _expected(log, window, **FILTERS[filters])
+        if newest_first:
+            expected.reverse()
+        seen, totals = all_pages(
+            log.reader, 7, created=window, newest_first=newest_first, **FILTERS[filters]
+        )
+        assert [t.id for t in seen] == expected, window
+        assert totals == {len(expected)}, window
+
+
+def test_a_window_reads_only_its_spans_range_of_the_tasks(log: WorkflowLog) -> None:
+    conn = log.reader._conn()
+    first, last = conn.execute("SELECT MIN(created_at), MAX(created_at) FROM tasks").fetchone()
+    recent = CreatedWindow(last - (last - first) // 10, None)
+    with statements(conn) as sql:
+        page = log.reader.list_tasks(limit=5, created=recent, newest_first=True)
+    assert page.total == len(_expected(log, recent))
+    plans = task_plans(conn, sql)
+    assert len(plans) == 2, plans
+    for plan in plans:
+        assert "submit_index>?" in plan, plan
+    # The range holds the window's tasks and not much more than its spans.
+    (lowest,) = [p for p in sql if "MIN(span)" in p]
+    assert lowest
+    low = conn.execute(
+        "SELECT MIN(span) FROM task_created_spans WHERE latest >= ?", (recent.start_ms,)
+    ).fetchone()[0]
+    outside = conn.execute(
+        "SELECT COUNT(*) FROM tasks WHERE submit_index < ? AND created_at >= ?",
+        (low << created_spans.SPAN_BITS, recent.start_ms),
+    ).fetchone()[0]
+    assert outside == 0
+    # A window no span reaches reads no task.
+    with statements(conn) as sql:
+        page = log.reader.list_tasks(limit=5, created=CreatedWindow(last + 1, None))
+    assert page.total == 0 and page.tasks == []
+    assert task_plans(conn, sql) == []
+
+
+def test_a_database_made_before_gets_the_spans_from_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    log = WorkflowLog(path)
+    _history(log)
+    spans = _spans(log.machine._conn)
+    digest = log.machine.digest()
+    log.close()
+    conn = StateMachine(str(path))._conn
+    conn.executescript("BEGIN; DROP TABLE task_created_spans; PRAGMA user_version = 18; COMMIT;")
+    conn.close()
+
+    machine = StateMachine(str(path))
+    try:
+        assert _spans(machine._conn) == spans
+        assert machine.digest() == digest
+    finally:
+        machine.close()
+
+
+def test_a_purge_drops_the_spans_before_the_oldest_task_left(tmp_path: Path) -> None:
+    log = WorkflowLog(tmp_path / "state.db")
+    try:
+        _history(log)
+        conn = log.machine._conn
+        before = _spans(conn)
+        # Completes the oldest queued tasks too, then purges every finished one.
+        queued = [
+            row[0]
+            for row in conn.execute(
+                "SELECT id FROM tasks WHERE workflow_id IS NULL AND state = 'queued'"
+                " ORDER BY submit_index, id LIMIT 40"
+            )
+        ]
+        ts = 10_000_000
+        _apply(log, 1, [e.Entry.create(e.TaskCancel(t), node="n1", ts=ts) for t in queued])
+        results = _apply(
+            log, 1, [e.Entry.create(e.TasksPurge(ts + 1, 10_000), node="n1", ts=ts + 1)]
+        )
+        assert results[0]["tasks"] > 40
+        after = _spans(conn)
+        oldest = conn.execute("SELECT MIN(submit_index) FROM tasks").fetchone()[0]
+        assert oldest is not None
+        assert min(after) == oldest >> created_spans.SPAN_BITS
+        assert len(after) < len(before)
+        # The spans kept hold what they held: wider than what is left.
+        assert all(after[span] == before[span] for span in after)
+        for window in _windows(log):
+            seen, totals = all_pages(log.reader, 9, created=window)
+            assert [t.id for t in seen] == _expected(log, window), window
+        # Nothing left: no span either.
+        rest = [r[0] for r in conn.execute("SELECT id FROM tasks WHERE state = 'queued'")]
+        _apply(log, 1, [e.Entry.create(e.TaskCancel(t), node="n1", ts=ts + 2) for t in rest])
+        _apply(log, 1, [e.Entry.create(e.TasksPurge(ts + 3, 10_000), node="n1", ts=ts + 3)])
+        if conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 0:
+            assert _spans(conn) == {}
+    finally:
+        log.close()
+
+
+def test_the_migration_spans_as_many_indexes_as_apply_does() -> None:
+    from cortex.state.schema import MIGRATIONS
+
+    assert f"submit_index >> {created_spans.SPAN_BITS}" in MIGRATIONS[18]
+    assert created_spans.SPAN_INDEXES == 1 << created_spans.SPAN_BITS
