@@ -297,6 +297,34 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         def state_params(state: str) -> list[object]:
             return [state, *span_params]
 
+        # Whether a node's completed tasks in a window may be counted as the
+        # node's tasks there less those in its other states (see below).
+        by_complement = [False]
+
+        def state_count(state: str) -> tuple[str, list[object]]:
+            """One state's count. A node's completed tasks in a creation
+            window are nearly all of its tasks there, and the index of a
+            node's history has no state: each would be read for it. With no
+            other filter, they are counted as the node's tasks in the window
+            (from that index alone) less those in the node's other states
+            (each from the index holding it)."""
+            if state == "completed" and by_complement[0]:
+                others = sorted(STATES_BY_NODE)
+                return (
+                    f"((SELECT COUNT(*) FROM tasks {where([*clauses, *spans])})"
+                    + "".join(
+                        f" - (SELECT COUNT(*) FROM tasks {where([*clauses, *of_state(other)])})"
+                        for other in others
+                    )
+                    + ")",
+                    [*params, *span_params]
+                    + [v for other in others for v in (*params, *state_params(other))],
+                )
+            return (
+                f"(SELECT COUNT(*) FROM tasks {where([*clauses, *of_state(state)])})",
+                [*params, *state_params(state)],
+            )
+
         def order_of(state: str) -> str:
             """The order of one state's rows: a node's assigned or running
             ones (a few, whose index does not hold their order) sorted, as
@@ -318,14 +346,18 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                 else:
                     spans += submitted[0]
                     span_params += submitted[1]
+                    by_complement[0] = (
+                        bool(node)
+                        and "completed" in wanted
+                        and not (task_type or workflow_id or match)
+                        and not self._tasks_in_other_states(conn, node)
+                    )
             if total and not countable:
                 if wanted:
                     # Per state, so that each reads the index holding it.
-                    count = "SELECT " + " + ".join(
-                        f"(SELECT COUNT(*) FROM tasks {where([*clauses, *of_state(state)])})"
-                        for state in wanted
-                    )
-                    count_params = [v for state in wanted for v in (*params, *state_params(state))]
+                    counted = [state_count(state) for state in wanted]
+                    count = "SELECT " + " + ".join(sql for sql, _ in counted)
+                    count_params = [v for _, state_values in counted for v in state_values]
                 else:
                     count = f"SELECT COUNT(*) FROM tasks {where([*clauses, *spans])}"
                     count_params = [*params, *span_params]
@@ -364,6 +396,19 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
             conn.execute("COMMIT")
         rows, next_key = page_end(rows, limit)
         return TaskPage([TaskView.from_row(r) for r in rows], next_key, total)
+
+    @staticmethod
+    def _tasks_in_other_states(conn: sqlite3.Connection, node: str) -> int:
+        """How many tasks `node` holds in states a node's task is never in
+        (none: a task leaves its node when it goes back to the queue)."""
+        named = ["completed", *sorted(STATES_BY_NODE)]
+        return int(
+            conn.execute(
+                "SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE node = ?"
+                f" AND state NOT IN ({','.join('?' * len(named))})",
+                (node, *named),
+            ).fetchone()[0]
+        )
 
     def task_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Up to `limit` task ids starting with `prefix`, in id order (a range

@@ -11,6 +11,7 @@ left, the listings still exact."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,18 +84,26 @@ def _history(log: WorkflowLog, check: bool = False) -> None:
             _apply(log, rng.randrange(1, 80), entries)
         if check:
             assert _spans(log.machine._conn) == _spans_of_the_rows(log.machine._conn)
-    # Every fifth task completes on a node, in one entry each way.
-    done = [f"t{k:03d}" for k in range(0, number, 5)]
-    placed = [{"task_id": t, "node": NODES[k % 3], "attempt": 1} for k, t in enumerate(done)]
+    # Tasks are placed on the nodes and end there in every way: every
+    # fifth completes; of every seventh, some stay assigned, some run, fail,
+    # are cancelled or dead-lettered.
+    chosen = [f"t{k:03d}" for k in range(number) if k % 5 == 0 or k % 7 == 0]
+    placed = [{"task_id": t, "node": NODES[k % 3], "attempt": 1} for k, t in enumerate(chosen)]
     _apply(log, 1, [e.Entry.create(e.TaskAssign(placed), node="n1", ts=now)])
-    _apply(
-        log,
-        1,
-        [
-            e.Entry.create(e.TaskComplete(p["task_id"], 1, p["node"], DONE), node=p["node"], ts=now)
-            for p in placed
-        ],
-    )
+    ends: list[tuple[e.Payload, dict[str, object]]] = []
+    for k, p in enumerate(placed):
+        task_id, node = p["task_id"], p["node"]
+        if int(task_id[1:]) % 5 == 0:
+            ends.append((e.TaskComplete(task_id, 1, node, DONE), p))
+        elif k % 5 == 1:
+            ends.append((e.TaskStarted(task_id, 1, node), p))
+        elif k % 5 == 2:
+            ends.append((e.TaskFailed(task_id, 1, node, "exit code 1", permanent=True), p))
+        elif k % 5 == 3:
+            ends.append((e.TaskCancel(task_id), p))
+        elif k % 5 == 4:
+            ends.append((e.TaskDeadLetter(task_id, 1, "given up"), p))
+    _apply(log, 1, [e.Entry.create(end, node=str(p["node"]), ts=now) for end, p in ends])
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +167,8 @@ FILTERS: dict[str, dict[str, object]] = {
     "completed or queued": {"states": ["completed", "queued"]},
     "node": {"node": "n2"},
     "node, completed": {"node": "n2", "states": ["completed"]},
+    "node, completed or failed": {"node": "n1", "states": ["completed", "failed"]},
+    "node, running": {"node": "n3", "states": ["running"]},
 }
 
 
@@ -204,6 +215,49 @@ def test_a_window_reads_only_its_spans_range_of_the_tasks(log: WorkflowLog) -> N
         page = log.reader.list_tasks(limit=5, created=CreatedWindow(last + 1, None))
     assert page.total == 0 and page.tasks == []
     assert task_plans(conn, sql) == []
+
+
+def test_a_nodes_completed_tasks_in_a_window_are_counted_from_indexes(log: WorkflowLog) -> None:
+    """As the node's tasks in the window less those in its other states:
+    no row is read for the count, only for the page."""
+    conn = log.reader._conn()
+    first, last = conn.execute("SELECT MIN(created_at), MAX(created_at) FROM tasks").fetchone()
+    window = CreatedWindow(first + (last - first) // 3, None)
+    filters = {"node": "n2", "states": ["completed"]}
+    with statements(conn) as sql:
+        page = log.reader.list_tasks(limit=3, created=window, **filters)  # type: ignore[arg-type]
+    expected = _expected(log, window, **filters)
+    assert page.total == len(expected) > 3
+    assert [t.id for t in page.tasks] == expected[:3]
+    count, rows = task_plans(conn, sql)
+    searches = re.findall(r"SEARCH tasks USING (?:COVERING )?INDEX \w+", count)
+    assert len(searches) == 6, count  # the node's tasks, then its five other states
+    assert "COVERING INDEX tasks_by_node_submit" in searches[0], count
+    assert all("tasks_by_node_submit" not in search for search in searches[1:]), count
+    assert "tasks_by_node_submit" in rows, rows
+
+
+def test_a_node_holding_a_task_in_another_state_is_counted_row_by_row(tmp_path: Path) -> None:
+    """Should a node ever hold a task in a state of none (queued, say), its
+    completed tasks in a window are counted by reading their rows."""
+    log = WorkflowLog(tmp_path / "state.db")
+    try:
+        _history(log)
+        conn = log.machine._conn
+        (stray,) = conn.execute(
+            "SELECT id FROM tasks WHERE assigned_node = 'n2' AND state = 'assigned' LIMIT 1"
+        ).fetchone()
+        conn.execute("UPDATE tasks SET state = 'queued' WHERE id = ?", (stray,))
+        first, last = conn.execute("SELECT MIN(created_at), MAX(created_at) FROM tasks").fetchone()
+        for window in (
+            CreatedWindow(first, None),
+            CreatedWindow(first + (last - first) // 2, None),
+        ):
+            filters = {"node": "n2", "states": ["completed"]}
+            page = log.reader.list_tasks(limit=3, created=window, **filters)  # type: ignore[arg-type]
+            assert page.total == len(_expected(log, window, **filters)), window
+    finally:
+        log.close()
 
 
 def test_a_database_made_before_gets_the_spans_from_its_rows(tmp_path: Path) -> None:
