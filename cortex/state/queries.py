@@ -346,8 +346,8 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                 else:
                     spans += submitted[0]
                     span_params += submitted[1]
-                    by_complement[0] = (
-                        bool(node)
+                    by_complement[0] = bool(
+                        node
                         and "completed" in wanted
                         and not (task_type or workflow_id or match)
                         and not self._tasks_in_other_states(conn, node)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,13 +36,13 @@ tasks:
 SKEW = {"n1": 0, "n2": 4_000, "n3": -2_500}
 
 
-def _spans(conn: object) -> dict[int, tuple[int, int]]:
-    rows = conn.execute("SELECT span, earliest, latest FROM task_created_spans")  # type: ignore[attr-defined]
+def _spans(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
+    rows = conn.execute("SELECT span, earliest, latest FROM task_created_spans")
     return {span: (earliest, latest) for span, earliest, latest in rows}
 
 
-def _spans_of_the_rows(conn: object) -> dict[int, tuple[int, int]]:
-    rows = conn.execute(  # type: ignore[attr-defined]
+def _spans_of_the_rows(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
+    rows = conn.execute(
         f"SELECT submit_index >> {created_spans.SPAN_BITS}, MIN(created_at), MAX(created_at)"
         " FROM tasks GROUP BY 1"
     )
