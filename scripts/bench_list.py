@@ -9,9 +9,10 @@ and by node, those of a node's few failed and running tasks among its many
 completed (one task in `FAILING` fails, `RUNNING` are left running), and
 those of the tasks created in the newest tenth of the time (in either
 order, and a node's completed ones); and the best of each part (the
-listing's query with its views, the views alone, the messages). The best
-is the figure to compare (the median moves with whatever else the machine
-does)."""
+listing's query with its views, the views alone, the messages). With
+`--workflows N`, also pages of `workflow list`: all, running, and the
+newest tenth. The best is the figure to compare (the median moves with
+whatever else the machine does)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import json
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from typing import Any
 from _state_log import NODES, StateLog
 
 from cortex.api.convert import task_to_proto
+from cortex.api.workflow_convert import workflow_to_proto
 from cortex.executors.base import ExecutionResult
 from cortex.requests import DEFAULT_PAGE_SIZE
 from cortex.state import entries as e
@@ -34,6 +37,8 @@ from cortex.state.paging import CreatedWindow
 from cortex.state.queries import StateReader, TaskPage, TaskView
 from cortex.state.spec_rules import check_task_spec
 from cortex.v1 import cortex_pb2 as pb
+from cortex.workflows.definition import parse_definition
+from cortex.workflows.operations import submit_payloads
 
 CHUNK = 500
 SPEC = check_task_spec({"type": "noop"})
@@ -45,12 +50,22 @@ RUNNING = 10
 TRACEPARENT = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
 
 
-def build(path: Path, tasks: int) -> None:
+def build(path: Path, tasks: int, workflows: int = 0) -> None:
     """`tasks` noop tasks submitted, placed round-robin and ended: every
     `FAILING`th failed for good, the rest completed; then `RUNNING` more,
     left running. So a node's failed and running tasks are a few among its
-    many completed, as on a node with a long history."""
+    many completed, as on a node with a long history. Then `workflows`
+    workflows of one noop task each, left running, `CHUNK` to an entry."""
     log = StateLog(path)
+    definition = parse_definition("name: one\ntasks:\n  only: {spec: {type: noop}}\n", "")
+    for start in range(0, workflows, CHUNK):
+        log.apply(
+            *(
+                payload
+                for _ in range(min(CHUNK, workflows - start))
+                for payload in submit_payloads(definition, str(uuid.uuid4()))
+            )
+        )
     for start in range(0, tasks, CHUNK):
         ids = [e.new_id() for _ in range(min(CHUNK, tasks - start))]
         placed = [(t, NODES[(start + k) % len(NODES)]) for k, t in enumerate(ids)]
@@ -113,6 +128,37 @@ def _last_tenth(reader: StateReader) -> CreatedWindow:
     return CreatedWindow(last - (last - first) // 10, None)
 
 
+def _workflow_page(reader: StateReader, filters: dict[str, Any]) -> float:
+    """Seconds of CPU one page of `workflow list` took, its messages built."""
+    began = time.thread_time()
+    page = reader.list_workflows(limit=DEFAULT_PAGE_SIZE, **filters)
+    pb.ListWorkflowsResponse(
+        workflows=[workflow_to_proto(w) for w in page.workflows], total_size=page.total
+    ).SerializeToString()
+    return time.thread_time() - began
+
+
+def measure_workflows(reader: StateReader, samples: int) -> dict[str, dict[str, float]]:
+    first, last = (
+        reader._conn()  # the bench's own reader
+        .execute("SELECT MIN(created_at), MAX(created_at) FROM workflows")
+        .fetchone()
+    )
+    listings: dict[str, dict[str, Any]] = {
+        "workflows": {},
+        "workflows, running": {"states": ["running"]},
+        "workflows, last tenth": {"created": CreatedWindow(last - (last - first) // 10, None)},
+    }
+    figures = {}
+    for name, filters in listings.items():
+        taken = sorted(_workflow_page(reader, filters) for _ in range(samples))
+        figures[name] = {
+            "best_ms": round(taken[0] * 1e3, 2),
+            "median_ms": round(statistics.median(taken) * 1e3, 2),
+        }
+    return figures
+
+
 def measure(reader: StateReader, samples: int) -> dict[str, dict[str, float]]:
     recent = _last_tenth(reader)
     listings: dict[str, Callable[[], dict[str, Any]]] = {
@@ -151,6 +197,9 @@ def main() -> int:
                         help="finished tasks in the database built (default 20000)")  # fmt: skip
     parser.add_argument("--db", help="a node's state database to read instead")
     parser.add_argument("--samples", type=int, default=300, help="pages per listing")
+    parser.add_argument("--workflows", type=int, default=0,
+                        help="also workflows (of one noop task each, running) in the database"
+                        " built, and the `workflow list` pages measured")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cortex-bench-list-") as scratch:
@@ -158,14 +207,15 @@ def main() -> int:
             path = Path(args.db)
         else:
             path = Path(scratch) / "state.db"
-            build(path, args.tasks)
+            build(path, args.tasks, args.workflows)
         reader = StateReader(f"{path}")
         try:
             figures = measure(reader, args.samples)
+            workflows = measure_workflows(reader, args.samples) if args.workflows else {}
         finally:
             reader.close()
     if args.json:
-        print(json.dumps(figures))
+        print(json.dumps({**figures, **workflows}))
         return 0
     print(f"one page of {DEFAULT_PAGE_SIZE} tasks, CPU ms (best of {args.samples}; median):")
     for name, f in figures.items():
@@ -174,6 +224,8 @@ def main() -> int:
             f"  listing {f['listing_best_ms']:.2f} (views {f['views_best_ms']:.2f}),"
             f" messages {f['messages_best_ms']:.2f}"
         )
+    for name, f in workflows.items():
+        print(f"  {name:28s} {f['best_ms']:6.2f} ({f['median_ms']:.2f})")
     return 0
 
 

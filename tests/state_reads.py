@@ -13,6 +13,12 @@ import pytest
 from cortex.state.paging import PageKey
 from cortex.state.queries import StateReader, TaskView
 
+# Takes away what migration 19 made: a database as migration 18 left it.
+UNDO_MIGRATION_19 = (
+    "DROP TABLE created_spans; DROP TABLE workflow_counts; DROP TRIGGER workflow_counts_insert;"
+    " DROP TRIGGER workflow_counts_delete; DROP TRIGGER workflow_counts_update;"
+)
+
 
 def index_entries(conn: sqlite3.Connection, index: str) -> int:
     """How many entries the index's leaf pages hold (SQLite's dbstat)."""

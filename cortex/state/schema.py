@@ -414,23 +414,51 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_by_node_ended ON tasks (assigned_node, state, submit_index, id, created_at)
         WHERE (state = 'failed' OR state = 'cancelled' OR state = 'dead_letter');
     """,
-    # 19: the earliest and latest creation time of the tasks submitted in each
-    # span of 128 Raft indexes (`cortex.state.created_spans`), so a creation
-    # window becomes a range of submission order. Counting a window read every
-    # task's creation time: on a million tasks a page of the newest tenth took
-    # 37 ms newest first and 80 oldest first, now 5 to 6 (`scripts/bench_list.py`).
-    # Widened once per Raft index, not by a trigger per task. Derived from the
-    # tasks' submissions, so outside the digest, as the counters are (a span
-    # may hold times of tasks since purged: it bounds, it need not be exact).
+    # 19: the earliest and latest creation time of the tasks and workflows
+    # submitted in each span of 128 Raft indexes (`cortex.state.created_spans`),
+    # so a creation window becomes a range of submission order. Counting a
+    # window read every task's creation time: on a million tasks a page of the
+    # newest tenth took 37 ms newest first and 80 oldest first, now 5 to 6
+    # (`scripts/bench_list.py`). Widened once per Raft index, not by a trigger
+    # per row. Derived from the submissions, so outside the digest, as the
+    # counters are (a span may hold times of rows since purged: it bounds, it
+    # need not be exact).
+    #
+    # And how many workflows there are in each state, kept by triggers as
+    # `task_counts` is: a workflow listing's total was a count over every
+    # workflow.
     """
-    CREATE TABLE task_created_spans (
+    CREATE TABLE created_spans (
         span INTEGER PRIMARY KEY,
         earliest INTEGER NOT NULL,
         latest INTEGER NOT NULL
     );
-    INSERT INTO task_created_spans (span, earliest, latest)
-        SELECT submit_index >> 7, MIN(created_at), MAX(created_at) FROM tasks
-        WHERE true GROUP BY submit_index >> 7;
+    INSERT INTO created_spans (span, earliest, latest)
+        SELECT span, MIN(earliest), MAX(latest) FROM (
+            SELECT submit_index >> 7 AS span, MIN(created_at) AS earliest,
+                MAX(created_at) AS latest FROM tasks GROUP BY 1
+            UNION ALL
+            SELECT submit_index >> 7, MIN(created_at), MAX(created_at) FROM workflows GROUP BY 1
+        ) WHERE true GROUP BY span;
+    CREATE TABLE workflow_counts (
+        state TEXT PRIMARY KEY,
+        n INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO workflow_counts (state, n) SELECT state, COUNT(*) FROM workflows GROUP BY state;
+    CREATE TRIGGER workflow_counts_insert AFTER INSERT ON workflows BEGIN
+        INSERT INTO workflow_counts (state, n) VALUES (NEW.state, 1)
+            ON CONFLICT (state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER workflow_counts_delete AFTER DELETE ON workflows BEGIN
+        UPDATE workflow_counts SET n = n - 1 WHERE state = OLD.state;
+    END;
+    CREATE TRIGGER workflow_counts_update AFTER UPDATE OF state ON workflows
+        WHEN OLD.state IS NOT NEW.state
+    BEGIN
+        UPDATE workflow_counts SET n = n - 1 WHERE state = OLD.state;
+        INSERT INTO workflow_counts (state, n) VALUES (NEW.state, 1)
+            ON CONFLICT (state) DO UPDATE SET n = n + 1;
+    END;
     """,
 ]
 

@@ -8,6 +8,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from cortex.state import created_spans
 from cortex.state.paging import CreatedWindow, PageKey, ids_with_prefix, keyset, page_end, where
 from cortex.state.task_states import TERMINAL_STATES
 
@@ -180,20 +181,40 @@ class WorkflowQueries:
         asked otherwise), continuing after `after`; with task counts, without
         tasks."""
         clauses, params = (created or CreatedWindow()).clauses()
+        counters: list[str] = []
         if states:
-            clauses.append(f"state IN ({','.join('?' * len(states))})")
+            counters.append(f"state IN ({','.join('?' * len(states))})")
+            clauses += counters
             params.extend(states)
         beyond, page_params, order = keyset(after, newest_first)
         conn = self._conn()
         conn.execute("BEGIN")
         try:
+            # By state alone, the total is a sum of counters (`workflow_counts`);
+            # a creation window is first the range of submission order its
+            # workflows can be in (`created_spans`).
             total = conn.execute(
-                f"SELECT COUNT(*) FROM workflows {where(clauses)}", params
+                f"SELECT COALESCE(SUM(n), 0) FROM workflow_counts {where(counters)}",
+                states or [],
             ).fetchone()[0]
-            rows = conn.execute(
-                f"SELECT * FROM workflows {where([*clauses, beyond])} {order} LIMIT ?",
-                (*params, *page_params, limit + 1),
-            ).fetchall()
+            if total and created is not None and clauses != counters:
+                submitted = created_spans.submit_range(conn, created)
+                if submitted is None:
+                    total = 0
+                else:
+                    clauses += submitted[0]
+                    params += submitted[1]
+                    total = conn.execute(
+                        f"SELECT COUNT(*) FROM workflows {where(clauses)}", params
+                    ).fetchone()[0]
+            rows = (
+                conn.execute(
+                    f"SELECT * FROM workflows {where([*clauses, beyond])} {order} LIMIT ?",
+                    (*params, *page_params, limit + 1),
+                ).fetchall()
+                if total
+                else []
+            )
             rows, next_key = page_end(rows, limit)
             counts = self._task_counts([r["id"] for r in rows])
         finally:

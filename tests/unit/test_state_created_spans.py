@@ -1,12 +1,13 @@
 """Creation windows as ranges of submission order (migration 19,
 `cortex.state.created_spans`): each span of Raft indexes holds the earliest
-and latest creation time of the tasks submitted in it, as entries of
-skewed clocks submit standalone and workflow tasks; a window's listing
-gives exactly the tasks created in it, whatever the skew, page by page in
-either order and with the other filters, while reading only the spans'
-range of the tasks; a database made before gets the spans from its rows,
-its digest unchanged; and a purge drops the spans before the oldest task
-left, the listings still exact."""
+and latest creation time of the tasks and workflows submitted in it, as
+entries of skewed clocks submit standalone tasks and workflows; a window's
+listing gives exactly the tasks (or workflows) created in it, whatever the
+skew, page by page in either order and with the other filters, while
+reading only the spans' range of them; a workflow listing's total comes
+from counters by state (`workflow_counts`) but within a window; a database
+made before gets both from its rows, its digest unchanged; and a purge drops
+the spans before the oldest task left, the listings still exact."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from cortex.state import created_spans
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow
-from tests.state_reads import all_pages, statements, task_plans
+from tests.state_reads import UNDO_MIGRATION_19, all_pages, statements, task_plans
 from tests.workflow_sim import NODES, WorkflowLog
 
 DONE = {"exit_code": 0, "stdout": "", "stderr": ""}
@@ -37,14 +38,15 @@ SKEW = {"n1": 0, "n2": 4_000, "n3": -2_500}
 
 
 def _spans(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
-    rows = conn.execute("SELECT span, earliest, latest FROM task_created_spans")
+    rows = conn.execute("SELECT span, earliest, latest FROM created_spans")
     return {span: (earliest, latest) for span, earliest, latest in rows}
 
 
 def _spans_of_the_rows(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
     rows = conn.execute(
         f"SELECT submit_index >> {created_spans.SPAN_BITS}, MIN(created_at), MAX(created_at)"
-        " FROM tasks GROUP BY 1"
+        " FROM (SELECT submit_index, created_at FROM tasks"
+        " UNION ALL SELECT submit_index, created_at FROM workflows) GROUP BY 1"
     )
     return {span: (earliest, latest) for span, earliest, latest in rows}
 
@@ -70,7 +72,9 @@ def _history(log: WorkflowLog, check: bool = False) -> None:
         if round_ % 11 == 5:
             log.index += rng.randrange(1, 80) - 1
             log.ts = now + SKEW["n2"]
-            log.submit(WORKFLOW)
+            workflow_id, _ = log.submit(WORKFLOW)
+            if round_ % 3 == 0:
+                log.one(e.WorkflowCancel(workflow_id))
         else:
             entries = []
             for _ in range(rng.randrange(0, 7)):
@@ -204,7 +208,7 @@ def test_a_window_reads_only_its_spans_range_of_the_tasks(log: WorkflowLog) -> N
     (lowest,) = [p for p in sql if "MIN(span)" in p]
     assert lowest
     low = conn.execute(
-        "SELECT MIN(span) FROM task_created_spans WHERE latest >= ?", (recent.start_ms,)
+        "SELECT MIN(span) FROM created_spans WHERE latest >= ?", (recent.start_ms,)
     ).fetchone()[0]
     outside = conn.execute(
         "SELECT COUNT(*) FROM tasks WHERE submit_index < ? AND created_at >= ?",
@@ -261,20 +265,81 @@ def test_a_node_holding_a_task_in_another_state_is_counted_row_by_row(tmp_path: 
         log.close()
 
 
+def _expected_workflows(
+    log: WorkflowLog, window: CreatedWindow, states: list[str] | None
+) -> list[str]:
+    rows = log.machine._conn.execute("SELECT * FROM workflows ORDER BY submit_index, id")
+    return [
+        row["id"]
+        for row in rows
+        if (window.start_ms is None or row["created_at"] >= window.start_ms)
+        and (window.end_ms is None or row["created_at"] < window.end_ms)
+        and (states is None or row["state"] in states)
+    ]
+
+
+@pytest.mark.parametrize("newest_first", [False, True])
+@pytest.mark.parametrize("states", [None, ["running"], ["cancelled", "running"]])
+def test_a_window_lists_exactly_the_workflows_created_in_it(
+    log: WorkflowLog, states: list[str] | None, newest_first: bool
+) -> None:
+    for window in [CreatedWindow(), *_windows(log)]:
+        expected = _expected_workflows(log, window, states)
+        if newest_first:
+            expected.reverse()
+        seen: list[str] = []
+        totals = set()
+        after = None
+        while True:
+            page = log.reader.list_workflows(
+                states, limit=2, after=after, newest_first=newest_first, created=window
+            )
+            seen += [w.id for w in page.workflows]
+            totals.add(page.total)
+            if page.next_key is None:
+                break
+            after = page.next_key
+        assert seen == expected, window
+        assert totals == {len(expected)}, window
+
+
+def test_a_workflow_listing_counts_only_within_a_window(log: WorkflowLog) -> None:
+    """Its total is the counters' (`workflow_counts`) unless a creation
+    window is given, and then a count over the window's spans only."""
+    conn = log.reader._conn()
+    assert dict(conn.execute("SELECT state, n FROM workflow_counts WHERE n > 0")) == dict(
+        conn.execute("SELECT state, COUNT(*) FROM workflows GROUP BY state")
+    )
+    for states in (None, ["cancelled"]):
+        with statements(conn) as sql:
+            log.reader.list_workflows(states, limit=2)
+        assert not [q for q in sql if "COUNT(*) FROM workflows" in q], sql
+    first, last = conn.execute("SELECT MIN(created_at), MAX(created_at) FROM workflows").fetchone()
+    with statements(conn) as sql:
+        page = log.reader.list_workflows(limit=2, created=CreatedWindow(last, None))
+    (count,) = [q for q in sql if "COUNT(*) FROM workflows" in q]
+    plan = " / ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {count}"))
+    assert "workflows_by_submit (submit_index>?)" in plan, plan
+    assert page.total == len(_expected_workflows(log, CreatedWindow(last, None), None)) >= 1
+
+
 def test_a_database_made_before_gets_the_spans_from_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     log = WorkflowLog(path)
     _history(log)
     spans = _spans(log.machine._conn)
+    counts = dict(log.machine._conn.execute("SELECT state, n FROM workflow_counts"))
+    assert sum(counts.values()) > 5 and len(counts) == 2
     digest = log.machine.digest()
     log.close()
     conn = StateMachine(str(path))._conn
-    conn.executescript("BEGIN; DROP TABLE task_created_spans; PRAGMA user_version = 18; COMMIT;")
+    conn.executescript(f"BEGIN; {UNDO_MIGRATION_19} PRAGMA user_version = 18; COMMIT;")
     conn.close()
 
     machine = StateMachine(str(path))
     try:
         assert _spans(machine._conn) == spans
+        assert dict(machine._conn.execute("SELECT state, n FROM workflow_counts")) == counts
         assert machine.digest() == digest
     finally:
         machine.close()
@@ -305,6 +370,9 @@ def test_a_purge_drops_the_spans_before_the_oldest_task_left(tmp_path: Path) -> 
         assert oldest is not None
         assert min(after) == oldest >> created_spans.SPAN_BITS
         assert len(after) < len(before)
+        assert dict(conn.execute("SELECT state, n FROM workflow_counts WHERE n > 0")) == dict(
+            conn.execute("SELECT state, COUNT(*) FROM workflows GROUP BY state")
+        )
         # The spans kept hold what they held: wider than what is left.
         assert all(after[span] == before[span] for span in after)
         for window in _windows(log):

@@ -18,7 +18,7 @@ import pytest
 
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
-from tests.state_reads import index_entries, statements, task_plans
+from tests.state_reads import UNDO_MIGRATION_19, index_entries, statements, task_plans
 from tests.workflow_sim import WorkflowLog
 
 # Each index and the rows it should hold.
@@ -34,7 +34,7 @@ DONE = {"exit_code": 0, "stdout": "", "stderr": ""}
 # migration will find as it found one made before it.
 BEFORE_LIVE_INDEXES = (
     "DROP INDEX tasks_queue; DROP INDEX tasks_by_node; DROP INDEX tasks_by_node_submit;"
-    " DROP INDEX tasks_by_node_ended; DROP TABLE task_created_spans;"
+    f" DROP INDEX tasks_by_node_ended; {UNDO_MIGRATION_19}"
     " CREATE INDEX tasks_by_fairness_key"
     " ON tasks (state, fairness_key, priority DESC, created_at, submit_index);"
     " CREATE INDEX tasks_by_node ON tasks (assigned_node, state);"

@@ -22,7 +22,13 @@ import pytest
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow
-from tests.state_reads import all_pages, index_entries, statements, task_plans
+from tests.state_reads import (
+    UNDO_MIGRATION_19,
+    all_pages,
+    index_entries,
+    statements,
+    task_plans,
+)
 from tests.workflow_sim import NODES, WorkflowLog
 
 ENDED = "state IN ('failed', 'cancelled', 'dead_letter')"
@@ -38,7 +44,7 @@ INDEX_OF = {
     "dead_letter": "tasks_by_node_ended",
 }
 # No index of the ended tasks: a database as migration 18 finds it.
-BEFORE = "DROP INDEX tasks_by_node_ended; DROP TABLE task_created_spans;"
+BEFORE = f"DROP INDEX tasks_by_node_ended; {UNDO_MIGRATION_19}"
 
 
 def _holds_exactly_the_ended_rows(conn: sqlite3.Connection) -> int:
