@@ -540,12 +540,15 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         return QueueView({int(row[0]): int(row[1]) for row in depth}, oldest[0])
 
     def workflow_counts(self) -> dict[str, int]:
-        """Workflows in each state, every state named (0 when none)."""
-        rows = self._conn().execute("SELECT state, COUNT(*) FROM workflows GROUP BY state")
+        """Workflows in each state, every state named (0 when none): from
+        the counters (`workflow_counts`), not a count of every workflow."""
+        rows = self._conn().execute("SELECT state, n FROM workflow_counts WHERE n > 0")
         return {**dict.fromkeys(WORKFLOW_STATES, 0), **{row[0]: int(row[1]) for row in rows}}
 
     def dead_letter_count(self) -> int:
-        row = self._conn().execute("SELECT COUNT(*) FROM tasks WHERE state = 'dead_letter'")
+        row = self._conn().execute(
+            "SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE state = 'dead_letter'"
+        )
         return int(row.fetchone()[0])
 
     def counts_by_state(self) -> dict[str, int]:
