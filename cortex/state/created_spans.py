@@ -10,7 +10,7 @@ by reading every row's `created_at`: on a million tasks, 37 to 80 ms a page.
 consecutive Raft indexes, the earliest and the latest creation time of the
 tasks and workflows submitted in it. Apply widens a span once per Raft index
 (`record`), reading the times back through the indexes on submission order:
-one statement per entry, none per row. A row created in a window lies in a
+a read and at most one write per Raft index, none per row. A row created in a window lies in a
 span whose times reach into the window, so every such row's submit index is
 between the first and the last of those spans (`submit_range`); a listing
 adds that range to its conditions, which the indexes on submission order

@@ -197,7 +197,8 @@ class WorkflowQueries:
                 f"SELECT COALESCE(SUM(n), 0) FROM workflow_counts {where(counters)}",
                 states or [],
             ).fetchone()[0]
-            if total and created is not None and clauses != counters:
+            windowed = len(clauses) > len(counters)
+            if total and created is not None and windowed:
                 submitted = created_spans.submit_range(conn, created)
                 if submitted is None:
                     total = 0
