@@ -343,6 +343,8 @@ class BenchRun:
     prefetch_tasks: int | None
     # Tasks per second submitted open loop (`--rate`), None: closed loop.
     rate: float | None
+    # Whether every call went to the leader (`--to-leader`), none forwarded.
+    to_leader: bool
     node_ids: list[str]
     load_before: float
     elapsed_s: float
@@ -514,6 +516,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "mode": run.mode,
         "concurrency": run.concurrency,
         "rate": run.rate,
+        "to_leader": run.to_leader,
         "batch_size": run.batch_size if run.mode == "batch" else 1,
         "tasks": run.tasks,
         "completed": len(completed),
@@ -1072,7 +1075,7 @@ def measure(
         way += f", {args.rate:g} a second"
     print(
         f"submitting {args.tasks} noop tasks {way} from {args.concurrency} threads, "
-        f"round-robin over {len(nodes)} nodes ..."
+        + ("to the leader ..." if args.to_leader else f"round-robin over {len(nodes)} nodes ...")
     )
     if args.stuck:
         # Queued for good: no node has the label.
@@ -1084,13 +1087,15 @@ def measure(
     scraped_before = [_scrape(node) for node in nodes]
     cpu_before = _cpu_seconds(nodes)
     run_id = f"{time.time_ns()}"
+    # Where the calls go: every node in turn, or the leader alone.
+    targets = [clients[leader]] if args.to_leader else clients
     t0 = time.perf_counter()
     if args.mode == "batch":
         records = _submit_batches(
-            clients, args.tasks, args.concurrency, args.batch_size, run_id, stop
+            targets, args.tasks, args.concurrency, args.batch_size, run_id, stop
         )
     else:
-        records = _submit_all(clients, args.tasks, args.concurrency, run_id, stop, args.rate)
+        records = _submit_all(targets, args.tasks, args.concurrency, run_id, stop, args.rate)
     t_submitted = time.perf_counter()
     finished = _wait_terminal(clients[leader], baseline + args.tasks, args.timeout)
     t_done = time.perf_counter()
@@ -1110,6 +1115,7 @@ def measure(
         max_tasks=args.max_tasks,
         prefetch_tasks=args.prefetch_tasks,
         rate=args.rate,
+        to_leader=args.to_leader,
         node_ids=[n.node_id for n in nodes],
         load_before=load_before,
         elapsed_s=t_done - t0,
@@ -1182,6 +1188,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         dest="raft_sync",
         action="store_false",
         help="run the nodes without syncing their Raft journals (to measure what syncing costs)",
+    )
+    parser.add_argument(
+        "--to-leader",
+        action="store_true",
+        help="send every call to the leader instead of to each node in turn, as a client"
+        " that routes its writes to the leader would: no node forwards a proposal",
     )
     parser.add_argument(
         "--sched-batch",
