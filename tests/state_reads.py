@@ -7,9 +7,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
+from cortex.state.machine import StateMachine
 from cortex.state.paging import PageKey
 from cortex.state.queries import StateReader, TaskView
 
@@ -18,6 +20,17 @@ UNDO_MIGRATION_19 = (
     "DROP TABLE created_spans; DROP TABLE workflow_counts; DROP TRIGGER workflow_counts_insert;"
     " DROP TRIGGER workflow_counts_delete; DROP TRIGGER workflow_counts_update;"
 )
+
+
+def set_back(path: Path, undo: str, version: int) -> None:
+    """Makes the database at `path` one an older release left: `undo` takes
+    away what the later migrations made, and its version says `version`
+    (the next StateMachine opening it migrates it again)."""
+    conn = StateMachine(str(path))._conn
+    try:
+        conn.executescript(f"BEGIN; {undo} PRAGMA user_version = {version}; COMMIT;")
+    finally:
+        conn.close()
 
 
 def index_entries(conn: sqlite3.Connection, index: str) -> int:

@@ -23,7 +23,7 @@ from cortex.state import created_spans
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow
-from tests.state_reads import UNDO_MIGRATION_19, all_pages, statements, task_plans
+from tests.state_reads import UNDO_MIGRATION_19, all_pages, set_back, statements, task_plans
 from tests.workflow_sim import NODES, WorkflowLog
 
 DONE = {"exit_code": 0, "stdout": "", "stderr": ""}
@@ -332,9 +332,7 @@ def test_a_database_made_before_gets_the_spans_from_its_rows(tmp_path: Path) -> 
     assert sum(counts.values()) > 5 and len(counts) == 2
     digest = log.machine.digest()
     log.close()
-    conn = StateMachine(str(path))._conn
-    conn.executescript(f"BEGIN; {UNDO_MIGRATION_19} PRAGMA user_version = 18; COMMIT;")
-    conn.close()
+    set_back(path, UNDO_MIGRATION_19, 18)
 
     machine = StateMachine(str(path))
     try:

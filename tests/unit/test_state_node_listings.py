@@ -26,6 +26,7 @@ from tests.state_reads import (
     UNDO_MIGRATION_19,
     all_pages,
     index_entries,
+    set_back,
     statements,
     task_plans,
 )
@@ -121,9 +122,7 @@ def test_a_database_made_before_gets_it_from_its_rows(tmp_path: Path) -> None:
     _history(log)
     digest = log.machine.digest()
     log.close()
-    conn = StateMachine(str(path))._conn
-    conn.executescript(f"BEGIN; {BEFORE} PRAGMA user_version = 17; COMMIT;")
-    conn.close()
+    set_back(path, BEFORE, 17)
 
     machine = StateMachine(str(path))
     try:
