@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cortex.agent import Agent
 from cortex.api.admission import public_admission
-from cortex.api.consistency import LeaderReadIndex, ReadGate, leader_contact_age
+from cortex.api.consistency import LeaderDirectory, LeaderReadIndex, ReadGate, leader_contact_age
 from cortex.api.join_server import JoinServicer
 from cortex.api.peer_client import PeerClient
 from cortex.api.peer_server import PeerListener, PeerServicer
@@ -455,6 +455,7 @@ class Node:
                 barriers.read_index,
             )
         )
+        leader = LeaderDirectory(self.group, self.reader)
         reads = ReadGate(
             self.config.node_id,
             self.machine,
@@ -463,7 +464,8 @@ class Node:
                 self.group, barriers.read_index, self.peer_client.read_index, self.reader
             ),
             self.config.propose_timeout_s,
-            leader_contact_age(self.group, self.reader, self.board),
+            leader_contact_age(leader, self.board),
+            leader,
         )
         servicer = CortexServicer(
             self.tasks,

@@ -345,6 +345,8 @@ class BenchRun:
     rate: float | None
     # Whether every call went to the leader (`--to-leader`), none forwarded.
     to_leader: bool
+    # Whether the clients sent their writes to the leader (not `--no-route-writes`).
+    route_writes: bool
     node_ids: list[str]
     load_before: float
     elapsed_s: float
@@ -517,6 +519,7 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "concurrency": run.concurrency,
         "rate": run.rate,
         "to_leader": run.to_leader,
+        "route_writes": run.route_writes,
         "batch_size": run.batch_size if run.mode == "batch" else 1,
         "tasks": run.tasks,
         "completed": len(completed),
@@ -1022,7 +1025,9 @@ def _run(args: argparse.Namespace) -> int:
         started = time.monotonic()
         wait_ready(nodes, timeout_s=args.ready_timeout)
         wait_all_active(nodes, timeout_s=args.ready_timeout)
-        clients = [CortexClient(n.grpc, timeout_s=30) for n in nodes]
+        clients = [
+            CortexClient(n.grpc, timeout_s=30, route_writes=args.route_writes) for n in nodes
+        ]
         leader = leader_index(clients)
         print(f"cluster ready in {time.monotonic() - started:.1f}s; leader {nodes[leader].node_id}")
         measured = measure(args, nodes, clients, leader, stop, stage_dir, path_dir)
@@ -1075,7 +1080,12 @@ def measure(
         way += f", {args.rate:g} a second"
     print(
         f"submitting {args.tasks} noop tasks {way} from {args.concurrency} threads, "
-        + ("to the leader ..." if args.to_leader else f"round-robin over {len(nodes)} nodes ...")
+        + (
+            "to the leader ..."
+            if args.to_leader
+            else f"round-robin over {len(nodes)} nodes"
+            + (", writes routed to the leader ..." if args.route_writes else " ...")
+        )
     )
     if args.stuck:
         # Queued for good: no node has the label.
@@ -1116,6 +1126,7 @@ def measure(
         prefetch_tasks=args.prefetch_tasks,
         rate=args.rate,
         to_leader=args.to_leader,
+        route_writes=args.route_writes,
         node_ids=[n.node_id for n in nodes],
         load_before=load_before,
         elapsed_s=t_done - t0,
@@ -1194,6 +1205,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="send every call to the leader instead of to each node in turn, as a client"
         " that routes its writes to the leader would: no node forwards a proposal",
+    )
+    parser.add_argument(
+        "--no-route-writes",
+        dest="route_writes",
+        action="store_false",
+        help="clients send writes to their own node, which forwards them to the leader, instead"
+        " of to the leader their answers name (to measure what routing saves)",
     )
     parser.add_argument(
         "--sched-batch",

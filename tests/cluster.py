@@ -193,11 +193,17 @@ class ClusterNode:
             self.process.kill()
             self.process.wait(10)
 
-    def client(self, timeout_s: float = 30.0) -> CortexClient:
+    def client(self, timeout_s: float = 30.0, route_writes: bool = True) -> CortexClient:
         tls = None
         if self.tls is not None:
             tls = client_tls(str(self.tls.ca), cert=str(self.tls.cert), key=str(self.tls.key))
-        return CortexClient(self.grpc, timeout_s=timeout_s, token=self.api_token or "", tls=tls)
+        return CortexClient(
+            self.grpc,
+            timeout_s=timeout_s,
+            token=self.api_token or "",
+            tls=tls,
+            route_writes=route_writes,
+        )
 
     def status(self) -> pb.GetClusterStatusResponse:
         with self.client(timeout_s=5) as c:

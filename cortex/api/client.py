@@ -9,7 +9,11 @@ the node's waits all taken polls instead.
 Reads are session-consistent by default: the client keeps the highest Raft
 index it has seen in responses (header `applied_index`, a write's
 `commit_index`) and every read asks for at least that index, so it reads
-its own writes on any node."""
+its own writes on any node.
+
+Writes go to the Raft leader once an answer has named it and the client has
+connected to it (`route_writes`; see cortex.api.leader_route), else to the
+client's node, which forwards them; reads stay on the client's node."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from google.protobuf.duration_pb2 import Duration
 from cortex.api.auth import default_token, token_metadata
 from cortex.api.channels import TRACEPARENT_HEADER, open_channel, retry_after_s, rpc_error
 from cortex.api.convert import duration
+from cortex.api.leader_route import LeaderChannel, LeaderRoute
 from cortex.api.session import Session
 from cortex.api.tls import ClientTls, client_tls_from_env
 from cortex.errors import CortexError, InvalidArgument, ResourceExhausted
@@ -63,13 +68,16 @@ class CortexClient:
         busy_retries: int = BUSY_RETRIES,
         consistency: int = pb.READ_CONSISTENCY_SESSION,
         session_index: int = 0,
+        route_writes: bool = True,
     ) -> None:
         """`token` defaults to $CORTEX_API_TOKEN; nodes without a token ignore it.
         `tls` defaults to the settings in $CORTEX_TLS_CA and friends (plain
         text without them); False means plain text regardless. A call the
         node refuses as busy is tried up to `busy_retries` more times.
         Reads ask for `consistency`, at least at `session_index` (e.g. the
-        index another client reached), which grows with every response."""
+        index another client reached), which grows with every response.
+        With `route_writes`, writes go to the leader once the client knows
+        it and has connected to it (with the same TLS settings and token)."""
         self.address = address
         self.timeout_s = timeout_s
         self.busy_retries = busy_retries
@@ -78,6 +86,11 @@ class CortexClient:
         self._tls = client_tls_from_env() if tls is None else (tls or None)
         self._channel = open_channel(address, self._tls)
         self._stub = pb_grpc.CortexServiceStub(self._channel)
+        self._route = (
+            LeaderRoute({address: self._channel}, lambda leader: open_channel(leader, self._tls))
+            if route_writes
+            else None
+        )
 
     def __enter__(self) -> CortexClient:
         return self
@@ -91,7 +104,15 @@ class CortexClient:
         self.close()
 
     def close(self) -> None:
+        for channel in [] if self._route is None else self._route.release():
+            channel.close()
         self._channel.close()
+
+    @property
+    def leader_address(self) -> str | None:
+        """The leader's gRPC address writes are routed to while connected
+        (None: none is known yet, or routing is off)."""
+        return None if self._route is None else self._route.leader
 
     # -- session consistency ------------------------------------------------------
 
@@ -132,24 +153,29 @@ class CortexClient:
         retries = self.busy_retries if busy_retries is None else busy_retries
         metadata = [*self._metadata, *([(TRACEPARENT_HEADER, traceparent)] if traceparent else [])]
         for retry in range(retries + 1):
+            leader = self._route.pick() if write and self._route is not None else None
+            stub = self._stub if leader is None else leader.stub
             try:
-                response = getattr(self._stub, method)(
+                response = getattr(stub, method)(
                     request, timeout=timeout_s or self.timeout_s, metadata=metadata
                 )
             except grpc.RpcError as err:
                 hint = retry_after_s(err)
                 if hint is None or retry == retries:
-                    raise self._error(err) from None
+                    raise self._error(err, leader) from None
                 time.sleep(busy_pause(hint, retry))
                 continue
             self.session.observe(response, write)
+            if self._route is not None:
+                self._route.learn(response, self.address if leader is None else leader.address)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _error(self, err: grpc.RpcError) -> CortexError:
+    def _error(self, err: grpc.RpcError, leader: LeaderChannel | None = None) -> CortexError:
         """The Cortex exception for a failed call; one that never connected
-        says why, naming TLS when a handshake is the likely cause."""
-        return rpc_error(self.address, err, self._tls)
+        says why, naming TLS when a handshake is the likely cause. A write
+        sent to the leader names the leader's address."""
+        return rpc_error(self.address if leader is None else leader.address, err, self._tls)
 
     # -- tasks ---------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import grpc
 
 from cortex.errors import InvalidArgument, Unavailable, UnknownId
 from cortex.membership.board import ResourceBoard
-from cortex.state.queries import StateReader
+from cortex.state.queries import NodeView, StateReader
 from cortex.v1 import cortex_pb2 as pb
 
 # Room left in a call's deadline for answering once the wait is over.
@@ -63,6 +63,7 @@ class ReadGate:
         read_index: ReadIndex,
         max_wait_s: float,
         leader_contact_age_s: Callable[[], float | None] = lambda: None,
+        leader: Callable[[], NodeView | None] = lambda: None,
     ) -> None:
         self._node_id = node_id
         self._state = state
@@ -70,6 +71,7 @@ class ReadGate:
         self._read_index = read_index
         self._max_wait_s = max_wait_s
         self._leader_contact_age_s = leader_contact_age_s
+        self._leader = leader
 
     def before_read(
         self, options: pb.ReadOptions, context: grpc.ServicerContext | None
@@ -131,6 +133,10 @@ class ReadGate:
         if self._raft.leader_address is None:
             return header
         header.leader_commit_index = int(self._raft.raftCommitIndex)
+        leader = self._leader()
+        if leader is not None:
+            header.leader_id = leader.id
+            header.leader_grpc_address = leader.grpc_address
         if not self._raft.is_leader:
             age = self._leader_contact_age_s()
             if age is not None:
@@ -197,25 +203,40 @@ class LeaderReadIndex:
         return self._ask(node.peer_address, timeout_s)
 
 
-def leader_contact_age(
-    raft: RaftView, reader: StateReader, board: ResourceBoard
-) -> Callable[[], float | None]:
-    """How long since the leader's last heartbeat reached this node. Every
-    response's header asks, so the leader's node id is looked up in SQLite
-    only when the leader changes."""
-    known: dict[str, str] = {}
+class LeaderDirectory:
+    """The leader's row in the node table, as this node knows it: its id and
+    the gRPC address it registered. Every response's header asks, so the
+    table is read only when the Raft leader changes (and, until the leader
+    has registered, at each ask)."""
 
-    def age() -> float | None:
-        leader = raft.leader_address
+    def __init__(self, raft: RaftView, reader: StateReader) -> None:
+        self._raft = raft
+        self._reader = reader
+        # (the leader's Raft address, its row): replaced whole, so a reader
+        # on another thread sees one or the other.
+        self._known: tuple[str, NodeView] | None = None
+
+    def __call__(self) -> NodeView | None:
+        leader = self._raft.leader_address
         if leader is None:
             return None
-        if leader not in known:
-            node = next((n for n in reader.nodes() if n.raft_address == leader), None)
+        known = self._known
+        if known is None or known[0] != leader:
+            node = next((n for n in self._reader.nodes() if n.raft_address == leader), None)
             if node is None:
                 return None  # not registered yet: look again next time
-            known.clear()
-            known[leader] = node.id
-        report = board.get(known[leader])
+            self._known = known = (leader, node)
+        return known[1]
+
+
+def leader_contact_age(
+    leader: Callable[[], NodeView | None], board: ResourceBoard
+) -> Callable[[], float | None]:
+    """How long since the leader's last heartbeat reached this node."""
+
+    def age() -> float | None:
+        node = leader()
+        report = None if node is None else board.get(node.id)
         return None if report is None else board.age_s(report)
 
     return age

@@ -54,7 +54,7 @@ class AsyncClient(ClientBase):
         await self.close()
 
     async def close(self) -> None:
-        for channel in self._channels:
+        for channel in self._opened_channels():
             await channel.close()
 
     async def submit_task(
@@ -267,17 +267,17 @@ class AsyncClient(ClientBase):
         self.session.stamp(request)
         first = self._rotation.start()
         for attempt in range(self.retries + 1):
-            index = (first + attempt) % len(self._stubs)
+            address, stub = self._target(method, first, attempt)
             try:
-                response = await getattr(self._stubs[index], method)(
+                response = await getattr(stub, method)(
                     request, timeout=timeout or self.timeout, metadata=self._metadata
                 )
             except grpc.RpcError as err:
                 pause = retry_pause(err, attempt, retry)
                 if pause is None or attempt == self.retries:
-                    raise rpc_error(self.addresses[index], err, self._tls) from None
+                    raise rpc_error(address, err, self._tls) from None
                 await asyncio.sleep(pause)
                 continue
-            self.session.observe(response)
+            self._learn(response, address)
             return response
         raise AssertionError("unreachable")  # pragma: no cover

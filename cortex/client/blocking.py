@@ -41,7 +41,10 @@ class Client(ClientBase):
     Reads carry the highest Raft index this client has seen (SESSION
     consistency by default), so they reflect its own writes on every node.
     `token` defaults to $CORTEX_API_TOKEN; `tls` to the $CORTEX_TLS_* settings
-    (False: plain text). Safe to share between threads."""
+    (False: plain text). Writes go to the Raft leader once an answer has
+    named it and the client has connected to it, saving a follower's hop
+    (`route_writes=False`: round-robin like reads). Safe to share between
+    threads."""
 
     def _open_channel(self, address: str) -> grpc.Channel:
         return open_channel(address, self._tls)
@@ -58,7 +61,7 @@ class Client(ClientBase):
         self.close()
 
     def close(self) -> None:
-        for channel in self._channels:
+        for channel in self._opened_channels():
             channel.close()
 
     # -- tasks ---------------------------------------------------------------
@@ -308,17 +311,17 @@ class Client(ClientBase):
         self.session.stamp(request)
         first = self._rotation.start()
         for attempt in range(self.retries + 1):
-            index = (first + attempt) % len(self._stubs)
+            address, stub = self._target(method, first, attempt)
             try:
-                response = getattr(self._stubs[index], method)(
+                response = getattr(stub, method)(
                     request, timeout=timeout or self.timeout, metadata=self._metadata
                 )
             except grpc.RpcError as err:
                 pause = retry_pause(err, attempt, retry)
                 if pause is None or attempt == self.retries:
-                    raise rpc_error(self.addresses[index], err, self._tls) from None
+                    raise rpc_error(address, err, self._tls) from None
                 time.sleep(pause)
                 continue
-            self.session.observe(response)
+            self._learn(response, address)
             return response
         raise AssertionError("unreachable")  # pragma: no cover

@@ -231,18 +231,22 @@ class ReadOptions(_message.Message):
     def __init__(self, consistency: _Optional[_Union[ReadConsistency, str]] = ..., min_index: _Optional[int] = ...) -> None: ...
 
 class ResponseHeader(_message.Message):
-    __slots__ = ("node_id", "applied_index", "leader_commit_index", "leader_contact_age", "consistency")
+    __slots__ = ("node_id", "applied_index", "leader_commit_index", "leader_contact_age", "consistency", "leader_id", "leader_grpc_address")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     LEADER_COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     LEADER_CONTACT_AGE_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     applied_index: int
     leader_commit_index: int
     leader_contact_age: _duration_pb2.Duration
     consistency: ReadConsistency
-    def __init__(self, node_id: _Optional[str] = ..., applied_index: _Optional[int] = ..., leader_commit_index: _Optional[int] = ..., leader_contact_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., consistency: _Optional[_Union[ReadConsistency, str]] = ...) -> None: ...
+    leader_id: str
+    leader_grpc_address: str
+    def __init__(self, node_id: _Optional[str] = ..., applied_index: _Optional[int] = ..., leader_commit_index: _Optional[int] = ..., leader_contact_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., consistency: _Optional[_Union[ReadConsistency, str]] = ..., leader_id: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ...) -> None: ...
 
 class TimeRange(_message.Message):
     __slots__ = ("start_time", "end_time")
