@@ -206,26 +206,38 @@ class LeaderReadIndex:
 class LeaderDirectory:
     """The leader's row in the node table, as this node knows it: its id and
     the gRPC address it registered. Every response's header asks, so the
-    table is read only when the Raft leader changes (and, until the leader
-    has registered, at each ask)."""
+    table is read when the Raft leader changes and otherwise at most once
+    every `refresh_s` (and, until the leader has registered, at each ask):
+    a leader that restarts with another gRPC address and wins again under
+    the same Raft address registers anew, and headers name that address
+    within `refresh_s` of its registration being applied here."""
 
-    def __init__(self, raft: RaftView, reader: StateReader) -> None:
+    def __init__(
+        self,
+        raft: RaftView,
+        reader: StateReader,
+        refresh_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._raft = raft
         self._reader = reader
-        # (the leader's Raft address, its row): replaced whole, so a reader
-        # on another thread sees one or the other.
-        self._known: tuple[str, NodeView] | None = None
+        self._refresh_s = refresh_s
+        self._clock = clock
+        # (the leader's Raft address, its row, when it was read): replaced
+        # whole, so a reader on another thread sees one or the other.
+        self._known: tuple[str, NodeView, float] | None = None
 
     def __call__(self) -> NodeView | None:
         leader = self._raft.leader_address
         if leader is None:
             return None
         known = self._known
-        if known is None or known[0] != leader:
+        now = self._clock()
+        if known is None or known[0] != leader or now - known[2] >= self._refresh_s:
             node = next((n for n in self._reader.nodes() if n.raft_address == leader), None)
             if node is None:
                 return None  # not registered yet: look again next time
-            self._known = known = (leader, node)
+            self._known = known = (leader, node, now)
         return known[1]
 
 

@@ -53,10 +53,18 @@ class Applied:
         return True
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_the_directory_reads_the_node_table_only_when_the_leader_changes() -> None:
     raft = Raft("10.0.0.2:7100")
     nodes = Nodes(_node("n1", "10.0.0.1:7100", "10.0.0.1:50051"))
-    directory = LeaderDirectory(raft, nodes)  # type: ignore[arg-type]
+    directory = LeaderDirectory(raft, nodes, clock=Clock())  # type: ignore[arg-type]
     # Not registered yet: no leader row, and the table is read again next time.
     assert directory() is None and directory() is None
     assert nodes.reads == 2
@@ -72,6 +80,27 @@ def test_the_directory_reads_the_node_table_only_when_the_leader_changes() -> No
     raft.leader_address = None
     assert directory() is None
     assert nodes.reads == 4
+
+
+def test_a_leader_registered_anew_is_named_within_the_refresh() -> None:
+    """The leader restarted with another gRPC port and won again under the
+    same Raft address: its new registration is read at the next refresh."""
+    raft = Raft("10.0.0.2:7100")
+    nodes = Nodes(_node("n2", "10.0.0.2:7100", "10.0.0.2:50051"))
+    clock = Clock()
+    directory = LeaderDirectory(raft, nodes, refresh_s=1.0, clock=clock)  # type: ignore[arg-type]
+    assert directory().grpc_address == "10.0.0.2:50051"  # type: ignore[union-attr]
+    nodes.rows = [_node("n2", "10.0.0.2:7100", "10.0.0.2:50052")]
+    clock.now += 0.9
+    assert directory().grpc_address == "10.0.0.2:50051"  # type: ignore[union-attr]
+    assert nodes.reads == 1
+    clock.now += 0.1
+    assert directory().grpc_address == "10.0.0.2:50052"  # type: ignore[union-attr]
+    assert nodes.reads == 2
+    # The next read is a refresh later again, not at every ask.
+    clock.now += 0.5
+    directory()
+    assert nodes.reads == 2
 
 
 def test_every_header_names_the_leader_it_knows() -> None:
