@@ -408,7 +408,7 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         wait_ready(nodes)
         render.console.print(
-            "[green]cluster is up[/]; submitting example tasks round-robin to every node"
+            "[green]cluster is up[/]; submitting example tasks through each node in turn"
         )
         clients = [CortexClient(n.grpc, tls=False) for n in nodes]
         submitted: list[tuple[str, str, CortexClient, str]] = []
@@ -421,7 +421,9 @@ def run_demo(args: argparse.Namespace) -> int:
             spec.retry_policy.max_retries = 0
             client = clients[i % len(clients)]
             reply = client.submit_task(spec, idempotency_key=f"demo-{name}")
-            submitted.append((name, reply.task.id, client, nodes[i % len(nodes)].node_id))
+            # The node that took it: the client's own, or the leader it routed the write to.
+            took = reply.header.node_id or nodes[i % len(nodes)].node_id
+            submitted.append((name, reply.task.id, client, took))
         table = render.Table("task", "submitted to", "ran on", "state", "exit", "output", box=None)
         for name, task_id, client, via in submitted:
             # Asked of the node that took it: that client's session has seen the submission.
