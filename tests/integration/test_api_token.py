@@ -1,5 +1,6 @@
 """A cluster started with an API token refuses calls without it, on every
-node and through every interface, while node-to-node traffic keeps working."""
+node and through every interface, while node-to-node traffic keeps working
+and a client's writes routed to the leader carry the token there."""
 
 from __future__ import annotations
 
@@ -66,6 +67,16 @@ def test_calls_need_the_token_and_relays_carry_it(make_cluster):
         assert chunks[-1].end.exit_code == 0
         wait_until(lambda: all(n.HasField("resources") for n in client.list_nodes().nodes), 30,
                    what="resource reports between nodes")  # fmt: skip
+
+    # A follower's client routes its writes to the leader, token and all.
+    leader = cluster.leader()
+    follower = cluster.followers()[0]
+    with CortexClient(follower.grpc, token=TOKEN) as client:
+        wait_until(
+            lambda: client.submit_task(shell_spec("true")).header.node_id == leader.node_id, 30,
+            what="a write answered by the leader with the token",
+        )  # fmt: skip
+        assert client.leader_address == leader.grpc
 
 
 def test_cli_takes_the_token_from_the_environment_a_file_or_flag(make_cluster, tmp_path):

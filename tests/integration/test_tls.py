@@ -1,7 +1,8 @@
 """Clusters serving gRPC over TLS, with certificates made at test time: node
 to node traffic (heartbeats, joining, output relays, removal forwarding)
-runs over TLS, clients that trust the CA get through, and clients that do
-not are told TLS or the certificate is why they cannot."""
+runs over TLS, clients that trust the CA get through (and reach the leader
+for their writes with their certificate), and clients that do not are told
+TLS or the certificate is why they cannot."""
 
 from __future__ import annotations
 
@@ -124,6 +125,16 @@ def test_mutual_tls_admits_only_clients_with_a_certificate_of_the_ca(
         assert result.task.state == pb.TASK_STATE_COMPLETED
         chunks = list(client.stream_task_output(task_id, timeout_s=20))
         assert b"".join(c.data.data for c in chunks if c.HasField("data")) == b"mutual\n"
+    # A follower's client routes its writes to the leader over a channel of
+    # its own, which presents the client's certificate too.
+    leader = cluster.leader()
+    follower = next(n for n in (n1, n2) if n is not leader)
+    with CortexClient(follower.grpc, tls=mine) as client:
+        wait_until(
+            lambda: client.submit_task(shell_spec("true")).header.node_id == leader.node_id, 30,
+            what="a write answered by the leader over mutual TLS",
+        )  # fmt: skip
+        assert client.leader_address == leader.grpc
     with CortexClient(n2.grpc, timeout_s=10, tls=client_tls(str(files.ca))) as no_cert:
         with pytest.raises(TlsError, match="client certificates"):
             no_cert.get_cluster_status()
