@@ -1,12 +1,16 @@
 """Before/after figures of `bench_core.py` on one machine. Runs it from two
 checkouts in turn, in pairs whose order alternates (before first, then after
 first, ...), each from its own checkout's directory with only that checkout
-on PYTHONPATH, so each cluster's nodes run that checkout's code. Prints the
-median, lowest and highest of each figure on both sides and the change of
-the medians.
+on PYTHONPATH, so each cluster's nodes run that checkout's code. A side may
+also add `bench_core.py` arguments of its own (`--before-args`,
+`--after-args`), to compare two settings of one checkout. Prints the
+median, lowest and highest of each figure on both sides, the change of the
+medians, and each pair's throughput ratio (after / before) with their
+median and how many came out above 1.
 
     git worktree add /tmp/before HEAD~3
     python scripts/bench_compare.py --before /tmp/before --pairs 3 -- --tasks 5000 --concurrency 32
+    python scripts/bench_compare.py --before-args=--no-route-writes --pairs 6 -- --tasks 3000
 
 On a 2-core machine shared by three nodes, one run of `bench_core.py` can
 differ from the next by 15% or more with nothing changed: one before/after
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -46,6 +51,8 @@ FIGURES = (
 class Side:
     name: str
     checkout: Path
+    # bench_core.py arguments of this side only, after those of both.
+    args: list[str] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -57,7 +64,7 @@ def pair_order(pair: int, before: Side, after: Side) -> tuple[Side, Side]:
 
 def run_once(side: Side, bench_args: Sequence[str]) -> dict[str, Any]:
     """One `bench_core.py --json` run from `side`'s checkout: its figures."""
-    command = [sys.executable, "scripts/bench_core.py", "--json", *bench_args]
+    command = [sys.executable, "scripts/bench_core.py", "--json", *bench_args, *side.args]
     env = {**os.environ, "PYTHONPATH": str(side.checkout)}
     done = subprocess.run(
         command, cwd=side.checkout, env=env, capture_output=True, text=True, check=False
@@ -99,6 +106,16 @@ def summary(before: Side, after: Side) -> list[dict[str, Any]]:
     return rows
 
 
+def pair_ratios(before: Side, after: Side) -> list[float]:
+    """Each pair's throughput, after over before (the runs of a pair are
+    next to each other, so the machine's drift weighs on both alike)."""
+    return [
+        a["tasks_per_s"] / b["tasks_per_s"]
+        for b, a in zip(before.runs, after.runs, strict=False)
+        if b.get("tasks_per_s") and a.get("tasks_per_s") is not None
+    ]
+
+
 def _cell(values: tuple[float, float, float] | None) -> str:
     if values is None:
         return "-"
@@ -106,7 +123,7 @@ def _cell(values: tuple[float, float, float] | None) -> str:
     return f"{median:g} ({low:g}-{high:g})"
 
 
-def print_table(rows: list[dict[str, Any]], pairs: int) -> None:
+def print_table(rows: list[dict[str, Any]], pairs: int, ratios: list[float]) -> None:
     print(f"\nmedian (lowest-highest) of {pairs} runs each")
     print(f"{'figure':28} {'before':>24} {'after':>24} {'better by':>10}")
     for row in rows:
@@ -115,16 +132,30 @@ def print_table(rows: list[dict[str, Any]], pairs: int) -> None:
         print(
             f"{row['figure']:28} {_cell(row['before']):>24} {_cell(row['after']):>24} {better:>10}"
         )
+    if ratios:
+        shown = " ".join(f"{r:.3f}" for r in ratios)
+        print(
+            f"throughput after/before by pair: {shown}; median {statistics.median(ratios):.3f},"
+            f" {sum(r > 1 for r in ratios)} of {len(ratios)} above 1"
+        )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        usage="%(prog)s --before CHECKOUT [options] -- [bench_core.py arguments]",
+        usage="%(prog)s [--before CHECKOUT] [options] -- [bench_core.py arguments]",
     )
-    parser.add_argument("--before", required=True, type=Path, help="checkout measured as before")
+    parser.add_argument(
+        "--before", type=Path, default=HERE, help="checkout measured as before (default: this one)"
+    )
     parser.add_argument(
         "--after", type=Path, default=HERE, help="checkout measured as after (default: this one)"
+    )
+    parser.add_argument(
+        "--before-args", default="", help="bench_core.py arguments of the before side only"
+    )
+    parser.add_argument(
+        "--after-args", default="", help="bench_core.py arguments of the after side only"
     )
     parser.add_argument("--pairs", type=int, default=3, help="before/after pairs (default 3)")
     parser.add_argument(
@@ -139,13 +170,17 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
     for checkout in (args.before, args.after):
         if not (checkout / "scripts" / "bench_core.py").is_file():
             parser.error(f"{checkout} is not a Cortex checkout (no scripts/bench_core.py)")
+    if args.before.resolve() == args.after.resolve() and args.before_args == args.after_args:
+        parser.error(
+            "both sides run the same: give --before another checkout, or --before-args/--after-args"
+        )
     return args, argv[split + 1 :]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, bench_args = parse_args(argv)
-    before = Side("before", args.before.resolve())
-    after = Side("after", args.after.resolve())
+    before = Side("before", args.before.resolve(), shlex.split(args.before_args))
+    after = Side("after", args.after.resolve(), shlex.split(args.after_args))
     first = True
     try:
         for pair in range(args.pairs):
@@ -163,10 +198,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     rows = summary(before, after)
+    ratios = pair_ratios(before, after)
     if args.json:
-        print(json.dumps({"pairs": args.pairs, "bench_args": bench_args, "figures": rows}))
+        print(
+            json.dumps(
+                {
+                    "pairs": args.pairs,
+                    "bench_args": bench_args,
+                    "before_args": before.args,
+                    "after_args": after.args,
+                    "figures": rows,
+                    "throughput_ratios": ratios,
+                    "throughput_ratio_median": statistics.median(ratios) if ratios else None,
+                }
+            )
+        )
     else:
-        print_table(rows, args.pairs)
+        print_table(rows, args.pairs, ratios)
     return 0
 
 

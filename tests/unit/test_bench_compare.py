@@ -47,3 +47,27 @@ def test_a_directory_without_the_benchmark_is_refused(
     with pytest.raises(SystemExit):
         compare.parse_args(["--before", str(tmp_path), "--", "--tasks", "10"])
     assert "is not a Cortex checkout" in capsys.readouterr().err
+
+
+def test_pair_ratios_are_after_over_before_pair_by_pair(compare: ModuleType) -> None:
+    before, after = compare.Side("before", Path(".")), compare.Side("after", Path("."))
+    before.runs = [{"tasks_per_s": v} for v in (400, 500, 200)]
+    after.runs = [{"tasks_per_s": v} for v in (440, 450, 260)]
+    assert compare.pair_ratios(before, after) == pytest.approx([1.1, 0.9, 1.3])
+
+
+def test_one_checkout_compares_two_settings_of_it(
+    compare: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, bench_args = compare.parse_args(
+        ["--before-args=--no-route-writes", "--", "--tasks", "10"]
+    )
+    assert args.before.resolve() == args.after.resolve() == compare.HERE
+    assert (args.before_args, args.after_args, bench_args) == (
+        "--no-route-writes",
+        "",
+        ["--tasks", "10"],
+    )
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--", "--tasks", "10"])
+    assert "both sides run the same" in capsys.readouterr().err
