@@ -356,6 +356,18 @@ def serve_cluster(cluster: Cluster, request: Any) -> Iterator[Cluster]:
         cluster.kill_all()
 
 
+def wait_writes_reach_leader(client: Any, leader: ClusterNode, what: str) -> None:
+    """Submits noop tasks through `client` until the leader answers one (the
+    client routes its writes there once connected), then checks the client
+    names the leader's address."""
+    wait_until(
+        lambda: client.submit_task(shell_spec("true")).header.node_id == leader.node_id,
+        30,
+        what=what,
+    )
+    assert client.leader_address == leader.grpc
+
+
 def write_secret(path: Path, value: str) -> Path:
     """A file only its owner reads, holding `value`."""
     path.unlink(missing_ok=True)

@@ -422,8 +422,7 @@ def run_demo(args: argparse.Namespace) -> int:
             client = clients[i % len(clients)]
             reply = client.submit_task(spec, idempotency_key=f"demo-{name}")
             # The node that took it: the client's own, or the leader it routed the write to.
-            took = reply.header.node_id or nodes[i % len(nodes)].node_id
-            submitted.append((name, reply.task.id, client, took))
+            submitted.append((name, reply.task.id, client, reply.header.node_id))
         table = render.Table("task", "submitted to", "ran on", "state", "exit", "output", box=None)
         for name, task_id, client, via in submitted:
             # Asked of the node that took it: that client's session has seen the submission.

@@ -16,7 +16,7 @@ from cortex.api.client import CortexClient
 from cortex.errors import Unauthenticated
 from cortex.v1 import cortex_pb2 as pb
 from cortex.v1 import cortex_pb2_grpc as pb_grpc
-from tests.cluster import shell_spec, wait_until, write_secret
+from tests.cluster import shell_spec, wait_until, wait_writes_reach_leader, write_secret
 
 pytestmark = pytest.mark.cluster
 
@@ -72,11 +72,7 @@ def test_calls_need_the_token_and_relays_carry_it(make_cluster):
     leader = cluster.leader()
     follower = cluster.followers()[0]
     with CortexClient(follower.grpc, token=TOKEN) as client:
-        wait_until(
-            lambda: client.submit_task(shell_spec("true")).header.node_id == leader.node_id, 30,
-            what="a write answered by the leader with the token",
-        )  # fmt: skip
-        assert client.leader_address == leader.grpc
+        wait_writes_reach_leader(client, leader, "a write answered by the leader with the token")
 
 
 def test_cli_takes_the_token_from_the_environment_a_file_or_flag(make_cluster, tmp_path):

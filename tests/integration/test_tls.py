@@ -22,7 +22,15 @@ from cortex.errors import TlsError, Unavailable
 from cortex.internal.v1.peer_pb2 import GetAppliedIndexRequest
 from cortex.internal.v1.peer_pb2_grpc import PeerServiceStub
 from cortex.v1 import cortex_pb2 as pb
-from tests.cluster import SECRET, Cluster, ClusterNode, free_ports, shell_spec, wait_until
+from tests.cluster import (
+    SECRET,
+    Cluster,
+    ClusterNode,
+    free_ports,
+    shell_spec,
+    wait_until,
+    wait_writes_reach_leader,
+)
 from tests.tls import write_tls_files
 
 pytestmark = pytest.mark.cluster
@@ -128,13 +136,8 @@ def test_mutual_tls_admits_only_clients_with_a_certificate_of_the_ca(
     # A follower's client routes its writes to the leader over a channel of
     # its own, which presents the client's certificate too.
     leader = cluster.leader()
-    follower = next(n for n in (n1, n2) if n is not leader)
-    with CortexClient(follower.grpc, tls=mine) as client:
-        wait_until(
-            lambda: client.submit_task(shell_spec("true")).header.node_id == leader.node_id, 30,
-            what="a write answered by the leader over mutual TLS",
-        )  # fmt: skip
-        assert client.leader_address == leader.grpc
+    with CortexClient(cluster.followers()[0].grpc, tls=mine) as client:
+        wait_writes_reach_leader(client, leader, "a write answered by the leader over mutual TLS")
     with CortexClient(n2.grpc, timeout_s=10, tls=client_tls(str(files.ca))) as no_cert:
         with pytest.raises(TlsError, match="client certificates"):
             no_cert.get_cluster_status()
