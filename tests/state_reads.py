@@ -15,9 +15,14 @@ from cortex.state.machine import StateMachine
 from cortex.state.paging import PageKey
 from cortex.state.queries import StateReader, TaskView
 
-# Takes away what migration 19 made: a database as migration 18 left it.
-UNDO_MIGRATION_19 = (
-    "DROP TABLE created_spans; DROP TABLE workflow_counts; DROP TRIGGER workflow_counts_insert;"
+# Takes away what migration 20 made: a database as migration 19 left it.
+UNDO_MIGRATION_20 = (
+    "DROP TRIGGER created_spans_task_delete; DROP TRIGGER created_spans_workflow_delete;"
+    " ALTER TABLE created_spans DROP COLUMN tasks; ALTER TABLE created_spans DROP COLUMN workflows;"
+)
+# Takes away what migrations 19 and 20 made: a database as migration 18 left it.
+UNDO_MIGRATION_19 = UNDO_MIGRATION_20 + (
+    " DROP TABLE created_spans; DROP TABLE workflow_counts; DROP TRIGGER workflow_counts_insert;"
     " DROP TRIGGER workflow_counts_delete; DROP TRIGGER workflow_counts_update;"
 )
 

@@ -352,7 +352,14 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
                         and not (task_type or workflow_id or match)
                         and not self._tasks_in_other_states(conn, node)
                     )
-            if total and not countable:
+            # A window alone is counted from the spans (`created_spans.count`).
+            window_only = not (wanted or task_type or workflow_id or node or match)
+            in_spans = None
+            if created is not None and spans and window_only:
+                in_spans = created_spans.count(conn, "tasks", created)
+            if in_spans is not None:
+                total = in_spans
+            elif total and not countable:
                 if wanted:
                     # Per state, so that each reads the index holding it.
                     counted = [state_count(state) for state in wanted]

@@ -205,9 +205,15 @@ class WorkflowQueries:
                 else:
                     clauses += submitted[0]
                     params += submitted[1]
-                    total = conn.execute(
-                        f"SELECT COUNT(*) FROM workflows {where(clauses)}", params
-                    ).fetchone()[0]
+                    # A window alone: counted from the spans.
+                    counted = None if states else created_spans.count(conn, "workflows", created)
+                    total = (
+                        counted
+                        if counted is not None
+                        else conn.execute(
+                            f"SELECT COUNT(*) FROM workflows {where(clauses)}", params
+                        ).fetchone()[0]
+                    )
             rows = (
                 conn.execute(
                     f"SELECT * FROM workflows {where([*clauses, beyond])} {order} LIMIT ?",

@@ -7,7 +7,9 @@ skew, page by page in either order and with the other filters, while
 reading only the spans' range of them; a workflow listing's total comes
 from counters by state (`workflow_counts`) but within a window; a database
 made before gets both from its rows, its digest unchanged; and a purge drops
-the spans before the oldest task left, the listings still exact."""
+the spans before the oldest task left, the listings still exact. Each span
+counts its tasks and workflows (migration 20), so a window's total reads
+rows only of the spans its edges cross."""
 
 from __future__ import annotations
 
@@ -23,7 +25,14 @@ from cortex.state import created_spans
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow
-from tests.state_reads import UNDO_MIGRATION_19, all_pages, set_back, statements, task_plans
+from tests.state_reads import (
+    UNDO_MIGRATION_19,
+    UNDO_MIGRATION_20,
+    all_pages,
+    set_back,
+    statements,
+    task_plans,
+)
 from tests.workflow_sim import NODES, WorkflowLog
 
 DONE = {"exit_code": 0, "stdout": "", "stderr": ""}
@@ -49,6 +58,25 @@ def _spans_of_the_rows(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
         " UNION ALL SELECT submit_index, created_at FROM workflows) GROUP BY 1"
     )
     return {span: (earliest, latest) for span, earliest, latest in rows}
+
+
+def _counts(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
+    rows = conn.execute("SELECT span, tasks, workflows FROM created_spans")
+    return {span: (tasks, workflows) for span, tasks, workflows in rows}
+
+
+def _counts_of_the_rows(conn: sqlite3.Connection) -> dict[int, tuple[int, int]]:
+    """Each span's tasks and workflows as the rows have them (0 where none)."""
+    counts = dict.fromkeys(_counts(conn), (0, 0))
+    for table, k in (("tasks", 0), ("workflows", 1)):
+        rows = conn.execute(
+            f"SELECT submit_index >> {created_spans.SPAN_BITS}, COUNT(*) FROM {table} GROUP BY 1"
+        )
+        for span, n in rows:
+            pair = list(counts.get(span, (0, 0)))
+            pair[k] = n
+            counts[span] = (pair[0], pair[1])
+    return counts
 
 
 def _apply(log: WorkflowLog, step: int, entries: list[e.Entry]) -> list[dict[str, object]]:
@@ -89,6 +117,7 @@ def _history(log: WorkflowLog, check: bool = False) -> None:
             _apply(log, rng.randrange(1, 80), entries)
         if check:
             assert _spans(log.machine._conn) == _spans_of_the_rows(log.machine._conn)
+            assert _counts(log.machine._conn) == _counts_of_the_rows(log.machine._conn)
     # Tasks are placed on the nodes and end there in every way: every
     # fifth completes; of every seventh, some stay assigned, some run, fail,
     # are cancelled or dead-lettered.
@@ -305,7 +334,8 @@ def test_a_window_lists_exactly_the_workflows_created_in_it(
 
 def test_a_workflow_listing_counts_only_within_a_window(log: WorkflowLog) -> None:
     """Its total is the counters' (`workflow_counts`) unless a creation
-    window is given, and then a count over the window's spans only."""
+    window is given, and then the spans' counts and the rows of the spans
+    its edge crosses."""
     conn = log.reader._conn()
     assert dict(conn.execute("SELECT state, n FROM workflow_counts WHERE n > 0")) == dict(
         conn.execute("SELECT state, COUNT(*) FROM workflows GROUP BY state")
@@ -319,7 +349,7 @@ def test_a_workflow_listing_counts_only_within_a_window(log: WorkflowLog) -> Non
         page = log.reader.list_workflows(limit=2, created=CreatedWindow(last, None))
     (count,) = [q for q in sql if "COUNT(*) FROM workflows" in q]
     plan = " / ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {count}"))
-    assert "workflows_by_submit (submit_index>?)" in plan, plan
+    assert "workflows_by_submit (submit_index>? AND submit_index<?)" in plan, plan
     assert page.total == len(_expected_workflows(log, CreatedWindow(last, None), None)) >= 1
 
 
@@ -328,6 +358,7 @@ def test_a_database_made_before_gets_the_spans_from_its_rows(tmp_path: Path) -> 
     log = WorkflowLog(path)
     _history(log)
     spans = _spans(log.machine._conn)
+    span_counts = _counts(log.machine._conn)
     counts = dict(log.machine._conn.execute("SELECT state, n FROM workflow_counts"))
     assert sum(counts.values()) > 5 and len(counts) == 2
     digest = log.machine.digest()
@@ -337,7 +368,32 @@ def test_a_database_made_before_gets_the_spans_from_its_rows(tmp_path: Path) -> 
     machine = StateMachine(str(path))
     try:
         assert _spans(machine._conn) == spans
+        assert _counts(machine._conn) == span_counts
         assert dict(machine._conn.execute("SELECT state, n FROM workflow_counts")) == counts
+        assert machine.digest() == digest
+    finally:
+        machine.close()
+
+
+def test_a_database_made_before_counts_its_spans_from_its_rows(tmp_path: Path) -> None:
+    """Migration 20 on a database migration 19 left: each span's counts
+    from its rows, the spans' times and the digest unchanged."""
+    path = tmp_path / "state.db"
+    log = WorkflowLog(path)
+    _history(log)
+    spans, counts = _spans(log.machine._conn), _counts(log.machine._conn)
+    assert sum(t for t, _ in counts.values()) > 250 and sum(w for _, w in counts.values()) > 5
+    digest = log.machine.digest()
+    log.close()
+    set_back(path, UNDO_MIGRATION_20, 19)
+    conn = sqlite3.connect(path)
+    assert "tasks" not in [row[1] for row in conn.execute("PRAGMA table_info(created_spans)")]
+    conn.close()
+
+    machine = StateMachine(str(path))
+    try:
+        assert _spans(machine._conn) == spans
+        assert _counts(machine._conn) == counts
         assert machine.digest() == digest
     finally:
         machine.close()
@@ -371,11 +427,15 @@ def test_a_purge_drops_the_spans_before_the_oldest_task_left(tmp_path: Path) -> 
         assert dict(conn.execute("SELECT state, n FROM workflow_counts WHERE n > 0")) == dict(
             conn.execute("SELECT state, COUNT(*) FROM workflows GROUP BY state")
         )
-        # The spans kept hold what they held: wider than what is left.
+        # The spans kept hold what they held: wider than what is left; their
+        # counts, what is left.
         assert all(after[span] == before[span] for span in after)
+        assert _counts(conn) == _counts_of_the_rows(conn)
+        assert any(tasks == 0 for tasks, _ in _counts(conn).values())
         for window in _windows(log):
             seen, totals = all_pages(log.reader, 9, created=window)
             assert [t.id for t in seen] == _expected(log, window), window
+            assert totals == {len(seen)}, window
         # Nothing left: no span either.
         rest = [r[0] for r in conn.execute("SELECT id FROM tasks WHERE state = 'queued'")]
         _apply(log, 1, [e.Entry.create(e.TaskCancel(t), node="n1", ts=ts + 2) for t in rest])
@@ -391,3 +451,65 @@ def test_the_migration_spans_as_many_indexes_as_apply_does() -> None:
 
     assert f"submit_index >> {created_spans.SPAN_BITS}" in MIGRATIONS[18]
     assert created_spans.SPAN_INDEXES == 1 << created_spans.SPAN_BITS
+
+
+def _edges(conn: sqlite3.Connection, window: CreatedWindow) -> set[int]:
+    """The spans `window`'s edges cross: times reaching into it, and out."""
+    start = -(1 << 62) if window.start_ms is None else window.start_ms
+    end = 1 << 62 if window.end_ms is None else window.end_ms
+    return {
+        span
+        for span, (earliest, latest) in _spans(conn).items()
+        if latest >= start and earliest < end and not (earliest >= start and latest < end)
+    }
+
+
+def test_a_window_alone_reads_rows_only_of_the_spans_its_edges_cross(log: WorkflowLog) -> None:
+    """Its total is the counts of the spans wholly inside it and the rows
+    of the spans its edges cross, run by run: no row of a span inside."""
+    conn = log.reader._conn()
+    read_fewer = 0
+    for window in _windows(log):
+        with statements(conn) as sql:
+            page = log.reader.list_tasks(limit=3, created=window)
+        assert page.total == len(_expected(log, window)), window
+        ranges = [
+            (int(low), int(high))
+            for statement in sql
+            if "SELECT COUNT(*) FROM tasks" in statement
+            for low, high in re.findall(
+                r"submit_index >= (\d+) AND submit_index < (\d+)", statement
+            )
+        ]
+        # No count of the window row by row.
+        assert not [q for q in sql if "SELECT COUNT(*) FROM tasks WHERE created_at" in q], sql
+        counted = {
+            span
+            for low, high in ranges
+            for span in range(low >> created_spans.SPAN_BITS, high >> created_spans.SPAN_BITS)
+        }
+        assert counted <= _edges(conn, window), window
+        read = sum(
+            conn.execute(
+                "SELECT COUNT(*) FROM tasks WHERE submit_index >= ? AND submit_index < ?", r
+            ).fetchone()[0]
+            for r in ranges
+        )
+        read_fewer += read < page.total
+    assert read_fewer >= 10
+
+
+def test_a_window_whose_edges_cross_too_many_spans_is_counted_row_by_row(
+    log: WorkflowLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(created_spans, "MOST_EDGE_SPANS", 0)
+    conn = log.reader._conn()
+    row_by_row = 0
+    for window in _windows(log):
+        with statements(conn) as sql:
+            page = log.reader.list_tasks(limit=3, created=window)
+        assert page.total == len(_expected(log, window)), window
+        row_by_row += any("SELECT COUNT(*) FROM tasks WHERE created_at" in q for q in sql)
+        workflows = log.reader.list_workflows(limit=2, created=window)
+        assert workflows.total == len(_expected_workflows(log, window, None)), window
+    assert row_by_row >= 10
