@@ -206,14 +206,11 @@ class WorkflowQueries:
                     clauses += submitted[0]
                     params += submitted[1]
                     # A window alone: counted from the spans.
-                    counted = None if states else created_spans.count(conn, "workflows", created)
-                    total = (
-                        counted
-                        if counted is not None
-                        else conn.execute(
+                    total = None if states else created_spans.count(conn, "workflows", created)
+                    if total is None:
+                        total = conn.execute(
                             f"SELECT COUNT(*) FROM workflows {where(clauses)}", params
                         ).fetchone()[0]
-                    )
             rows = (
                 conn.execute(
                     f"SELECT * FROM workflows {where([*clauses, beyond])} {order} LIMIT ?",

@@ -25,6 +25,7 @@ from cortex.state import created_spans
 from cortex.state import entries as e
 from cortex.state.machine import StateMachine
 from cortex.state.paging import CreatedWindow
+from cortex.state.queries import TaskPage
 from tests.state_reads import (
     UNDO_MIGRATION_19,
     UNDO_MIGRATION_20,
@@ -450,6 +451,8 @@ def test_the_migration_spans_as_many_indexes_as_apply_does() -> None:
     from cortex.state.schema import MIGRATIONS
 
     assert f"submit_index >> {created_spans.SPAN_BITS}" in MIGRATIONS[18]
+    assert f"OLD.submit_index >> {created_spans.SPAN_BITS}" in MIGRATIONS[19]
+    assert f"span << {created_spans.SPAN_BITS}" in MIGRATIONS[19]
     assert created_spans.SPAN_INDEXES == 1 << created_spans.SPAN_BITS
 
 
@@ -464,15 +467,22 @@ def _edges(conn: sqlite3.Connection, window: CreatedWindow) -> set[int]:
     }
 
 
+def _window_page(log: WorkflowLog, window: CreatedWindow) -> tuple[TaskPage, list[str]]:
+    """A page of the tasks created in `window` alone, its total checked,
+    and the SQL the listing ran."""
+    with statements(log.reader._conn()) as sql:
+        page = log.reader.list_tasks(limit=3, created=window)
+    assert page.total == len(_expected(log, window)), window
+    return page, sql
+
+
 def test_a_window_alone_reads_rows_only_of_the_spans_its_edges_cross(log: WorkflowLog) -> None:
     """Its total is the counts of the spans wholly inside it and the rows
     of the spans its edges cross, run by run: no row of a span inside."""
     conn = log.reader._conn()
     read_fewer = 0
     for window in _windows(log):
-        with statements(conn) as sql:
-            page = log.reader.list_tasks(limit=3, created=window)
-        assert page.total == len(_expected(log, window)), window
+        page, sql = _window_page(log, window)
         ranges = [
             (int(low), int(high))
             for statement in sql
@@ -503,12 +513,9 @@ def test_a_window_whose_edges_cross_too_many_spans_is_counted_row_by_row(
     log: WorkflowLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(created_spans, "MOST_EDGE_SPANS", 0)
-    conn = log.reader._conn()
     row_by_row = 0
     for window in _windows(log):
-        with statements(conn) as sql:
-            page = log.reader.list_tasks(limit=3, created=window)
-        assert page.total == len(_expected(log, window)), window
+        _, sql = _window_page(log, window)
         row_by_row += any("SELECT COUNT(*) FROM tasks WHERE created_at" in q for q in sql)
         workflows = log.reader.list_workflows(limit=2, created=window)
         assert workflows.total == len(_expected_workflows(log, window, None)), window
