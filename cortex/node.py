@@ -182,6 +182,7 @@ class Node:
             on_ready=self._ready.set,
         )
         self.group.journal.on_sync = self.metrics.journal_sync_seconds.observe
+        self.group.on_append_gap = self.metrics.append_gap_seconds.observe
         # The real node's time: the same components take a simulated clock in
         # a simulated node (cortex.sim).
         clock = SYSTEM_CLOCK

@@ -5,7 +5,8 @@ page latency (default page, by state, by node, by node and state for a
 node's few failed tasks, by workflow, of the tasks created in the newest
 tenth of the growth in either order; client calls and the real CLI; the
 first call to each node timed apart, as it may read its rows from the disk),
-GetTask latency, how long a follower takes to restart (SIGTERM
+GetTask latency, the leader's gaps between rounds of appends while growing
+(`cortex_raft_append_gap_seconds`), how long a follower takes to restart (SIGTERM
 and kill -9) and catch up, snapshot size and build / restore time on a copy
 of a node's database, peak RSS per node (overall, and polled per phase:
 growing, reading, restarting, snapshotting) and database size per node.
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -580,6 +582,9 @@ class ScaleRun:
     # grown: more than one election during growth is a leader lost under
     # load (a compaction's snapshot writes held a node's Raft thread up).
     terms: tuple[int, int]
+    # Measured once the history had grown: a gap near the shortest election
+    # timeout (0.4 s) is a leadership nearly lost.
+    append_gaps: AppendGaps
 
     @property
     def digests_equal(self) -> bool:
@@ -597,7 +602,10 @@ class ScaleRun:
             else 0.0,
             "term_ready": self.terms[0],
             "term_grown": self.terms[1],
+            "append_gap_rounds": self.append_gaps.rounds,
         }
+        for bound, longer in self.append_gaps.longer.items():
+            figures[f"append_gaps_over_{bound:g}_s".replace(".", "_")] = longer
         for name, timings in self.reads.timed.items():
             figures[f"{name}_p50_ms"] = round(percentile(timings, 50), 2)
             figures[f"{name}_p99_ms"] = round(percentile(timings, 99), 2)
@@ -649,6 +657,7 @@ def print_report(run: ScaleRun) -> None:
     _line("grown", f"{growth.finished} finished in {growth.elapsed_s:.1f} s ({rate:.0f} tasks/s)")
     elections = run.terms[1] - run.terms[0]
     _line("Raft term while growing", f"{run.terms[0]} -> {run.terms[1]} ({elections} elections)")
+    _line("leader's append gaps while growing", run.append_gaps.describe())
     labels = {
         "list": "task list, default page",
         "list_state": "  --state completed",
@@ -731,6 +740,41 @@ def problems(run: ScaleRun) -> list[str]:
     return found
 
 
+_GAP_BUCKET = re.compile(r'^cortex_raft_append_gap_seconds_bucket\{le="([^"]+)"\} (\S+)$', re.M)
+# Gaps between a leader's rounds of appends worth counting: past the
+# heartbeat period's double, near and past the shortest election timeout.
+GAP_BOUNDS_S = (0.25, 0.4, 1.0)
+
+
+@dataclass
+class AppendGaps:
+    """The intervals between the leader's rounds of appends (entries or a
+    heartbeat) while the history grew, over every node that led: how many,
+    and how many were longer than each of `GAP_BOUNDS_S`."""
+
+    rounds: int
+    longer: dict[float, int]
+
+    def describe(self) -> str:
+        if not self.rounds:
+            return "no append gaps served (cortex_raft_append_gap_seconds)"
+        over = ", ".join(f"{self.longer[b]} over {b:g} s" for b in GAP_BOUNDS_S)
+        return f"{self.rounds} rounds of appends by the leader, {over}"
+
+
+def append_gaps(nodes: Sequence[DevNode]) -> AppendGaps:
+    """Sums `cortex_raft_append_gap_seconds` over the nodes' /metrics."""
+    buckets: dict[float, float] = {}
+    for node in nodes:
+        with urllib.request.urlopen(f"http://{node.http}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        for bound, count in _GAP_BUCKET.findall(text):
+            key = float("inf") if bound == "+Inf" else float(bound)
+            buckets[key] = buckets.get(key, 0.0) + float(count)
+    rounds = int(buckets.get(float("inf"), 0))
+    return AppendGaps(rounds, {b: rounds - int(buckets.get(b, rounds)) for b in GAP_BOUNDS_S})
+
+
 # -- main ---------------------------------------------------------------------
 
 
@@ -802,7 +846,8 @@ def measure(
     growth = grower.run(args.threads, args.timeout, quiet)
     recent = newest_tenth(clients[leader_index(clients)])
     term_grown = clients[leader_index(clients)].get_cluster_status().term
-    _say(f"grown; term {term_grown}", quiet)
+    gaps = append_gaps(nodes)
+    _say(f"grown; term {term_grown}; {gaps.describe()}", quiet)
 
     _say(f"measuring reads ({args.samples} calls per listing) ...", quiet)
     rss.enter("reading")
@@ -870,6 +915,7 @@ def measure(
         dir_bytes={n.node_id: _dir_bytes(n.data_dir) for n in nodes},
         statuses={n.node_id: s for n, s in zip(nodes, statuses, strict=True)},
         terms=(term_ready, term_grown),
+        append_gaps=gaps,
     )
 
 

@@ -26,6 +26,7 @@ METRICS = {
     "cortex_raft_commit_latency_seconds": "histogram",
     "cortex_raft_apply_seconds": "histogram",
     "cortex_raft_journal_sync_seconds": "histogram",
+    "cortex_raft_append_gap_seconds": "histogram",
     "cortex_raft_elections_total": "counter",
     "cortex_raft_merged_batches_total": "counter",
     "cortex_node_up": "gauge",

@@ -26,6 +26,9 @@ APPLY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 # tens of milliseconds when the disk is busy (etcd's WAL fsync buckets).
 SYNC_BUCKETS = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256,
                 0.512, 1.024, 2.048, 4.096)  # fmt: skip
+# A leader sends appends at least every 0.1 s; a follower that hears none
+# for its election timeout (0.4 to 1.4 s by default) stands for election.
+APPEND_GAP_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.6, 0.8, 1.0, 1.4, 2.5)
 COMMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SCHEDULE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                     30.0, 60.0, 300.0, 900.0, 3600.0)  # fmt: skip
@@ -78,6 +81,14 @@ class NodeMetrics:
             "Time of one sync (fdatasync) of the Raft journal's appended entries; every"
             " entry this node acknowledges or commits waits for one.",
             buckets=SYNC_BUCKETS,
+            registry=self.registry,
+        )
+        self.append_gap_seconds = Histogram(
+            "cortex_raft_append_gap_seconds",
+            "On the leader, the time between two rounds of its appends (entries or a"
+            " heartbeat) to the followers; one near the shortest election timeout"
+            " nearly cost it its leadership.",
+            buckets=APPEND_GAP_BUCKETS,
             registry=self.registry,
         )
         # Children of the labelled metrics, by their labels (a few states,

@@ -160,6 +160,10 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.observer = settings.observer
         # When the leader's last append reached this observer (pysyncobj's clock).
         self._leader_heard_at: float | None = None
+        # When this node, leading, last sent its appends (pysyncobj's clock),
+        # and who is told each interval between two (`_SyncObj__sendAppendEntries`).
+        self._appends_sent_at: float | None = None
+        self.on_append_gap: Callable[[float], None] | None = None
         # Told on the Raft thread when this node becomes or stops being the leader.
         self._role_listeners: list[Callable[[bool], None]] = []
         self._leader_silence_s = settings.election_timeout_s[1]
@@ -344,6 +348,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
     def _state_changed(self, old: int, new: int) -> None:
         if _LEADER not in (old, new):
             return
+        self._appends_sent_at = None
         if old == _LEADER:
             self._release_waiting()
         for listener in self._role_listeners:
@@ -503,6 +508,17 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             self._SyncObj__sendAppendEntries()
         applied = bool(super()._SyncObj__applyLogEntries())
         return applied and not announce
+
+    def _SyncObj__sendAppendEntries(self) -> None:  # noqa: N802 (pysyncobj's name)
+        """The leader's appends (entries, or a heartbeat) to every follower;
+        `on_append_gap` is told how long since the last ones
+        (`cortex_raft_append_gap_seconds`): a gap near the shortest election
+        timeout is one near losing the leadership."""
+        now = pysyncobj.syncobj.monotonicTime()
+        if self._appends_sent_at is not None and self.on_append_gap is not None:
+            self.on_append_gap(now - self._appends_sent_at)
+        self._appends_sent_at = now
+        super()._SyncObj__sendAppendEntries()
 
     def propose_batch(self, data: bytes, callback: Callable[[Any, int], None]) -> None:
         """Proposes a batch: `apply_batch` on every node once committed, and

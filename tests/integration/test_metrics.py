@@ -66,6 +66,8 @@ def test_completed_tasks_are_counted_on_every_node(cluster: Cluster) -> None:
         assert scraped.value("cortex_raft_journal_sync_seconds") > 0
         # Applying them took the Raft thread's CPU, counted under its name.
         assert scraped.value("cortex_thread_cpu_seconds_total", thread="raft") > 0
+    # The leader timed the intervals between its rounds of appends.
+    assert metrics_of(cluster.leader()).value("cortex_raft_append_gap_seconds") > 0
 
     def observed(node: ClusterNode) -> bool:
         # The histograms are observed off the Raft thread, a moment later.
