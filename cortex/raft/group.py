@@ -509,6 +509,24 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         applied = bool(super()._SyncObj__applyLogEntries())
         return applied and not announce
 
+    def _SyncObj__doApplyCommand(self, command: bytes) -> Any:  # noqa: N802 (pysyncobj's name)
+        """Applies one committed entry. pysyncobj's leader applies every
+        entry a tick finds committed before it sends its next appends, so a
+        tick that applied several large ones kept the followers without a
+        heartbeat for their sum; a follower that hears nothing for its
+        election timeout (0.4 s at the shortest) stands for election. Under
+        a bulk submission (`scripts/bench_scale.py`) a busy leader took 0.2
+        to 0.55 s for each entry of hundreds of tasks. A leader whose
+        heartbeat is due sends its appends between two entries, so the
+        followers wait at most for the longest one."""
+        result = super()._SyncObj__doApplyCommand(command)
+        if (
+            self._SyncObj__raftState == _LEADER
+            and pysyncobj.syncobj.monotonicTime() > self._SyncObj__newAppendEntriesTime
+        ):
+            self._SyncObj__sendAppendEntries()
+        return result
+
     def _SyncObj__sendAppendEntries(self) -> None:  # noqa: N802 (pysyncobj's name)
         """The leader's appends (entries, or a heartbeat) to every follower;
         `on_append_gap` is told how long since the last ones
