@@ -847,7 +847,11 @@ def measure(
     recent = newest_tenth(clients[leader_index(clients)])
     term_grown = clients[leader_index(clients)].get_cluster_status().term
     gaps = append_gaps(nodes)
-    _say(f"grown; term {term_grown}; {gaps.describe()}", quiet)
+    _say(
+        f"grown in {growth.elapsed_s:.1f} s ({growth.finished / max(growth.elapsed_s, 1e-9):.0f}"
+        f" tasks/s); term {term_grown}; {gaps.describe()}",
+        quiet,
+    )
 
     _say(f"measuring reads ({args.samples} calls per listing) ...", quiet)
     rss.enter("reading")
