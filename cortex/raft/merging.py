@@ -39,6 +39,12 @@ PART_KEY = "cortex_part"
 # proposer's own bounds for one batch.
 MAX_MERGED_BATCHES = 64
 MAX_MERGED_BYTES = 4 * 1024 * 1024
+# And at most this many tasks written (`batch_tasks`): two full batches of
+# submissions placed as they are logged (`cortex.raft.proposer.MAX_BATCH_TASKS`).
+# Every node applies an entry in one go, and a leader sends no heartbeat
+# meanwhile.
+MAX_MERGED_TASKS = 256
+_TASK_KEY = b'"task_id":'
 
 Callback = Callable[[Any, int], None]
 # pysyncobj's queued command: its bytes and its callback, which is a
@@ -132,17 +138,23 @@ class MergingQueue:
             return first
         taken: list[tuple[Queued, bytes]] = [(first, batch)]
         size = len(batch)
+        tasks = batch_tasks(batch)
         while len(taken) < MAX_MERGED_BATCHES:
             try:
                 queued = self._next()
             except queue.Empty:
                 break
             more = self._leader.batch_of(queued[0])
-            if more is None or size + len(more) > MAX_MERGED_BYTES:
+            if (
+                more is None
+                or size + len(more) > MAX_MERGED_BYTES
+                or tasks + batch_tasks(more) > MAX_MERGED_TASKS
+            ):
                 self._held = queued
                 break
             taken.append((queued, more))
             size += len(more)
+            tasks += batch_tasks(more)
         if len(taken) == 1:
             return first
         return self._merge(taken)
@@ -162,6 +174,15 @@ class MergingQueue:
         self.merged_entries += 1
         command = self._leader.merged([batch for _, batch in taken])
         return command, Parts(own) if own else None
+
+
+def batch_tasks(batch: bytes) -> int:
+    """The tasks a batch writes, as its `"task_id":` keys count them, without
+    decoding it: one in a submission, a report or a cancel, one a placement
+    in an assignment, one a task in a workflow's part. Inside a JSON string a
+    quote is escaped, so only keys match; a key of that name in a task's own
+    data counts one too many, which only makes an entry smaller."""
+    return max(batch.count(_TASK_KEY), 1)
 
 
 def batch_call(command: Any) -> tuple[Any, bytes] | None:

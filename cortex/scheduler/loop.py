@@ -1,8 +1,9 @@
 """The leader-only scheduling loop: every interval, or when woken by a submit
-or a completion, places runnable queued tasks and proposes one TASK_ASSIGN
-entry for the round. With nothing queued, tasks are placed as their
-submission is taken into the log instead (`cortex.scheduler.at_proposal`);
-both count the placements not yet applied (`cortex.scheduler.reservations`)."""
+or a completion, places runnable queued tasks and proposes the round's
+TASK_ASSIGN entries (one, unless it places more than a batch holds). With
+nothing queued, tasks are placed as their submission is taken into the log
+instead (`cortex.scheduler.at_proposal`); both count the placements not yet
+applied (`cortex.scheduler.reservations`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
+from cortex.raft.proposer import MAX_BATCH_TASKS
 from cortex.scheduler.at_proposal import PlacementAtProposal, assign_entry
 from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY, LastServed
 from cortex.scheduler.limits import LimitGate
@@ -171,8 +173,8 @@ class SchedulerLoop(LeaderLoop):
         return self.run_round()
 
     def run_round(self) -> Step[bool]:
-        """Runs one round: places what it can and waits for the round's one
-        TASK_ASSIGN entry to be applied. Returns True when the round was
+        """Runs one round: places what it can and waits for the round's
+        TASK_ASSIGN entries to be applied. Returns True when the round was
         full, so more tasks may be waiting."""
         seen = self.queue.changes
         if not self._reader.has_queued():
@@ -184,9 +186,16 @@ class SchedulerLoop(LeaderLoop):
                 return False
             result, tasks, full = decided
             self.reservations.hold(result.placements, tasks)
-        entry = assign_entry(result.placements, self._node_id, self._clock)
+        # In entries of at most a batch's tasks each, which the proposer
+        # sends in as many batches: one entry placing thousands would hold
+        # every node's Raft thread, and the leader's heartbeats, as long.
+        placements = result.placements
+        entries = [
+            assign_entry(placements[start : start + MAX_BATCH_TASKS], self._node_id, self._clock)
+            for start in range(0, len(placements), MAX_BATCH_TASKS)
+        ]
         try:
-            yield self._proposer.submit_all([entry])
+            yield self._proposer.submit_all(entries)
         finally:
             self.reservations.release(p.task_id for p in result.placements)
         return full

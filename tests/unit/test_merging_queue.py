@@ -15,11 +15,14 @@ from pysyncobj.fast_queue import FastQueue
 from cortex.raft.merging import (
     MAX_MERGED_BATCHES,
     MAX_MERGED_BYTES,
+    MAX_MERGED_TASKS,
     REGULAR_COMMAND,
     MergingQueue,
     batch_call,
+    batch_tasks,
     part_of,
 )
+from cortex.state import entries as e
 
 BATCH_METHOD = 0
 OTHER_METHOD = 7
@@ -139,6 +142,32 @@ def test_an_entry_stops_at_its_size_and_the_rest_follows() -> None:
         b"merged:" + b"|".join(batches[:2]),
         command(batches[2]),
     ]
+
+
+def test_an_entry_stops_at_the_tasks_it_writes_and_the_rest_follows() -> None:
+    """Batches of real entries: a bulk submission's, one placing them, and
+    reports. An entry takes no batch that would bring it past
+    `MAX_MERGED_TASKS`, whatever its bytes and batches."""
+    third = MAX_MERGED_TASKS // 3 + 1
+    submits = e.encode_batch(
+        [e.Entry.create(e.TaskSubmit(f"t-{n}", {"type": "noop"}), "n1") for n in range(third)]
+    )
+    placements = [{"task_id": f"t-{n}", "node": "n2", "attempt": 1} for n in range(third)]
+    placed = e.encode_batch([e.Entry.create(e.TaskAssign(placements), "n1")])
+    reports = e.encode_batch(
+        [e.Entry.create(e.TaskStarted(f"t-{n}", 1, "n2"), "n2") for n in range(third)]
+    )
+    assert [batch_tasks(batch) for batch in (submits, placed, reports)] == [third] * 3
+    merging = queue_of(StandInGroup(), *[(command(b), None) for b in (submits, placed, reports)])
+    assert [queued for queued, _ in drain(merging)] == [
+        b"merged:" + submits + b"|" + placed,
+        command(reports),
+    ]
+    # A key of that name inside a string is escaped, and does not count.
+    quoted = e.encode_batch(
+        [e.Entry.create(e.TaskSubmit("t-1", {"type": "noop", "args": ['"task_id":']}), "n1")]
+    )
+    assert batch_tasks(quoted) == 1
 
 
 def test_a_part_this_node_has_no_results_for_is_unknown() -> None:

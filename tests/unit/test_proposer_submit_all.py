@@ -18,6 +18,7 @@ import pytest
 
 from cortex.errors import Unavailable
 from cortex.raft.proposer import BACKLOG_ENTRIES, Proposer, _Deadlines
+from cortex.raft.proposer import entry_tasks as proposer_tasks
 from cortex.state import entries as e
 from tests.cluster import wait_until
 
@@ -291,7 +292,7 @@ def test_a_backlog_that_fills_a_batch_leaves_beside_the_batch_in_flight() -> Non
 def test_entries_too_many_for_one_batch_are_split_as_before(group: StandInGroup) -> None:
     """Sent at once only when they fit in one batch: more go through the
     queue, and the proposer's thread cuts them into batches."""
-    proposer = Proposer(group, max_batch_entries=2, commit_timeout_s=10)  # type: ignore[arg-type]
+    proposer = Proposer(group, max_batch_tasks=2, commit_timeout_s=10)  # type: ignore[arg-type]
     try:
         proposed = entries(5)
         results = proposer.submit_all(proposed).result(5)
@@ -300,6 +301,33 @@ def test_entries_too_many_for_one_batch_are_split_as_before(group: StandInGroup)
     assert [r["id"] for r in results] == [entry.id for entry in proposed]
     assert all(len(batch) <= 2 for batch in group.batches)
     assert sum(group.batches, []) == [entry.id for entry in proposed]
+
+
+def test_batches_are_cut_by_the_tasks_their_entries_write(group: StandInGroup) -> None:
+    """An assignment counts the tasks it places and a workflow's part the
+    tasks it brings (`entry_tasks`): a batch takes no entry once it holds the
+    most tasks, whatever the count of its entries, so no entry takes long
+    to apply. Only its last entry may take it past the most."""
+    proposer = Proposer(group, max_batch_tasks=4, commit_timeout_s=10)  # type: ignore[arg-type]
+
+    def assign(count: int, name: str) -> e.Entry:
+        placed = [{"task_id": f"{name}-{n}", "node": "n1", "attempt": 1} for n in range(count)]
+        return e.Entry.create(e.TaskAssign(placed), "n1")
+
+    part = e.Entry.create(
+        e.WorkflowTasks("w-1", 1, [{"key": f"k{n}", "task_id": f"w-{n}"} for n in range(3)]), "n1"
+    )
+    proposed = [assign(3, "a"), *entries(3), assign(2, "b"), part, *entries(2), assign(5, "c")]
+    tasks = {entry.id: proposer_tasks(entry) for entry in proposed}
+    try:
+        results = proposer.submit_all(proposed).result(5)
+    finally:
+        proposer.stop()
+    assert [r["id"] for r in results] == [entry.id for entry in proposed]
+    assert sum(group.batches, []) == [entry.id for entry in proposed]
+    assert [tasks[entry.id] for entry in proposed] == [3, 1, 1, 1, 2, 3, 1, 1, 5]
+    for batch in group.batches:
+        assert sum(tasks[entry_id] for entry_id in batch[:-1]) < 4, group.batches
 
 
 def _propose_in_thread(proposer: Proposer, entry: e.Entry, name: str) -> list[Any]:

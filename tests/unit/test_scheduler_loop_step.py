@@ -12,6 +12,7 @@ import pytest
 
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext
+from cortex.raft.proposer import MAX_BATCH_TASKS
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.state import entries as e
 from cortex.steps import WaitSignal, wall_ms
@@ -185,3 +186,37 @@ def test_a_replaced_state_wakes_a_round_and_forgets_the_empty_queue(log: Workflo
     assert woken(loop)
     assert log.one(e.TaskComplete("t-1", 1, "n2", {"exit_code": 0}), node="n2")["ok"]
     assert woken(loop)
+
+
+def test_a_round_placing_more_than_a_batch_proposes_them_in_entries_of_a_batch(
+    log: WorkflowLog,
+) -> None:
+    """One TASK_ASSIGN entry is applied in one go on every node's Raft
+    thread: a round placing more tasks than a batch holds proposes them, in
+    order, in entries of at most `MAX_BATCH_TASKS`, all behind its one future."""
+    for node in NODES:
+        joined = log.one(
+            e.NodeJoin(
+                node, f"{node}:1", f"{node}:2", executors=["noop"], resources={"max_tasks": 200}
+            )
+        )
+        assert joined["ok"], joined
+    count = 2 * MAX_BATCH_TASKS + 44
+    for number in range(count):
+        assert log.one(e.TaskSubmit(f"t-{number:03d}", {"type": "noop"}))["ok"]
+    proposer, stepper = first_round(log, FakeClock(wall_s=10_000.0))
+    assert len(proposer.held) == 1 and stepper.waiting is proposer.held[0][1]
+    payloads = proposer.payloads()
+    assert [len(p.assignments) for p in payloads if isinstance(p, e.TaskAssign)] == [
+        MAX_BATCH_TASKS,
+        MAX_BATCH_TASKS,
+        44,
+    ]
+    placed = [
+        item["task_id"] for p in payloads if isinstance(p, e.TaskAssign) for item in p.assignments
+    ]
+    assert sorted(placed) == [f"t-{number:03d}" for number in range(count)]
+    assert sum(result["placed"] for result in proposer.apply_next()) == count
+    stepper.settle()
+    tasks = [log.reader.get_task(f"t-{number:03d}") for number in range(count)]
+    assert {task.state if task else None for task in tasks} == {"assigned"}
