@@ -145,16 +145,17 @@ class MergingQueue:
             except queue.Empty:
                 break
             more = self._leader.batch_of(queued[0])
+            more_tasks = 0 if more is None else batch_tasks(more)
             if (
                 more is None
                 or size + len(more) > MAX_MERGED_BYTES
-                or tasks + batch_tasks(more) > MAX_MERGED_TASKS
+                or tasks + more_tasks > MAX_MERGED_TASKS
             ):
                 self._held = queued
                 break
             taken.append((queued, more))
             size += len(more)
-            tasks += batch_tasks(more)
+            tasks += more_tasks
         if len(taken) == 1:
             return first
         return self._merge(taken)
