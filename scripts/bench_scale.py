@@ -33,7 +33,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,7 +49,7 @@ from _cluster import (
     wait_all_active,
     wait_exit,
 )
-from bench_core import TERMINAL_STATES, _wait_converged, percentile
+from bench_core import TERMINAL_STATES, _samples, _scrape, _wait_converged, percentile
 from google.protobuf import struct_pb2
 from pysyncobj.config import SERIALIZER_STATE
 
@@ -740,7 +739,7 @@ def problems(run: ScaleRun) -> list[str]:
     return found
 
 
-_GAP_BUCKET = re.compile(r'^cortex_raft_append_gap_seconds_bucket\{le="([^"]+)"\} (\S+)$', re.M)
+_GAP_HISTOGRAM = "cortex_raft_append_gap_seconds"
 # Gaps between a leader's rounds of appends worth counting: past the
 # heartbeat period's double, near and past the shortest election timeout.
 GAP_BOUNDS_S = (0.25, 0.4, 1.0)
@@ -766,11 +765,9 @@ def append_gaps(nodes: Sequence[DevNode]) -> AppendGaps:
     """Sums `cortex_raft_append_gap_seconds` over the nodes' /metrics."""
     buckets: dict[float, float] = {}
     for node in nodes:
-        with urllib.request.urlopen(f"http://{node.http}/metrics", timeout=10) as answer:
-            text = answer.read().decode()
-        for bound, count in _GAP_BUCKET.findall(text):
-            key = float("inf") if bound == "+Inf" else float(bound)
-            buckets[key] = buckets.get(key, 0.0) + float(count)
+        for sample in _samples(_scrape(node), _GAP_HISTOGRAM, f"{_GAP_HISTOGRAM}_bucket"):
+            bound = float(sample.labels["le"])
+            buckets[bound] = buckets.get(bound, 0.0) + sample.value
     rounds = int(buckets.get(float("inf"), 0))
     return AppendGaps(rounds, {b: rounds - int(buckets.get(b, rounds)) for b in GAP_BOUNDS_S})
 

@@ -13,27 +13,13 @@ from typing import Any
 import pysyncobj.syncobj
 import pytest
 
-from cortex.raft import RaftGroup, RaftSettings
 from cortex.state import StateMachine
-from cortex.state import entries as e
-from tests.cluster import free_ports
+from tests.raft_by_hand import noop_batch, one_node_group, tick_until
 
 # What applying one entry takes on pysyncobj's clock here: past the
 # leader's heartbeat period (0.1 s), and three of them past the shortest
 # election timeout (0.4 s).
 APPLY_S = 0.3
-
-
-def _batch(task_id: str) -> bytes:
-    return e.encode_batch([e.Entry.create(e.TaskSubmit(task_id, {"type": "noop"}), "n1")])
-
-
-def _tick_until(group: RaftGroup, done: Any, what: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        group.doTick(0.01)
 
 
 def test_a_leader_sends_its_appends_between_slow_entries(
@@ -42,16 +28,7 @@ def test_a_leader_sends_its_appends_between_slow_entries(
     skew = [0.0]
     monkeypatch.setattr(pysyncobj.syncobj, "monotonicTime", lambda: time.monotonic() + skew[0])
     machine = StateMachine(str(tmp_path / "state.db"))
-    group = RaftGroup(
-        RaftSettings(
-            self_address=f"127.0.0.1:{free_ports(1)[0]}",
-            peers=[],
-            data_dir=str(tmp_path),
-            secret="appends-between-entries-test-secret",
-            auto_tick=False,
-        ),
-        machine,
-    )
+    group = one_node_group(tmp_path, machine, "appends-between-entries-test-secret")
     events: list[tuple[str, float]] = []
     apply = machine.apply_batches
 
@@ -64,16 +41,16 @@ def test_a_leader_sends_its_appends_between_slow_entries(
     group.on_append_gap = lambda gap: events.append(("appends", gap))
     results: dict[str, int] = {}
     try:
-        _tick_until(group, lambda: group.is_leader, "the one node to lead")
+        tick_until(group, lambda: group.is_leader, "the one node to lead")
         # Each its own entry (a merged entry is not a batch, so the queue
         # merges none of them), all logged by one tick and committed by the next.
         for name in ("a", "b", "c"):
             group.apply_merged(
-                (_batch(name),),
+                (noop_batch(name),),
                 callback=lambda result, error, name=name: results.setdefault(name, error),
             )
-        _tick_until(group, lambda: len(results) == 3, "the three entries to be applied")
-        _tick_until(group, lambda: events[-1][0] == "appends", "the appends after them")
+        tick_until(group, lambda: len(results) == 3, "the three entries to be applied")
+        tick_until(group, lambda: events[-1][0] == "appends", "the appends after them")
     finally:
         group.destroy()
         machine.close()

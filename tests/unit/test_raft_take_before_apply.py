@@ -6,42 +6,18 @@ between two ticks is in the log when the first is applied."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-from cortex.raft import RaftGroup, RaftSettings
 from cortex.state import StateMachine
-from cortex.state import entries as e
-from tests.cluster import free_ports
-
-
-def _batch(task_id: str) -> bytes:
-    return e.encode_batch([e.Entry.create(e.TaskSubmit(task_id, {"type": "noop"}), "n1")])
-
-
-def _tick_until(group: RaftGroup, done: Any, what: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        group.doTick(0.01)
+from tests.raft_by_hand import noop_batch, one_node_group, tick_until
 
 
 def test_a_proposal_waiting_as_an_entry_commits_is_logged_before_that_apply(
     tmp_path: Path,
 ) -> None:
     machine = StateMachine(str(tmp_path / "state.db"))
-    group = RaftGroup(
-        RaftSettings(
-            self_address=f"127.0.0.1:{free_ports(1)[0]}",
-            peers=[],
-            data_dir=str(tmp_path),
-            secret="take-before-apply-test-secret",
-            auto_tick=False,
-        ),
-        machine,
-    )
+    group = one_node_group(tmp_path, machine, "take-before-apply-test-secret")
     # For each batch applied: the last index in the log as it was applied.
     log_end_at_apply: dict[bytes, int] = {}
     apply = machine.apply_batches
@@ -54,17 +30,17 @@ def test_a_proposal_waiting_as_an_entry_commits_is_logged_before_that_apply(
     machine.apply_batches = watched  # type: ignore[method-assign]
     results: dict[str, Any] = {}
     try:
-        _tick_until(group, lambda: group.is_leader, "the one node to lead")
-        first, second = _batch("first"), _batch("second")
+        tick_until(group, lambda: group.is_leader, "the one node to lead")
+        first, second = noop_batch("first"), noop_batch("second")
         group.propose_batch(first, lambda result, error: results.setdefault("first", error))
         # The tick that logs `first` (its commit comes with the next one).
         logged = group.journal.last_index
-        _tick_until(group, lambda: group.journal.last_index > logged, "the first to be logged")
+        tick_until(group, lambda: group.journal.last_index > logged, "the first to be logged")
         assert first not in log_end_at_apply
         first_index = group.journal.last_index
         # Waiting in the queue as `first` commits.
         group.propose_batch(second, lambda result, error: results.setdefault("second", error))
-        _tick_until(group, lambda: "second" in results, "both to be applied")
+        tick_until(group, lambda: "second" in results, "both to be applied")
     finally:
         group.destroy()
         machine.close()
