@@ -191,6 +191,9 @@ class Node:
             on_committed=self.metrics.commit_latency.observe,
             commit_timeout_s=config.propose_timeout_s,
         )
+        # The leader's own next batch takes along what followers forwarded
+        # meanwhile (`cortex.raft.merging`).
+        self.group.commands.batch_coming = self.proposer.has_next_batch
         self.board = ResourceBoard(clock)
         reachable = Reachability(
             config.node_id, self.group, self.board, config.heartbeat_interval_s

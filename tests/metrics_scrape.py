@@ -29,6 +29,8 @@ METRICS = {
     "cortex_raft_append_gap_seconds": "histogram",
     "cortex_raft_elections_total": "counter",
     "cortex_raft_merged_batches_total": "counter",
+    "cortex_raft_merge_holds_total": "counter",
+    "cortex_raft_merge_holds_given_up_total": "counter",
     "cortex_node_up": "gauge",
     "cortex_node_capacity": "gauge",
     "cortex_node_used": "gauge",

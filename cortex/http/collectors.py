@@ -100,6 +100,17 @@ class RaftCollector(Collector):
             "Batches this node, as leader, logged in one Raft entry with others.",
             value=self._group.commands.merged_batches,
         )
+        yield CounterMetricFamily(
+            "cortex_raft_merge_holds",
+            "Times commands waited at this node, as leader, for its own next batch"
+            " to share its entry.",
+            value=self._group.commands.holds,
+        )
+        yield CounterMetricFamily(
+            "cortex_raft_merge_holds_given_up",
+            "Times those commands left without it, after waiting the longest they may.",
+            value=self._group.commands.holds_given_up,
+        )
 
 
 class NodesCollector(Collector):

@@ -317,6 +317,13 @@ class Proposer:
     def check_writable(self) -> None:
         check_writable(self._group)
 
+    def has_next_batch(self) -> bool:
+        """Whether entries wait here to leave as this node's next batch:
+        queued, or being gathered by the proposer's thread (which may be
+        waiting for the batch in flight to be applied). Read without the
+        lock, by the Raft thread (`cortex.raft.merging`)."""
+        return self._gathering or not self._queue.empty()
+
     def submit(self, entry: Entry) -> Future[dict[str, Any]]:
         return self._submit([entry])[0]
 

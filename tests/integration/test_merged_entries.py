@@ -1,7 +1,8 @@
 """Group commit at the leader (`cortex.raft.merging`) on a real 3-process
 cluster: many clients submitting to every node at once make the leader log
-batches of different nodes in shared entries, and every client still gets
-its own task back, every task runs once, and the nodes agree."""
+batches of different nodes in shared entries, what followers forward waits
+for the leader's own next batch, and every client still gets its own task
+back, every task runs once, and the nodes agree."""
 
 from __future__ import annotations
 
@@ -29,10 +30,11 @@ def cluster(tmp_path_factory: Any, request: pytest.FixtureRequest) -> Iterator[C
 
 
 def _merged_batches(cluster: Cluster) -> float:
-    return sum(
-        scrape(f"http://{node.http}/metrics").value("cortex_raft_merged_batches_total")
-        for node in cluster.nodes
-    )
+    return _total(cluster, "cortex_raft_merged_batches_total")
+
+
+def _total(cluster: Cluster, metric: str) -> float:
+    return sum(scrape(f"http://{node.http}/metrics").value(metric) for node in cluster.nodes)
 
 
 def _submit_round(cluster: Cluster, first: int) -> dict[str, str]:
@@ -73,15 +75,23 @@ def test_batches_of_every_node_share_entries_and_each_client_gets_its_own_task(
     cluster: Cluster,
 ) -> None:
     merged_before = _merged_batches(cluster)
+    holds_before = _total(cluster, "cortex_raft_merge_holds_total")
     answered: dict[str, str] = {}
     deadline = time.monotonic() + 120
     rounds = 0
+
+    def merged_and_held() -> tuple[bool, bool]:
+        return (
+            _merged_batches(cluster) > merged_before,
+            _total(cluster, "cortex_raft_merge_holds_total") > holds_before,
+        )
+
     while rounds < MAX_ROUNDS and time.monotonic() < deadline:
         answered.update(_submit_round(cluster, rounds * ROUND))
         rounds += 1
-        if _merged_batches(cluster) > merged_before:
+        if merged_and_held() == (True, True):
             break
-    assert _merged_batches(cluster) > merged_before, f"no entry was merged in {rounds} rounds"
+    assert merged_and_held() == (True, True), f"merged, held after {rounds} rounds"
     ids = set(answered.values())
     assert len(ids) == len(answered)
 

@@ -13,6 +13,7 @@ import pysyncobj.pickle
 from pysyncobj.fast_queue import FastQueue
 
 from cortex.raft.merging import (
+    MAX_HOLD_S,
     MAX_MERGED_BATCHES,
     MAX_MERGED_BYTES,
     MAX_MERGED_TASKS,
@@ -174,3 +175,105 @@ def test_a_part_this_node_has_no_results_for_is_unknown() -> None:
     assert part_of([["a"], ["b"]], 1) == ["b"]
     assert part_of([["a"]], 3) is None
     assert part_of(None, 0) is None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def holding_queue(group: StandInGroup, clock: Clock, coming: list[bool]) -> MergingQueue:
+    """A leader's queue whose proposer has a batch coming while `coming[0]`."""
+    merging = MergingQueue(FastQueue(0), group, clock)
+    merging.batch_coming = lambda: coming[0]
+    return merging
+
+
+def own(results: list[Any]) -> Any:
+    return lambda result, error: results.append((result, error))
+
+
+def test_forwarded_batches_wait_for_the_leaders_next_batch_and_leave_with_it() -> None:
+    group, clock, coming = StandInGroup(), Clock(), [True]
+    merging = holding_queue(group, clock, coming)
+    merging.put_nowait((command(b"[f1]"), ("node-2", 1)))
+    merging.put_nowait((command(b"[f2]"), ("node-3", 5)))
+    assert drain(merging) == []
+    clock.now += MAX_HOLD_S / 2
+    assert drain(merging) == []
+    got: list[Any] = []
+    merging.put_nowait((command(b"[own]"), own(got)))
+    ((merged, callback),) = drain(merging)
+    # In the order they came, the followers told their parts.
+    assert merged == b"merged:[f1]|[f2]|[own]"
+    assert group.announced == [(("node-2", 1), 0), (("node-3", 5), 1)]
+    callback([["r1"], ["r2"], ["mine"]], 0)
+    assert got == [(["mine"], 0)]
+    assert (merging.holds, merging.holds_given_up) == (1, 0)
+
+
+def test_commands_leave_at_once_when_no_batch_of_the_leader_is_coming() -> None:
+    group, clock, coming = StandInGroup(), Clock(), [False]
+    merging = holding_queue(group, clock, coming)
+    forwarded = (command(b"[f]"), ("node-2", 1))
+    merging.put_nowait(forwarded)
+    assert drain(merging) == [forwarded]
+    assert merging.holds == 0
+    # Nor when the leader's batch is already here, whatever else is coming.
+    coming[0] = True
+    merging.put_nowait(forwarded)
+    merging.put_nowait((command(b"[own]"), own([])))
+    ((merged, _),) = drain(merging)
+    assert merged == b"merged:[f]|[own]"
+    assert merging.holds == 0
+
+
+def test_a_follower_holds_nothing() -> None:
+    clock, coming = Clock(), [True]
+    merging = holding_queue(StandInGroup(leader=False), clock, coming)
+    items = [(command(b"[a]"), ("node-3", 1)), (command(b"[b]"), None)]
+    for item in items:
+        merging.put_nowait(item)
+    assert drain(merging) == items
+    assert merging.holds == 0
+
+
+def test_a_batch_that_does_not_come_is_waited_for_at_most_max_hold() -> None:
+    group, clock, coming = StandInGroup(), Clock(), [True]
+    merging = holding_queue(group, clock, coming)
+    merging.put_nowait((command(b"[a]"), ("node-2", 1)))
+    assert drain(merging) == []
+    clock.now += MAX_HOLD_S * 0.99
+    assert drain(merging) == []
+    merging.put_nowait((command(b"[b]"), ("node-3", 1)))
+    clock.now += MAX_HOLD_S * 0.02
+    ((merged, _),) = drain(merging)
+    assert merged == b"merged:[a]|[b]"
+    assert (merging.holds, merging.holds_given_up) == (1, 1)
+    # Once all have left, the next to come waits afresh, and a leadership
+    # lost meanwhile lets it go at once.
+    merging.put_nowait((command(b"[c]"), ("node-2", 2)))
+    assert drain(merging) == []
+    assert merging.holds == 2
+    group.leader = False
+    assert [queued for queued, _ in drain(merging)] == [command(b"[c]")]
+
+
+def test_order_is_kept_when_a_held_entry_fills_up() -> None:
+    group, clock, coming = StandInGroup(), Clock(), [True]
+    merging = holding_queue(group, clock, coming)
+    other = command(b"[x]", OTHER_METHOD)
+    batches = [f"[{n}]".encode() for n in range(MAX_MERGED_BATCHES + 1)]
+    for batch in batches[:-1]:
+        merging.put_nowait((command(batch), ("node-2", 1)))
+    merging.put_nowait((other, None))
+    assert drain(merging) == []
+    merging.put_nowait((command(batches[-1]), own([])))
+    assert [queued for queued, _ in drain(merging)] == [
+        b"merged:" + b"|".join(batches[:MAX_MERGED_BATCHES]),
+        other,
+        command(batches[-1]),
+    ]
