@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from cortex.raft import RaftGroup, RaftSettings
 from cortex.state import StateMachine
@@ -33,7 +33,9 @@ def noop_batch(task_id: str) -> bytes:
     return e.encode_batch([e.Entry.create(e.TaskSubmit(task_id, {"type": "noop"}), "n1")])
 
 
-def tick_until(group: RaftGroup, done: Any, what: str, timeout_s: float = 15.0) -> None:
+def tick_until(
+    group: RaftGroup, done: Callable[[], bool], what: str, timeout_s: float = 15.0
+) -> None:
     """Ticks `group` until `done()` holds; fails after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while not done():
