@@ -185,8 +185,10 @@ class NodeConfig(BaseModel):
     # are kept before the leader purges them from the replicated state; 0 keeps
     # everything.
     task_retention_s: float = Field(7 * 24 * 3600.0, ge=0)
-    # Tasks one purge entry removes at most (apply accepts up to 10 000).
-    purge_batch_size: int = Field(500, ge=1, le=10_000)
+    # Tasks one purge entry removes at most (apply accepts up to 10 000). An
+    # entry is applied in one go on every node, so this stays at the
+    # proposer's most tasks in a batch (`cortex.raft.proposer.MAX_BATCH_TASKS`).
+    purge_batch_size: int = Field(128, ge=1, le=10_000)
     purge_interval_s: float = Field(30.0, gt=0, le=3600)
     # Workflow conditions (evaluated on the leader): the JSON a condition's
     # input may take (upstream outputs are cut to fit, keeping their ends),

@@ -19,7 +19,7 @@ class RetentionLoop(LeaderLoop):
         self,
         context: LeaderContext,
         retention_s: float,
-        batch_size: int = 500,
+        batch_size: int = 128,
         interval_s: float = 30.0,
     ) -> None:
         super().__init__("retention", context, interval_s)

@@ -24,7 +24,7 @@ from pysyncobj.config import FAIL_REASON
 
 from cortex.errors import Unavailable
 from cortex.raft.group import FAIL_REASON_NAMES, RaftGroup
-from cortex.state.entries import Entry, encode_batch, fold_starts
+from cortex.state.entries import Entry, TasksPurge, encode_batch, fold_starts
 from cortex.steps import gather
 
 log = logging.getLogger(__name__)
@@ -47,9 +47,12 @@ MAX_BATCH_TASKS = 128
 
 
 def entry_tasks(entry: Entry) -> int:
-    """The tasks an entry writes: those an assignment places and a
-    workflow's part brings, else one."""
+    """The tasks an entry writes: those an assignment places, a workflow's
+    part brings and a purge may remove, else one."""
     payload = entry.payload
+    if entry.type == TasksPurge.TYPE:
+        limit = payload.get("limit")
+        return limit if isinstance(limit, int) and limit > 0 else 1
     for many in ("assignments", "tasks"):
         items = payload.get(many)
         if isinstance(items, list):

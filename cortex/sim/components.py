@@ -92,7 +92,7 @@ class NodeComponents:
         self.scheduler = SchedulerLoop(leading, self.board, reachable, SCHEDULER_INTERVAL_S)
         group.placer = self.scheduler.at_proposal
         self.supervisor = NodeSupervisor(leading, self.board, FAILURE_TIMEOUT_S)
-        self.retention = RetentionLoop(leading, RETENTION_S, 500, 5.0)
+        self.retention = RetentionLoop(leading, RETENTION_S, interval_s=5.0)
         self.engine = WorkflowEngine(leading, sandbox, SCHEDULER_INTERVAL_S)
         self.schedules = ScheduleLoop(leading, RunBuilder(None, DEFAULT_MAX_SPEC_BYTES))
         self.agent = Agent(

@@ -304,10 +304,11 @@ def test_entries_too_many_for_one_batch_are_split_as_before(group: StandInGroup)
 
 
 def test_batches_are_cut_by_the_tasks_their_entries_write(group: StandInGroup) -> None:
-    """An assignment counts the tasks it places and a workflow's part the
-    tasks it brings (`entry_tasks`): a batch takes no entry once it holds the
-    most tasks, whatever the count of its entries, so no entry takes long
-    to apply. Only its last entry may take it past the most."""
+    """An assignment counts the tasks it places, a workflow's part the
+    tasks it brings and a purge the tasks it may remove (`entry_tasks`): a
+    batch takes no entry once it holds the most tasks, whatever the count of
+    its entries, so no entry takes long to apply. Only its last entry may
+    take it past the most."""
     proposer = Proposer(group, max_batch_tasks=4, commit_timeout_s=10)  # type: ignore[arg-type]
 
     def assign(count: int, name: str) -> e.Entry:
@@ -317,7 +318,10 @@ def test_batches_are_cut_by_the_tasks_their_entries_write(group: StandInGroup) -
     part = e.Entry.create(
         e.WorkflowTasks("w-1", 1, [{"key": f"k{n}", "task_id": f"w-{n}"} for n in range(3)]), "n1"
     )
-    proposed = [assign(3, "a"), *entries(3), assign(2, "b"), part, *entries(2), assign(5, "c")]
+    purge = e.Entry.create(e.TasksPurge(before_ms=1, limit=3), "n1")
+    proposed = [
+        assign(3, "a"), *entries(3), assign(2, "b"), part, purge, *entries(2), assign(5, "c"),
+    ]  # fmt: skip
     tasks = {entry.id: proposer_tasks(entry) for entry in proposed}
     try:
         results = proposer.submit_all(proposed).result(5)
@@ -325,7 +329,7 @@ def test_batches_are_cut_by_the_tasks_their_entries_write(group: StandInGroup) -
         proposer.stop()
     assert [r["id"] for r in results] == [entry.id for entry in proposed]
     assert sum(group.batches, []) == [entry.id for entry in proposed]
-    assert [tasks[entry.id] for entry in proposed] == [3, 1, 1, 1, 2, 3, 1, 1, 5]
+    assert [tasks[entry.id] for entry in proposed] == [3, 1, 1, 1, 2, 3, 3, 1, 1, 5]
     for batch in group.batches:
         assert sum(tasks[entry_id] for entry_id in batch[:-1]) < 4, group.batches
 

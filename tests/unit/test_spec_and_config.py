@@ -277,11 +277,14 @@ def test_error_names_the_layer_that_supplied_the_value(tmp_path: Path) -> None:
 
 def test_task_retention_defaults_to_a_week_and_zero_turns_purging_off(tmp_path: Path) -> None:
     from cortex.cli.main import build_parser
+    from cortex.raft.proposer import MAX_BATCH_TASKS
     from cortex.state.purge import MAX_PURGE_LIMIT
 
     default = load_config(environ={})
     assert default.task_retention_s == 7 * 24 * 3600
-    assert (default.purge_batch_size, default.purge_interval_s) == (500, 30.0)
+    assert (default.purge_batch_size, default.purge_interval_s) == (128, 30.0)
+    # A default purge is no larger than a batch the proposer cuts.
+    assert default.purge_batch_size <= MAX_BATCH_TASKS
     path = write(tmp_path, "task_retention_s: 3600\n")
     assert load_config(path, environ={}).task_retention_s == 3600
     env = {"CORTEX_TASK_RETENTION_S": "0", "CORTEX_PURGE_INTERVAL_S": "0.5"}
