@@ -70,6 +70,7 @@ from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
 from cortex.config import NodeConfig
 from cortex.errors import CortexError, Unavailable
 from cortex.proto_enums import enum_name
+from cortex.raft.merging import MAX_HOLD_S
 from cortex.requests import MAX_SUBMIT_BATCH
 from cortex.v1 import cortex_pb2 as pb
 
@@ -370,6 +371,9 @@ class BenchRun:
     # Context switches during the run by (kind of thread, "voluntary" or
     # "involuntary"), summed over the nodes (`cortex_thread_context_switches`).
     thread_switches: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Batches merged into shared entries, and the times commands waited for
+    # the leader's own next batch and left without it, summed over the nodes.
+    merging: dict[str, float] = field(default_factory=dict)
     # With --stages: per node, each stage's calls and thread CPU in
     # nanoseconds during the run (`scripts/_node_timing`).
     stages: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
@@ -406,6 +410,12 @@ def _aim(value: float, aim: float, higher_is_better: bool) -> str:
 _SYNC_HISTOGRAM = "cortex_raft_journal_sync_seconds"
 _THREAD_CPU = "cortex_thread_cpu_seconds"
 _THREAD_SWITCHES = "cortex_thread_context_switches"
+# The leader's merging of batches into shared entries (`cortex.raft.merging`).
+_MERGE_COUNTERS = {
+    "merged_batches": "cortex_raft_merged_batches",
+    "holds": "cortex_raft_merge_holds",
+    "holds_given_up": "cortex_raft_merge_holds_given_up",
+}
 # Kinds of thread the report names, the busiest first; the rest are summed.
 _THREADS_SHOWN = 8
 
@@ -442,6 +452,15 @@ def _thread_cpu(families: list[Metric]) -> dict[str, float]:
     """A node's CPU seconds by kind of thread (`cortex_thread_cpu_seconds`)."""
     return {
         s.labels["thread"]: s.value for s in _samples(families, _THREAD_CPU, f"{_THREAD_CPU}_total")
+    }
+
+
+def _merging(families: list[Metric]) -> dict[str, float]:
+    """A node's counts of batches merged into shared entries and of waits
+    for its own next batch, as leader (`_MERGE_COUNTERS`)."""
+    return {
+        key: sum(s.value for s in _samples(families, family, f"{family}_total"))
+        for key, family in _MERGE_COUNTERS.items()
     }
 
 
@@ -550,6 +569,9 @@ def figures(run: BenchRun) -> dict[str, Any]:
         "entries": entries,
         "entries_per_s": round(entries / elapsed, 1) if elapsed > 0 else 0.0,
         "tasks_per_entry": round(len(accepted) / entries, 2) if entries > 0 else None,
+        # Batches the leader merged into shared entries, times commands
+        # waited there for its own next batch, and times they left without it.
+        **{key: int(run.merging.get(key, 0)) for key in _MERGE_COUNTERS},
         "digests_equal": len({(s.state_digest, s.applied_index) for s in run.statuses}) == 1,
         # How many tasks were between their assignment and their end at once,
         # on average over the run (`tasks_in_hand`), and the nodes' slots.
@@ -852,6 +874,13 @@ def report(run: BenchRun) -> None:
         _line("replicated entries/s", f"{entries / elapsed:.0f}")
         _line("tasks per entry (batching)", f"{len(accepted) / entries:.2f}")
         _line("  task events per entry", f"{events / entries:.2f} (4 events per noop task)")
+    merging = {key: int(run.merging.get(key, 0)) for key in _MERGE_COUNTERS}
+    _line(
+        "batches merged at the leader",
+        f"{merging['merged_batches']}; commands waited for its own batch {merging['holds']}"
+        f" times, {merging['holds_given_up']} of them left without it"
+        f" (after {MAX_HOLD_S * 1000:.0f} ms)",
+    )
     for node_id, (syncs, synced) in run.journal.items():
         per_sync = f", {synced / syncs:.2f} entries per sync" if syncs else ""
         p50, p99 = run.journal_sync_ms.get(node_id, (None, None))
@@ -1151,6 +1180,7 @@ def measure(
         },
         thread_cpu_s=_counted_between(scraped_before, scraped_after, _thread_cpu),
         thread_switches=_counted_between(scraped_before, scraped_after, _thread_switches),
+        merging=_counted_between(scraped_before, scraped_after, _merging),
         stages=_stages_between(stages_before, stages_after),
         path=path_of_tasks(_path_events(path_dir, nodes)) if path_dir is not None else None,
     )
