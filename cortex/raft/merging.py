@@ -45,6 +45,7 @@ within the runs' spread)."""
 from __future__ import annotations
 
 import queue
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -52,6 +53,8 @@ from typing import Any, Protocol
 
 import pysyncobj.pickle
 import pysyncobj.syncobj
+
+from cortex.state.entries import TasksPurge
 
 # The field of an `apply_command_response` naming the forwarded batch's
 # position in a merged entry (pysyncobj ignores fields it does not know).
@@ -66,6 +69,9 @@ MAX_MERGED_BYTES = 4 * 1024 * 1024
 # meanwhile.
 MAX_MERGED_TASKS = 256
 _TASK_KEY = b'"task_id":'
+# A retention purge names no task: it writes up to its `limit`.
+_PURGE_MARK = f'"type":"{TasksPurge.TYPE}"'.encode()
+_LIMIT = re.compile(rb'"limit":(\d+)')
 # The longest commands wait at the leader for its own next batch (module
 # docstring): under load a batch in flight is applied within a few tens of
 # ms; a batch that never comes (its proposer's batch in flight was lost with
@@ -266,10 +272,14 @@ class MergingQueue:
 def batch_tasks(batch: bytes) -> int:
     """The tasks a batch writes, as its `"task_id":` keys count them, without
     decoding it: one in a submission, a report or a cancel, one a placement
-    in an assignment, one a task in a workflow's part. Inside a JSON string a
-    quote is escaped, so only keys match; a key of that name in a task's own
-    data counts one too many, which only makes an entry smaller."""
-    return max(batch.count(_TASK_KEY), 1)
+    in an assignment, one a task in a workflow's part; and a purge's `limit`,
+    the tasks it may remove. Inside a JSON string a quote is escaped, so only
+    keys match; a key of either name in a task's own data counts too many,
+    which only makes an entry smaller."""
+    tasks = batch.count(_TASK_KEY)
+    if _PURGE_MARK in batch:
+        tasks += sum(int(limit) for limit in _LIMIT.findall(batch))
+    return max(tasks, 1)
 
 
 def batch_call(command: Any) -> tuple[Any, bytes] | None:

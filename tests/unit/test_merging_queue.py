@@ -169,6 +169,14 @@ def test_an_entry_stops_at_the_tasks_it_writes_and_the_rest_follows() -> None:
         [e.Entry.create(e.TaskSubmit("t-1", {"type": "noop", "args": ['"task_id":']}), "n1")]
     )
     assert batch_tasks(quoted) == 1
+    # A purge writes the tasks it may remove, and stays out of a full entry.
+    purge = e.encode_batch([e.Entry.create(e.TasksPurge(before_ms=1, limit=third), "n1")])
+    assert batch_tasks(purge) == third
+    merging = queue_of(StandInGroup(), *[(command(b), None) for b in (submits, placed, purge)])
+    assert [queued for queued, _ in drain(merging)] == [
+        b"merged:" + submits + b"|" + placed,
+        command(purge),
+    ]
 
 
 def test_a_part_this_node_has_no_results_for_is_unknown() -> None:
