@@ -186,6 +186,12 @@ class OutputStreamer:
     ) -> Iterator[pb.StreamTaskOutputResponse]:
         directory = self._hub.directory(info.task_id, info.number)
         live = self._hub.live(info.task_id, info.number)
+        if live is None and _has_log(directory):
+            # A writer announces its log before it creates the files: one that
+            # opened since we looked is live now, or has closed the log with
+            # its end (a stream taking it for a log without a writer ended at
+            # once, with no output and the attempt's state "assigned").
+            live = self._hub.live(info.task_id, info.number)
         if live is None and request.follow and not _has_log(directory):
             live, info = self._wait_log_opens(info, context)
         only = enum_name(pb.OutputStream, request.stream) or None

@@ -14,7 +14,7 @@ import pytest
 from cortex.api.peer_client import PeerClient
 from cortex.errors import FailedPrecondition, InvalidArgument, NotFound
 from cortex.output.attempts import describe_attempt
-from cortex.output.hub import OutputHub
+from cortex.output.hub import AttemptOutput, LiveLog, OutputHub
 from cortex.output.log import LogWriter
 from cortex.output.relay import RelayClient
 from cortex.output.stream import OutputStreamer
@@ -138,6 +138,36 @@ def test_a_follower_gets_backlog_then_live_output_then_the_logged_outcome(node: 
         13,
         False,
     )
+
+
+def test_a_log_opened_just_after_the_stream_looked_is_followed(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer announces its log, then creates its files. A stream that
+    found no writer and then finds the files looks for the writer again,
+    rather than end at once with no output as if the writer had gone."""
+    node.start_task("t1")
+    sinks: list[AttemptOutput] = []
+    looked = node.hub.live
+
+    def live_then_open(task_id: str, attempt: int) -> LiveLog | None:
+        found = looked(task_id, attempt)
+        if not sinks:
+            sinks.append(node.hub.open(task_id, attempt))  # just after the look
+        return found
+
+    monkeypatch.setattr(node.hub, "live", live_then_open)
+    got: list[pb.StreamTaskOutputResponse] = []
+    follower = threading.Thread(target=lambda: got.extend(node.stream(task_id="t1", follow=True)))
+    follower.start()
+    wait_until(lambda: sinks, 5, what="the writer to open its log")
+    sinks[0].write("stdout", b"building\n")
+    sinks[0].close(exit_code=0)
+    node.apply(TaskComplete("t1", 1, "n1", {"exit_code": 0}))
+    follower.join(10)
+    assert not follower.is_alive()
+    assert b"".join(c.data.data for c in got[:-1]) == b"building\n"
+    assert (got[-1].end.state, got[-1].end.total_bytes) == (pb.TASK_STATE_COMPLETED, 9)
 
 
 def test_an_attempt_assigned_but_not_started_is_waited_for(node: Node) -> None:
