@@ -6,6 +6,7 @@ peer listener."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -103,15 +104,15 @@ class OutputStreamer:
     ) -> TaskView | None:
         """A relaying node has seen the attempt it asks for; this node may
         not have applied it yet, so it waits (bounded) before saying no."""
-        waited = 0.0
-        while (task is None or request.attempt > task.attempt) and waited < CATCH_UP_S:
+        # By the clock: every batch applied wakes the wait, many a second.
+        deadline = time.monotonic() + CATCH_UP_S
+        while (task is None or request.attempt > task.attempt) and time.monotonic() < deadline:
             if not context.is_active() or self._ticker.closed:
                 break
             seen = self._ticker.generation
             task = self._reader.get_task(request.task_id)
             if task is None or request.attempt > task.attempt:
                 self._ticker.wait(seen, POLL_S)
-                waited += POLL_S
         return task
 
     def _describe(self, task_id: str, number: int) -> AttemptInfo:
@@ -266,10 +267,13 @@ class OutputStreamer:
     def _wait_attempt_over(self, info: AttemptInfo, context: StreamContext) -> AttemptInfo:
         """The attempt's process has exited; its outcome is on its way
         through Raft. Waits (bounded) so the end message can carry it."""
-        waited = 0.0
+        # By the clock: every batch applied wakes the wait, and on a busy
+        # cluster counting wakes as `POLL_S` each gave up within a tenth of a
+        # second, the end message then carrying "running".
+        deadline = time.monotonic() + self._end_state_wait_s
         while (
             info.active
-            and waited < self._end_state_wait_s
+            and time.monotonic() < deadline
             and context.is_active()
             and not self._ticker.closed
         ):
@@ -277,8 +281,7 @@ class OutputStreamer:
             info = self._describe(info.task_id, info.number)
             if not info.active:
                 break
-            self._ticker.wait(seen, POLL_S)
-            waited += POLL_S
+            self._ticker.wait(seen, min(POLL_S, max(deadline - time.monotonic(), 0.0)))
         return info
 
 

@@ -5,7 +5,7 @@ context (the cluster tests in tests/integration use real ones)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,42 @@ def test_a_log_opened_just_after_the_stream_looked_is_followed(
     assert not follower.is_alive()
     assert b"".join(c.data.data for c in got[:-1]) == b"building\n"
     assert (got[-1].end.state, got[-1].end.total_bytes) == (pb.TASK_STATE_COMPLETED, 9)
+
+
+def test_the_end_waits_for_the_outcome_by_the_clock_not_by_wake_ups(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every batch applied wakes a stream waiting for its attempt's outcome.
+    Thirty of them, more than `end_state_wait_s` / `POLL_S`, come before the
+    outcome, within a fraction of the wait: the end still carries it."""
+    node.start_task("t1")
+    waits: list[int] = []
+    ticker_wait = node.ticker.wait
+
+    def counted(seen: int, timeout: float) -> int:
+        waits.append(seen)
+        return ticker_wait(seen, timeout)
+
+    monkeypatch.setattr(node.ticker, "wait", counted)
+    sink = node.hub.open("t1", 1)
+    sink.write("stdout", b"done\n")
+    sink.close(exit_code=0)
+    got: list[pb.StreamTaskOutputResponse] = []
+    follower = threading.Thread(target=lambda: got.extend(node.stream(task_id="t1", follow=True)))
+    follower.start()
+    wait_until(lambda: waits, 5, what="the stream to wait for the outcome")
+
+    def waits_again(count: int) -> Callable[[], bool]:
+        return lambda: len(waits) > count or not follower.is_alive()
+
+    for n in range(30):
+        count = len(waits)
+        node.apply(TaskSubmit(f"other-{n}", SHELL))
+        wait_until(waits_again(count), 5, what="the stream's next wait")
+    node.apply(TaskComplete("t1", 1, "n1", {"exit_code": 0}))
+    follower.join(10)
+    assert not follower.is_alive()
+    assert (got[-1].end.state, got[-1].end.exit_code) == (pb.TASK_STATE_COMPLETED, 0)
 
 
 def test_an_attempt_assigned_but_not_started_is_waited_for(node: Node) -> None:
