@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
+from cortex.raft.proposer import MAX_BATCH_TASKS
 from cortex.state import entries as e
 from cortex.steps import Step, wall_ms
 
@@ -19,7 +20,7 @@ class RetentionLoop(LeaderLoop):
         self,
         context: LeaderContext,
         retention_s: float,
-        batch_size: int = 128,
+        batch_size: int = MAX_BATCH_TASKS,
         interval_s: float = 30.0,
     ) -> None:
         super().__init__("retention", context, interval_s)

@@ -187,14 +187,15 @@ class OutputStreamer:
     ) -> Iterator[pb.StreamTaskOutputResponse]:
         directory = self._hub.directory(info.task_id, info.number)
         live = self._hub.live(info.task_id, info.number)
-        if live is None and _has_log(directory):
-            # A writer announces its log before it creates the files: one that
-            # opened since we looked is live now, or has closed the log with
-            # its end (a stream taking it for a log without a writer ended at
-            # once, with no output and the attempt's state "assigned").
-            live = self._hub.live(info.task_id, info.number)
-        if live is None and request.follow and not _has_log(directory):
-            live, info = self._wait_log_opens(info, context)
+        if live is None:
+            if _has_log(directory):
+                # A writer announces its log before it creates the files: one
+                # that opened since we looked is live now, or has closed the
+                # log with its end (a stream taking it for a log without a
+                # writer ended at once, with no output and the state "assigned").
+                live = self._hub.live(info.task_id, info.number)
+            elif request.follow:
+                live, info = self._wait_log_opens(info, context)
         only = enum_name(pb.OutputStream, request.stream) or None
         with LogCursor(directory, request.from_offset, only) as cursor:
             if live is not None:
@@ -281,7 +282,7 @@ class OutputStreamer:
             info = self._describe(info.task_id, info.number)
             if not info.active:
                 break
-            self._ticker.wait(seen, min(POLL_S, max(deadline - time.monotonic(), 0.0)))
+            self._ticker.wait(seen, POLL_S)
         return info
 
 
