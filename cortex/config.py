@@ -28,6 +28,14 @@ DEFAULT_GRPC_PORT = 7200
 DEFAULT_GRPC_ADDRESS = f"127.0.0.1:{DEFAULT_GRPC_PORT}"
 DEFAULT_HTTP_PORT = 7300
 MIN_SECRET_BYTES = 16
+# The default range of the Raft election timeout, in seconds; the shortest
+# is also the least a node may be given. The longest must exceed the
+# shortest by `ELECTION_TIMEOUT_SPREAD_S` at least, so voters whose leader
+# went silent stand one after another rather than all at once.
+ELECTION_TIMEOUT_MIN_S = 0.4
+ELECTION_TIMEOUT_MAX_S = 1.4
+ELECTION_TIMEOUT_SPREAD_S = 0.2
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # Keys whose value may instead come from a file (`KEY_file`), so it stays
 # out of `ps` and shell history.
 SECRET_FILE_KEYS = {"secret": "secret_file", "api_token": "api_token_file"}
@@ -121,6 +129,11 @@ class NodeConfig(BaseModel):
     resources: DeclaredResources = Field(default_factory=DeclaredResources)
     heartbeat_interval_s: float = Field(2.0, gt=0, le=60)
     failure_timeout_s: float = Field(15.0, gt=0, le=3600)
+    # A follower that hears nothing from the leader for a time drawn between
+    # these stands for election. The floor is the default: the leader's
+    # batches are bounded so that applying one stays well under it.
+    election_timeout_min_s: float = Field(ELECTION_TIMEOUT_MIN_S, ge=ELECTION_TIMEOUT_MIN_S, le=60)
+    election_timeout_max_s: float = Field(ELECTION_TIMEOUT_MAX_S, le=120, validate_default=True)
     shutdown_drain_s: float = Field(10.0, ge=0, le=3600)
     gaming_processes: list[str] = Field(
         default_factory=lambda: ["steam", "steamwebhelper", "gameoverlayui", "epicgameslauncher"]
@@ -322,6 +335,28 @@ class NodeConfig(BaseModel):
         if value and not info.data.get("tls_ca"):
             raise ValueError("needs tls_ca, the CA that signs the client certificates")
         return value
+
+    @field_validator("election_timeout_max_s")
+    @classmethod
+    def _election_timeout_spread(cls, value: float, info: ValidationInfo) -> float:
+        least = info.data.get("election_timeout_min_s")
+        if least is None:
+            return value  # election_timeout_min_s itself was invalid and is reported
+        if value < least + ELECTION_TIMEOUT_SPREAD_S:
+            raise ValueError(
+                f"{value:g} s is too close to election_timeout_min_s ({least:g} s): the longest"
+                f" election timeout must exceed the shortest by {ELECTION_TIMEOUT_SPREAD_S:g} s"
+                " at least, so the voters do not all stand for election at once"
+            )
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"{value!r} is not a log level: one of {', '.join(LOG_LEVELS)}")
+        return level
 
     @field_validator("node_id")
     @classmethod

@@ -177,6 +177,7 @@ class Node:
                 compaction_log_ratio=config.compaction_log_ratio,
                 sync=config.raft_sync,
                 observer=config.observer,
+                election_timeout_s=(config.election_timeout_min_s, config.election_timeout_max_s),
             ),
             self.machine,
             on_ready=self._ready.set,

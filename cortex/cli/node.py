@@ -96,6 +96,8 @@ def run_node(args: argparse.Namespace) -> int:
         "subagent_command": args.subagent_command,
         "heartbeat_interval_s": args.heartbeat_interval,
         "failure_timeout_s": args.failure_timeout,
+        "election_timeout_min_s": args.election_timeout_min,
+        "election_timeout_max_s": args.election_timeout_max,
         "shutdown_drain_s": args.shutdown_drain,
         "max_tasks": args.max_tasks,
         "prefetch_tasks": args.prefetch_tasks,

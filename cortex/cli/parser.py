@@ -291,6 +291,19 @@ def _add_node(commands: Commands) -> None:
         help="seconds of silence before a node is offline",
     )
     start.add_argument(
+        "--election-timeout-min",
+        type=Number.of_field(NodeConfig, "election_timeout_min_s"),
+        metavar="SECONDS",
+        help="shortest wait without a word from the leader before standing for election"
+        " (default 0.4, the least allowed)",
+    )
+    start.add_argument(
+        "--election-timeout-max",
+        type=Number.of_field(NodeConfig, "election_timeout_max_s"),
+        metavar="SECONDS",
+        help="longest such wait (default 1.4; at least 0.2 more than the shortest)",
+    )
+    start.add_argument(
         "--shutdown-drain",
         type=Number.of_field(NodeConfig, "shutdown_drain_s"),
         metavar="SECONDS",
@@ -345,7 +358,7 @@ def _add_node(commands: Commands) -> None:
         help="send OpenTelemetry spans: otlp (where $OTEL_EXPORTER_OTLP_ENDPOINT says), "
         "otlp:http://HOST:4318, or file:PATH (JSON lines); needs cortex-engine[otel]",
     )
-    start.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
+    start.add_argument("--log-level", help="DEBUG, INFO (the default), WARNING, ERROR or CRITICAL")
     listing = node_commands.add_parser("list", help="nodes with status, resources and active tasks")
     listing.add_argument("--all", action="store_true", help="include removed nodes")
     _add_output(listing, OUTPUT_FORMATS)

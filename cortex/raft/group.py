@@ -17,6 +17,7 @@ from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.config import FAIL_REASON
 from pysyncobj.journal import Journal
 
+from cortex.config import ELECTION_TIMEOUT_MAX_S, ELECTION_TIMEOUT_MIN_S
 from cortex.errors import Unavailable
 from cortex.failstop import stop_node
 from cortex.raft.compaction import DEFAULT_FLOOR_BYTES, CompactionGate, CompactionPolicy
@@ -118,7 +119,9 @@ class RaftSettings:
     # (`cortex.raft.compaction`).
     compaction_log_ratio: float = 0.5
     compaction_floor_bytes: int = DEFAULT_FLOOR_BYTES
-    election_timeout_s: tuple[float, float] = (0.4, 1.4)
+    # How long a voter hears nothing from a leader before it stands for
+    # election: drawn at random between the two (`cortex.config` bounds them).
+    election_timeout_s: tuple[float, float] = (ELECTION_TIMEOUT_MIN_S, ELECTION_TIMEOUT_MAX_S)
     leader_fallback_timeout_s: float = 5.0
     # Where to listen when it differs from `self_address` (e.g. 0.0.0.0:7100).
     bind_address: str | None = None
@@ -130,6 +133,9 @@ class RaftSettings:
     # the leader and applies it, but has no vote, never stands for election
     # and listens on no Raft port (`self_address` and `bind_address` unused).
     observer: bool = False
+
+
+CONNECTION_TIMEOUT_S = 2.0
 
 
 class RaftGroup(SyncObj):  # type: ignore[misc]
@@ -198,7 +204,9 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             raftMaxTimeout=settings.election_timeout_s[1],
             leaderFallbackTimeout=settings.leader_fallback_timeout_s,
             connectionRetryTime=1.0,
-            connectionTimeout=2.0,
+            # pysyncobj drops a connection silent this long; it must outlast
+            # the longest election timeout (pysyncobj refuses less).
+            connectionTimeout=max(CONNECTION_TIMEOUT_S, settings.election_timeout_s[1]),
             onReady=on_ready,
             onStateChanged=self._state_changed,
             autoTick=settings.auto_tick,

@@ -360,3 +360,49 @@ def test_peer_listener_problems_are_named() -> None:
         16,
     )
     assert defaults.heartbeat_window_s == defaults.max_clock_skew_s + defaults.heartbeat_interval_s
+
+
+def test_election_timeout_defaults_layers_and_bounds(tmp_path: Path) -> None:
+    from cortex.cli.main import build_parser
+
+    default = load_config(environ={})
+    assert (default.election_timeout_min_s, default.election_timeout_max_s) == (0.4, 1.4)
+    path = write(tmp_path, "election_timeout_min_s: 2\nelection_timeout_max_s: 4\n")
+    from_file = load_config(path, environ={})
+    assert (from_file.election_timeout_min_s, from_file.election_timeout_max_s) == (2, 4)
+    env = {"CORTEX_ELECTION_TIMEOUT_MAX_S": "6"}
+    assert load_config(path, environ=env).election_timeout_max_s == 6
+    args = build_parser().parse_args(
+        ["node", "start", "--election-timeout-min", "1", "--election-timeout-max", "1.5"]
+    )
+    flags = {
+        "election_timeout_min_s": args.election_timeout_min,
+        "election_timeout_max_s": args.election_timeout_max,
+    }
+    from_flags = load_config(path, flags, env)
+    assert (from_flags.election_timeout_min_s, from_flags.election_timeout_max_s) == (1, 1.5)
+    # Below the default's floor, named with where it came from.
+    message = config_error(environ={"CORTEX_ELECTION_TIMEOUT_MIN_S": "0.1"})
+    assert "election_timeout_min_s" in message and "CORTEX_ELECTION_TIMEOUT_MIN_S" in message
+    assert "0.4" in message
+    # The longest too close to the shortest: both keys named; so is a
+    # longest given alone that comes too close to the default shortest.
+    message = config_error(flags={"election_timeout_min_s": 2, "election_timeout_max_s": 2.1})
+    assert "election_timeout_max_s" in message and "election_timeout_min_s" in message
+    assert "0.2" in message
+    assert "election_timeout_max_s" in config_error(flags={"election_timeout_max_s": 0.5})
+    # An invalid shortest is reported once, not again as the longest's problem.
+    message = config_error(flags={"election_timeout_min_s": 0})
+    assert "election_timeout_min_s" in message and "election_timeout_max_s" not in message
+
+
+def test_a_log_level_is_one_logging_knows() -> None:
+    assert load_config(environ={"CORTEX_LOG_LEVEL": "debug"}).log_level == "DEBUG"
+    message = config_error(flags={"log_level": "chatty"})
+    assert "log_level" in message and "chatty" in message and "WARNING" in message
+
+
+def test_every_config_key_is_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [key for key in NodeConfig.model_fields if f"`{key}`" not in readme]
+    assert not missing, f"config keys the README does not describe: {missing}"
