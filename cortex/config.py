@@ -350,6 +350,15 @@ class NodeConfig(BaseModel):
             )
         return value
 
+    @field_validator("labels", "capabilities")
+    @classmethod
+    def _pair_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        # Constraints name them as `key` or `key=value`.
+        for key in value:
+            if not key.strip() or "=" in key:
+                raise ValueError(f"{key!r} is not a key: not empty, and without '='")
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _known_log_level(cls, value: str) -> str:

@@ -32,6 +32,21 @@ _ARTICLE = {"voter": "a voter", "observer": "an observer"}
 _STATE_FILES = ("state.db", "raft.log", SNAPSHOT_FILE, _CLUSTER_FILE)
 
 
+def make_data_dir(configured: str) -> Path:
+    """The node's data dir as an absolute path, made if it is missing;
+    ConfigError naming the problem when it cannot be made or written."""
+    path = Path(configured).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"config key data_dir: {path} is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"config key data_dir: cannot make {path}: {err.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"config key data_dir: this user cannot write in {path}")
+    return path
+
+
 def resolve_secret(config: NodeConfig, data_dir: Path) -> str:
     """A cluster of several nodes must be given its secret; a lone node makes
     one up and keeps it, so its Raft port is never open to anyone."""

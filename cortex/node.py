@@ -25,6 +25,7 @@ from cortex.data_dir import (
     check_role,
     initial_peers,
     joining_since,
+    make_data_dir,
     mark_joining,
     mark_removed,
     refuse_if_removed,
@@ -125,8 +126,7 @@ def _http_tls(config: NodeConfig, tls: ServerTls | None) -> ssl.SSLContext | Non
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
-        self.data_dir = Path(config.data_dir).resolve()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = make_data_dir(config.data_dir)
         refuse_if_removed(self.data_dir)
         check_role(self.data_dir, config.observer)
         # First: a node asked to trace without the SDK stops here, not later.

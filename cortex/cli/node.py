@@ -26,7 +26,17 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
 
 def parse_labels(items: list[str]) -> dict[str, str]:
     """`key=value` or a bare `key` (an empty value)."""
-    return {key: value for key, _, value in (item.partition("=") for item in items) if key}
+    labels = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if not key.strip():
+            raise ConfigError(f"--label {item!r} has no key: give KEY or KEY=VALUE")
+        labels[key] = value
+    return labels
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 def parse_resources(items: list[str]) -> dict[str, Any]:
@@ -36,7 +46,9 @@ def parse_resources(items: list[str]) -> dict[str, Any]:
             name, _, memory = value.partition(":")
             declared["gpu"] = {"name": name or "declared GPU", "memory_mb": memory or 0}
         elif key == "gaming":
-            declared["gaming"] = value.lower() in ("1", "true", "yes")
+            if value.lower() not in _TRUE + _FALSE:
+                raise ConfigError(f"--resource 'gaming={value}': gaming is true or false")
+            declared["gaming"] = value.lower() in _TRUE
         else:
             declared[key] = value
     return declared

@@ -458,6 +458,35 @@ def test_node_start_with_an_unknown_config_key_names_the_key(tmp_path: Path) -> 
     assert_one_line_error(result, "no_such_setting")
 
 
+@pytest.mark.parametrize(("below", "words"), [("", "not a directory"), ("data", "cannot make")])
+def test_node_start_with_a_data_dir_it_cannot_use_names_the_key(
+    below: str, words: str, tmp_path: Path
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory\n")
+    data_dir = a_file / below if below else a_file
+    result = run_cli(
+        "node", "start", "--grpc", f"127.0.0.1:{free_ports(1)[0]}", "--data-dir", str(data_dir),
+        cwd=tmp_path, timeout=30,
+    )  # fmt: skip
+    assert_one_line_error(result, "data_dir", str(data_dir), words)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [("--label", "=gpu", "no key"), ("--resource", "gaming=maybe", "true or false")],
+)
+def test_node_start_with_a_malformed_label_or_resource_names_it(
+    flag: str, value: str, words: str, tmp_path: Path
+) -> None:
+    result = run_cli(
+        "node", "start", flag, value, "--data-dir", str(tmp_path / "data"), cwd=tmp_path,
+        timeout=30,
+    )  # fmt: skip
+    assert_one_line_error(result, flag, value, words)
+    assert not (tmp_path / "data").exists()
+
+
 def test_node_start_with_peers_and_no_secret_asks_for_the_secret(tmp_path: Path) -> None:
     raft_a, raft_b = (f"127.0.0.1:{p}" for p in free_ports(2))
     result = run_cli(
@@ -469,8 +498,6 @@ def test_node_start_with_peers_and_no_secret_asks_for_the_secret(tmp_path: Path)
 
 
 # --- cortex dev / cortex demo -------------------------------------------------
-
-
 
 
 def _kill_leftovers(pids: list[int], marker: str) -> None:

@@ -406,3 +406,15 @@ def test_every_config_key_is_in_the_readme() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     missing = [key for key in NodeConfig.model_fields if f"`{key}`" not in readme]
     assert not missing, f"config keys the README does not describe: {missing}"
+
+
+def test_label_and_capability_keys_are_named_when_empty_or_holding_an_equals_sign(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, 'labels: {"": x}\n')
+    message = config_error(path=path)
+    assert "labels" in message and path in message and "not a key" in message
+    message = config_error(path=write(tmp_path, 'capabilities: {"cuda=12": "yes"}\n'))
+    assert "capabilities" in message and "cuda=12" in message
+    # A value may hold one: only the first splits a pair.
+    assert load_config(environ={"CORTEX_CAPABILITIES": "a=b=c"}).capabilities == {"a": "b=c"}
