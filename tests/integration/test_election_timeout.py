@@ -1,5 +1,5 @@
 """The election timeout a node is given (`--election-timeout-min`/`-max`) is
-the one its Raft group runs with: voters told to wait 3 to 3.5 s without a
+the one its Raft group runs with: voters told to wait 5 to 5.5 s without a
 word from their leader do not replace a leader killed with `kill -9` before
 then, and do replace it after. With the default (0.4 to 1.4 s) they stand
 within about a second and a half, so the first check fails."""
@@ -14,18 +14,18 @@ from tests.cluster import wait_until
 
 pytestmark = pytest.mark.cluster
 
-SHORTEST_S = 3.0
-# Survivors are watched this long after the kill: the leader's last append
-# reached them at most a heartbeat (0.1 s) before it, so none may stand
-# before SHORTEST_S - 0.1 s; the rest is margin for a slow poll.
-WATCHED_S = SHORTEST_S - 0.6
+SHORTEST_S = 5.0
+# Survivors are watched this long after the kill. The leader's last append
+# reached them a heartbeat (0.1 s) before it, or more on a machine so busy
+# that the leader stalled: the margin leaves room for a stall of 1.4 s.
+WATCHED_S = SHORTEST_S - 1.5
 
 
 def test_voters_wait_their_configured_election_timeout_before_replacing_a_dead_leader(
     make_cluster,
 ) -> None:
     cluster = make_cluster(
-        3, extra_args=["--election-timeout-min", str(SHORTEST_S), "--election-timeout-max", "3.5"]
+        3, extra_args=["--election-timeout-min", str(SHORTEST_S), "--election-timeout-max", "5.5"]
     )
     leader = cluster.leader()
     survivors = cluster.followers()
