@@ -108,9 +108,7 @@ class _NodesRead:
         return {node.id: node for node in self.candidates}
 
 
-def _not_started(
-    node_id: str, node: Candidate | None, running: dict[str, int] | None
-) -> list[str]:
+def _not_started(node_id: str, node: Candidate | None, running: dict[str, int] | None) -> list[str]:
     """Why a task assigned to `node_id` has not started there: the node is
     not taking tasks, or runs as many as it has slots (`running`, read when
     it holds more); nothing when it is about to start."""

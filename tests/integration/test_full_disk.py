@@ -100,9 +100,11 @@ def test_a_full_disk_stops_that_node_and_it_catches_up_after(make_cluster, small
     with others[0].client() as client:
         ids = [
             wait_until(
-                lambda i=i: client.submit_task(
-                    shell_spec(["echo", f"after {i}"]), f"full-disk-after-{i}"
-                ).task.id,
+                lambda i=i: (
+                    client.submit_task(
+                        shell_spec(["echo", f"after {i}"]), f"full-disk-after-{i}"
+                    ).task.id
+                ),
                 60,
                 what=f"submit {i} accepted by the two nodes left",
             )

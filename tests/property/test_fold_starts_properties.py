@@ -180,7 +180,11 @@ def test_a_quick_attempt_folds_and_shows_its_start() -> None:
 
 
 def test_starts_stay_apart_when_something_between_touches_their_task() -> None:
-    for between in (("cancel", "t1", 1, "n1"), ("assign", "t1", 2, "n2"), ("failed", "t3", 1, "n1")):
+    for between in (
+        ("cancel", "t1", 1, "n1"),
+        ("assign", "t1", 2, "n2"),
+        ("failed", "t3", 1, "n1"),
+    ):
         batch = _batch([("started", "t1", 1, "n1"), between, ("complete", "t1", 1, "n1")])
         folded, carriers = e.fold_starts(batch)
         assert folded == batch and carriers == [0, 1, 2], between

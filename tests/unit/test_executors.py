@@ -250,9 +250,7 @@ def test_a_pattern_matching_everything_still_keeps_the_secrets_back(
 ) -> None:
     monkeypatch.setenv("CORTEX_SECRET", SECRET_VALUE)
     monkeypatch.setenv("ANYTHING", "passes")
-    seen = print_env(
-        tmp_path, ShellExecutor(ExecutorSettings(environment=TaskEnvironment(("*",))))
-    )
+    seen = print_env(tmp_path, ShellExecutor(ExecutorSettings(environment=TaskEnvironment(("*",)))))
     assert seen["ANYTHING"] == "passes" and "CORTEX_SECRET" not in seen
 
 

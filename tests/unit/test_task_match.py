@@ -99,9 +99,7 @@ def test_state_node_and_text_apply_together(reads: StateReader) -> None:
     assert found(reads, workflow_id="no-such-workflow", text="make") == []
 
 
-def test_pages_continue_newest_first_with_the_total(
-    log: WorkflowLog, reads: StateReader
-) -> None:
+def test_pages_continue_newest_first_with_the_total(log: WorkflowLog, reads: StateReader) -> None:
     states = ("queued", "assigned")
     seen: list[str] = []
     after: PageKey | None = None
