@@ -109,4 +109,6 @@ def cluster_to_proto(view: ClusterView) -> pb.GetClusterStatusResponse:
         raft_sync=view.raft_sync,
         journal_syncs=view.journal_syncs,
         journal_synced_entries=view.journal_synced_entries,
+        election_timeout_min=duration(view.election_timeout_s[0] * 1000),
+        election_timeout_max=duration(view.election_timeout_s[1] * 1000),
     )

@@ -164,6 +164,13 @@ def status_json(status: pb.GetClusterStatusResponse) -> dict[str, Any]:
             "syncs": status.journal_syncs,
             "synced_entries": status.journal_synced_entries,
         },
+        # None from a node that does not report it (an older version).
+        "election_timeout_s": [
+            span.ToNanoseconds() / 1e9
+            for span in (status.election_timeout_min, status.election_timeout_max)
+        ]
+        if status.HasField("election_timeout_max")
+        else None,
         "state_digest": status.state_digest,
         "task_counts": state_counts(status.task_counts),
         "nodes": [

@@ -362,6 +362,9 @@ def print_status(status: pb.GetClusterStatusResponse) -> None:
         f"applied {data['applied_index']} (log {data['log_size']} entries), digest "
         f"{digest[:16]}{'…' if len(digest) > 16 else ''}"
     )
+    if data["election_timeout_s"]:
+        shortest, longest = data["election_timeout_s"]
+        console.print(f"election timeout {shortest:g}–{longest:g} s")
     counts = ", ".join(f"{state} {count}" for state, count in sorted(data["task_counts"].items()))
     console.print(f"tasks: {counts or 'none'}")
     columns = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cortex.config import ELECTION_TIMEOUT_MAX_S, ELECTION_TIMEOUT_MIN_S
 from cortex.membership.board import NodeReport, ResourceBoard
 from cortex.membership.peer_calls import NodeState
 from cortex.raft.group import RaftGroup
@@ -47,6 +48,8 @@ class ClusterView:
     task_counts: dict[str, int] = field(default_factory=dict)
     # "voter", or "observer" (replicates without a vote, runs no tasks).
     node_role: str = "voter"
+    # The range this node's election timeout is drawn from, in seconds.
+    election_timeout_s: tuple[float, float] = (ELECTION_TIMEOUT_MIN_S, ELECTION_TIMEOUT_MAX_S)
 
 
 class ClusterStatus:
@@ -99,6 +102,7 @@ class ClusterStatus:
             nodes=self._node_views(nodes, leader, active),
             task_counts=self._reader.counts_by_state(),
             node_role="observer" if self._group.observer else "voter",
+            election_timeout_s=self._group.election_timeout_s,
         )
 
     def node_state(self) -> NodeState:

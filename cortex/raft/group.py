@@ -173,6 +173,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         # Told on the Raft thread when this node becomes or stops being the leader.
         self._role_listeners: list[Callable[[bool], None]] = []
         self._leader_silence_s = settings.election_timeout_s[1]
+        self.election_timeout_s = settings.election_timeout_s
         # Made before pysyncobj starts ticking, which reads it.
         self._pre_vote = (
             None

@@ -1066,7 +1066,7 @@ class GetClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetClusterStatusResponse(_message.Message):
-    __slots__ = ("node_id", "leader_id", "leader_raft_address", "term", "raft_role", "node_role", "has_quorum", "applied_index", "commit_index", "state_digest", "nodes", "task_counts", "log_size", "raft_sync", "journal_syncs", "journal_synced_entries", "header", "raft_last_applied")
+    __slots__ = ("node_id", "leader_id", "leader_raft_address", "term", "raft_role", "node_role", "has_quorum", "applied_index", "commit_index", "state_digest", "nodes", "task_counts", "log_size", "raft_sync", "journal_syncs", "journal_synced_entries", "header", "raft_last_applied", "election_timeout_min", "election_timeout_max")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -1085,6 +1085,8 @@ class GetClusterStatusResponse(_message.Message):
     JOURNAL_SYNCED_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
     RAFT_LAST_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_TIMEOUT_MIN_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_TIMEOUT_MAX_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     leader_id: str
     leader_raft_address: str
@@ -1103,7 +1105,9 @@ class GetClusterStatusResponse(_message.Message):
     journal_synced_entries: int
     header: ResponseHeader
     raft_last_applied: int
-    def __init__(self, node_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_raft_address: _Optional[str] = ..., term: _Optional[int] = ..., raft_role: _Optional[_Union[RaftRole, str]] = ..., node_role: _Optional[_Union[NodeRole, str]] = ..., has_quorum: _Optional[bool] = ..., applied_index: _Optional[int] = ..., commit_index: _Optional[int] = ..., state_digest: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., task_counts: _Optional[_Iterable[_Union[TaskStateCount, _Mapping]]] = ..., log_size: _Optional[int] = ..., raft_sync: _Optional[bool] = ..., journal_syncs: _Optional[int] = ..., journal_synced_entries: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., raft_last_applied: _Optional[int] = ...) -> None: ...
+    election_timeout_min: _duration_pb2.Duration
+    election_timeout_max: _duration_pb2.Duration
+    def __init__(self, node_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_raft_address: _Optional[str] = ..., term: _Optional[int] = ..., raft_role: _Optional[_Union[RaftRole, str]] = ..., node_role: _Optional[_Union[NodeRole, str]] = ..., has_quorum: _Optional[bool] = ..., applied_index: _Optional[int] = ..., commit_index: _Optional[int] = ..., state_digest: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., task_counts: _Optional[_Iterable[_Union[TaskStateCount, _Mapping]]] = ..., log_size: _Optional[int] = ..., raft_sync: _Optional[bool] = ..., journal_syncs: _Optional[int] = ..., journal_synced_entries: _Optional[int] = ..., header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., raft_last_applied: _Optional[int] = ..., election_timeout_min: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., election_timeout_max: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ScheduleFiring(_message.Message):
     __slots__ = ("slot", "first_slot", "count", "action", "reason", "task_id", "workflow_id", "run_state", "decided_at")

@@ -402,6 +402,8 @@ def test_status_json_shows_leader_term_nodes_and_digest(make_cluster) -> None:
         listed = {n["node_id"]: n for n in status["nodes"]}
         assert listed[node.node_id]["grpc_address"] == node.grpc
         assert listed[node.node_id]["raft_address"] == node.raft
+        # The default range (test_election_timeout checks one given).
+        assert status["election_timeout_s"] == [0.4, 1.4]
     assert len({s["leader"] for s in statuses}) == 1
     assert len({s["state_digest"] for s in statuses}) == 1
 
@@ -409,6 +411,7 @@ def test_status_json_shows_leader_term_nodes_and_digest(make_cluster) -> None:
     assert human.returncode == 0, _describe(human)
     for node_id in node_ids:
         assert node_id in human.stdout
+    assert "election timeout 0.4–1.4 s" in human.stdout
 
 
 # --- errors: one readable line, exit 1 ----------------------------------------

@@ -1,5 +1,5 @@
 """The election timeout a node is given (`--election-timeout-min`/`-max`) is
-the one its Raft group runs with: voters told to wait 5 to 5.5 s without a
+the one its Raft group runs with, and the one its status reports: voters told to wait 5 to 5.5 s without a
 word from their leader do not replace a leader killed with `kill -9` before
 then, and do replace it after. With the default (0.4 to 1.4 s) they stand
 within about a second and a half, so the first check fails."""
@@ -29,6 +29,14 @@ def test_voters_wait_their_configured_election_timeout_before_replacing_a_dead_l
     )
     leader = cluster.leader()
     survivors = cluster.followers()
+    # Each node reports the range it was given.
+    for node in cluster.nodes:
+        status = node.status()
+        ranged = (
+            status.election_timeout_min.ToMilliseconds(),
+            status.election_timeout_max.ToMilliseconds(),
+        )
+        assert ranged == (5000, 5500), (node.node_id, ranged)
     term = max(node.status().term for node in survivors)
     leader.kill9()
     killed = time.monotonic()
