@@ -172,7 +172,6 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.on_append_gap: Callable[[float], None] | None = None
         # Told on the Raft thread when this node becomes or stops being the leader.
         self._role_listeners: list[Callable[[bool], None]] = []
-        self._leader_silence_s = settings.election_timeout_s[1]
         self.election_timeout_s = settings.election_timeout_s
         # Made before pysyncobj starts ticking, which reads it.
         self._pre_vote = (
@@ -441,7 +440,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         """Whether an append from a leader arrived at most `within_s` ago
         (by default, the longest election timeout)."""
         heard = self._leader_heard_at
-        silence = self._leader_silence_s if within_s is None else within_s
+        silence = self.election_timeout_s[1] if within_s is None else within_s
         return heard is not None and pysyncobj.syncobj.monotonicTime() - heard <= silence
 
     def _release_waiting(self) -> None:
