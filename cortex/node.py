@@ -65,6 +65,7 @@ from cortex.raft.journal import migrate_legacy_journal
 from cortex.raft.leader_loop import LeaderContext
 from cortex.raft.read_barrier import ReadBarriers
 from cortex.retention_loop import RetentionLoop
+from cortex.scheduler.applied_view import AppliedView
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.schedules.loop import ScheduleLoop
 from cortex.schedules.operations import ScheduleOperations
@@ -261,6 +262,7 @@ class Node:
             self.board,
             reachable,
             config.scheduler_interval_s,
+            AppliedView(self.machine, lambda: self.group.is_leader),
         )
         self.group.placer = self.scheduler.at_proposal
         self.limits = LimitOperations(

@@ -14,6 +14,7 @@ from typing import Any
 from cortex.membership.board import ResourceBoard
 from cortex.raft.leader_loop import LeaderContext, LeaderLoop
 from cortex.raft.proposer import MAX_BATCH_TASKS
+from cortex.scheduler.applied_view import AppliedView
 from cortex.scheduler.at_proposal import PlacementAtProposal, assign_entry
 from cortex.scheduler.fairness import DEFAULT_FAIRNESS_KEY, LastServed
 from cortex.scheduler.limits import LimitGate
@@ -41,18 +42,26 @@ PASSED_OVER_MAX = 256
 
 
 def build_candidates(
-    reader: StateReader, board: ResourceBoard, reachable: Callable[[NodeView], bool]
+    reader: StateReader,
+    board: ResourceBoard,
+    reachable: Callable[[NodeView], bool],
+    view: AppliedView | None = None,
 ) -> list[Candidate]:
     """The nodes as this node currently sees them: replicated status and
-    labels, the latest resource report, and active tasks."""
-    active = reader.active_counts_by_node()
+    labels, the latest resource report, and active tasks; the replicated
+    part from `view` when it has it."""
+    seen = view.seen() if view is not None else None
+    if seen is not None:
+        nodes, active = seen.nodes, seen.active
+    else:
+        nodes, active = reader.nodes(), reader.active_counts_by_node()
     reports = board.all()
     # Memory promised to tasks counts only against memory a node declares
     # (`declares_memory`); summing it reads every active task.
     declared = any(declares_memory(report.resources) for report in reports.values())
     reserved = reader.reserved_memory_by_node() if declared else {}
     out = []
-    for node in reader.nodes():
+    for node in nodes:
         report = reports.get(node.id)
         resources = report.resources if report else None
         promised = reserved.get(node.id, 0.0)
@@ -115,10 +124,12 @@ class SchedulerLoop(LeaderLoop):
         board: ResourceBoard,
         reachable: Callable[[NodeView], bool],
         interval_s: float = 1.0,
+        view: AppliedView | None = None,
     ) -> None:
         super().__init__("scheduler", context, interval_s)
         self._board = board
         self._reachable = reachable
+        self._view = view
         self._served = LastServed()
         self.reservations = Reservations(self._clock.monotonic)
         self.queue = QueueWatch()
@@ -128,7 +139,7 @@ class SchedulerLoop(LeaderLoop):
         )
 
     def _nodes(self) -> list[Candidate]:
-        return build_candidates(self._reader, self._board, self._reachable)
+        return build_candidates(self._reader, self._board, self._reachable, self._view)
 
     def applied(self, task_ids: Iterable[str]) -> None:
         """Apply changed these tasks: placements of theirs are counted there now."""

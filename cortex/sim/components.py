@@ -20,6 +20,7 @@ from cortex.membership.reachability import Reachability
 from cortex.membership.registry import NodeRegistration
 from cortex.raft.leader_loop import LeaderContext
 from cortex.retention_loop import RetentionLoop
+from cortex.scheduler.applied_view import AppliedView
 from cortex.scheduler.loop import SchedulerLoop
 from cortex.scheduler.model import NodeResources
 from cortex.schedules.loop import ScheduleLoop
@@ -89,7 +90,10 @@ class NodeComponents:
         )  # fmt: skip
         reachable = Reachability(node.id, group, self.board, HEARTBEAT_INTERVAL_S).reachable
         leading = LeaderContext(node.id, lambda: group.is_leader, proposer, self.reader, clock)
-        self.scheduler = SchedulerLoop(leading, self.board, reachable, SCHEDULER_INTERVAL_S)
+        self.scheduler = SchedulerLoop(
+            leading, self.board, reachable, SCHEDULER_INTERVAL_S,
+            AppliedView(machine, lambda: group.is_leader),
+        )  # fmt: skip
         group.placer = self.scheduler.at_proposal
         self.supervisor = NodeSupervisor(leading, self.board, FAILURE_TIMEOUT_S)
         self.retention = RetentionLoop(leading, RETENTION_S, interval_s=5.0)

@@ -11,7 +11,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
 
 from cortex.failstop import stop_node
@@ -27,6 +27,7 @@ from cortex.state.workflow_transitions import settle_workflows
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 ChangeListener = Callable[[int, list[TaskChange]], None]
 FaultHandler = Callable[[int, int, BaseException], NoReturn]
 
@@ -82,12 +83,19 @@ class StateMachine:
     def applied_index(self) -> int:
         return self._applied_index
 
-    def add_listener(self, listener: ChangeListener, last: bool = False) -> None:
+    def add_listener(
+        self, listener: ChangeListener, last: bool = False, first: bool = False
+    ) -> None:
         """`listener(index, changes)` runs on the Raft thread after each commit;
         it must only hand work off (set an event, put on a queue). One that
         reads (`tasks_as_applied`) is added `last`: it runs after every
-        listener that hands off, so it holds none of their work up."""
-        if last:
+        listener that hands off, so it holds none of their work up. One
+        added `first` runs before all others, for a read the others' work
+        depends on (`cortex.scheduler.applied_view`): it must be short."""
+        if first:
+            self._listeners.insert(0, listener)
+            self._handing_off += 1
+        elif last:
             self._listeners.append(listener)
         else:
             self._listeners.insert(self._handing_off, listener)
@@ -246,6 +254,12 @@ class StateMachine:
         read on the writer's connection: for listeners only, which run on the
         applying thread between batches."""
         return read_tasks(self._conn, task_ids)
+
+    def read_as_applied(self, read: Callable[[sqlite3.Connection], T]) -> T:
+        """`read` run on the writer's connection, the state as the last
+        applied batch left it: for listeners only, which run on the applying
+        thread between batches."""
+        return read(self._conn)
 
     @staticmethod
     def _reject(ctx: ApplyContext, code: ReasonCode, text: str) -> dict[str, Any]:

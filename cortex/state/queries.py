@@ -189,6 +189,57 @@ class NodeView:
 _NODE_ROWS = "SELECT * FROM nodes WHERE ? OR status != 'removed' ORDER BY id"
 
 
+class NodeViews:
+    """The nodes as views, read on a given connection. Node rows seldom
+    change, and every placement reads them: views made of the same rows
+    are made once (their JSON columns parsed once)."""
+
+    def __init__(self) -> None:
+        # The node rows last read and the views made of them.
+        self._known: tuple[tuple[tuple[Any, ...], ...], list[NodeView]] = ((), [])
+
+    def read(self, conn: sqlite3.Connection, include_removed: bool = False) -> list[NodeView]:
+        rows = conn.execute(_NODE_ROWS, (1 if include_removed else 0,)).fetchall()
+        key = tuple(tuple(row) for row in rows)
+        known_key, known_views = self._known
+        if key == known_key:
+            return list(known_views)
+        views = [
+            NodeView(
+                id=r["id"],
+                raft_address=r["raft_address"],
+                grpc_address=r["grpc_address"],
+                status=r["status"],
+                labels=json.loads(r["labels"]),
+                executors=json.loads(r["executors"]),
+                resources=json.loads(r["resources"]),
+                status_reason=r["status_reason"],
+                drain_deadline=r["drain_deadline"],
+                peer_address=r["peer_address"],
+                role=r["role"],
+            )
+            for r in rows
+        ]
+        self._known = (key, views)
+        return list(views)
+
+
+def counts_by_node(conn: sqlite3.Connection, states: tuple[str, ...]) -> dict[str, int]:
+    """Tasks in `states` on each node that has any, from the counts apply
+    keeps (`task_counts`): a few rows per node and task type."""
+    rows = conn.execute(
+        "SELECT node, SUM(n) FROM task_counts"
+        f" WHERE state IN ({','.join('?' * len(states))})"
+        " AND node != '' GROUP BY node HAVING SUM(n) > 0",
+        states,
+    )
+    return {row[0]: row[1] for row in rows}
+
+
+# The states a node's slots are taken by.
+ACTIVE_ON_NODE_STATES = ("assigned", "running")
+
+
 def _on_node(states: tuple[str, ...]) -> str:
     """The WHERE of a node's tasks in `states`, some of those the index
     `tasks_by_node` holds, its condition spelled out so SQLite searches it
@@ -210,8 +261,7 @@ class TaskPage:
 class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
     def __init__(self, path: str) -> None:
         self._reads = ReadConnections(path)
-        # The node rows last read and the views made of them (`nodes`).
-        self._node_views: tuple[tuple[tuple[Any, ...], ...], list[NodeView]] = ((), [])
+        self._node_views = NodeViews()
 
     def _conn(self) -> sqlite3.Connection:
         return self._reads.get()
@@ -505,20 +555,11 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         counts apply keeps (`task_counts`): a few rows per node and task
         type, where counting the tasks read every active one, on every
         placement."""
-        return self._counts_by_node(("assigned", "running"))
+        return counts_by_node(self._conn(), ACTIVE_ON_NODE_STATES)
 
     def running_counts_by_node(self) -> dict[str, int]:
         """Tasks running on each node that runs any, as `active_counts_by_node`."""
-        return self._counts_by_node(("running",))
-
-    def _counts_by_node(self, states: tuple[str, ...]) -> dict[str, int]:
-        rows = self._conn().execute(
-            "SELECT node, SUM(n) FROM task_counts"
-            f" WHERE state IN ({','.join('?' * len(states))})"
-            " AND node != '' GROUP BY node HAVING SUM(n) > 0",
-            states,
-        )
-        return {row[0]: row[1] for row in rows}
+        return counts_by_node(self._conn(), ("running",))
 
     def reserved_memory_by_node(self) -> dict[str, float]:
         """Memory promised through minMemoryMb to each node's active tasks,
@@ -583,31 +624,7 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
 
     def nodes(self, include_removed: bool = False) -> list[NodeView]:
         """Cluster members; a removed node's row is kept but left out unless asked for."""
-        rows = self._conn().execute(_NODE_ROWS, (1 if include_removed else 0,)).fetchall()
-        # Node rows seldom change, and every placement reads them: views made
-        # of the same rows are made once (their JSON columns parsed once).
-        key = tuple(tuple(row) for row in rows)
-        known_key, known_views = self._node_views
-        if key == known_key:
-            return list(known_views)
-        views = [
-            NodeView(
-                id=r["id"],
-                raft_address=r["raft_address"],
-                grpc_address=r["grpc_address"],
-                status=r["status"],
-                labels=json.loads(r["labels"]),
-                executors=json.loads(r["executors"]),
-                resources=json.loads(r["resources"]),
-                status_reason=r["status_reason"],
-                drain_deadline=r["drain_deadline"],
-                peer_address=r["peer_address"],
-                role=r["role"],
-            )
-            for r in rows
-        ]
-        self._node_views = (key, views)
-        return list(views)
+        return self._node_views.read(self._conn(), include_removed)
 
     def removal_index(self, node_id: str) -> int | None:
         """The Raft index of the node's latest removal, while its event is kept."""

@@ -104,9 +104,12 @@ def _time_listeners(timed: Callable[[str, Callable[..., Any]], Callable[..., Any
     add_listener = StateMachine.add_listener
 
     def add_timed_listener(
-        machine: StateMachine, listener: Callable[..., Any], last: bool = False
+        machine: StateMachine,
+        listener: Callable[..., Any],
+        last: bool = False,
+        first: bool = False,
     ) -> None:
         name = getattr(listener, "__qualname__", type(listener).__name__)
-        add_listener(machine, timed(f"apply: listener {name}", listener), last)
+        add_listener(machine, timed(f"apply: listener {name}", listener), last, first)
 
     StateMachine.add_listener = add_timed_listener  # type: ignore[method-assign,assignment]
