@@ -51,10 +51,11 @@ class AppliedView:
     def on_change(self, index: int, changes: list[TaskChange]) -> None:
         """Reads the view after the batch at `index` (a `StateMachine`
         listener, the first: see above)."""
-        if not self._is_leader():
-            self._seen = None
-            return
-        self._seen = self._machine.read_as_applied(lambda conn: self._read(conn, index))
+        # Dropped first: a read that fails leaves no view behind (placement
+        # then reads the database), never the last batch's.
+        self._seen = None
+        if self._is_leader():
+            self._seen = self._machine.read_as_applied(lambda conn: self._read(conn, index))
 
     def _read(self, conn: sqlite3.Connection, index: int) -> AppliedNodes:
         return AppliedNodes(

@@ -7,6 +7,7 @@ none, and placement works from it."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -145,3 +146,20 @@ def test_placement_counts_from_the_view(log: WorkflowLog) -> None:
     (item,) = e.decode_batch(again)[-1].payload["assignments"]  # type: ignore[union-attr]
     assert item["node"] == task.node
     assert reads == []  # every placement read the view
+
+
+def test_a_read_that_fails_leaves_no_view(
+    log: WorkflowLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale view would count tasks long gone or miss new ones: when the
+    read after a batch fails, placement goes back to the database."""
+    view = AppliedView(log.machine, lambda: True)
+    log.one(e.TaskSubmit("t1", noop()))
+    assert view.seen() is not None
+
+    def fail(read: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(log.machine, "read_as_applied", fail)
+    log.one(e.TaskSubmit("t2", noop()))  # the listener's error is logged, apply goes on
+    assert view.seen() is None
