@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cortex.state.machine import StateMachine
-from cortex.state.queries import ACTIVE_ON_NODE_STATES, NodeView, NodeViews, counts_by_node
+from cortex.state.queries import NodeView, NodeViews, counts_by_node
+from cortex.state.task_states import ACTIVE_STATES
 from cortex.state.transitions import TaskChange
 
 
@@ -58,9 +59,7 @@ class AppliedView:
             self._seen = self._machine.read_as_applied(lambda conn: self._read(conn, index))
 
     def _read(self, conn: sqlite3.Connection, index: int) -> AppliedNodes:
-        return AppliedNodes(
-            index, self._node_views.read(conn), counts_by_node(conn, ACTIVE_ON_NODE_STATES)
-        )
+        return AppliedNodes(index, self._node_views.read(conn), counts_by_node(conn, ACTIVE_STATES))
 
     def seen(self) -> AppliedNodes | None:
         """The view as of the last batch applied while this node led; None

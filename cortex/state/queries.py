@@ -224,9 +224,10 @@ class NodeViews:
         return list(views)
 
 
-def counts_by_node(conn: sqlite3.Connection, states: tuple[str, ...]) -> dict[str, int]:
+def counts_by_node(conn: sqlite3.Connection, states: Iterable[str]) -> dict[str, int]:
     """Tasks in `states` on each node that has any, from the counts apply
     keeps (`task_counts`): a few rows per node and task type."""
+    states = tuple(states)
     rows = conn.execute(
         "SELECT node, SUM(n) FROM task_counts"
         f" WHERE state IN ({','.join('?' * len(states))})"
@@ -234,10 +235,6 @@ def counts_by_node(conn: sqlite3.Connection, states: tuple[str, ...]) -> dict[st
         states,
     )
     return {row[0]: row[1] for row in rows}
-
-
-# The states a node's slots are taken by.
-ACTIVE_ON_NODE_STATES = ("assigned", "running")
 
 
 def _on_node(states: tuple[str, ...]) -> str:
@@ -555,7 +552,7 @@ class StateReader(WorkflowQueries, LimitQueries, ScheduleQueries):
         counts apply keeps (`task_counts`): a few rows per node and task
         type, where counting the tasks read every active one, on every
         placement."""
-        return counts_by_node(self._conn(), ACTIVE_ON_NODE_STATES)
+        return counts_by_node(self._conn(), ACTIVE_STATES)
 
     def running_counts_by_node(self) -> dict[str, int]:
         """Tasks running on each node that runs any, as `active_counts_by_node`."""
