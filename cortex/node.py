@@ -294,6 +294,7 @@ class Node:
             clock=clock,
             tracer=self.tracer,
             max_running=config.max_tasks,
+            read_applied=self.machine.tasks_as_applied,
         )
         self.registration = NodeRegistration(
             e.NodeJoin(

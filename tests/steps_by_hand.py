@@ -125,6 +125,7 @@ class AgentByHand:
         executors: Mapping[str, Executor],
         launcher: ExecutionLauncher,
         max_running: int = 0,
+        read_at_apply: bool = True,
     ) -> None:
         self.log = log
         self.clock = FakeClock()
@@ -142,6 +143,7 @@ class AgentByHand:
             spawn=self.spawned.append,
             launcher=launcher,
             max_running=max_running,
+            read_applied=log.machine.tasks_as_applied if read_at_apply else None,
         )
         log.machine.add_listener(self.agent.on_change)
         self.agent.start()

@@ -52,6 +52,12 @@ from cortex.workflows.context import initial_context, read_context_update
 log = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL_S = 0.5
+# Attempts one applied batch assigns here that its listener reads on the
+# applying thread (`read_applied`); a bulk round's beyond that are read by
+# the loop, so the applying thread is not held up by them.
+MOST_READ_AT_APPLY = 32
+# Rows so read kept at most, until the loop takes them or the log moves them.
+MOST_ROWS_KEPT = 1024
 # How long an attempt runs before its start is reported on its own: one that
 # ends sooner reports its start with its outcome, in one entry instead of two
 # (a quick attempt's two reports seldom left together by chance). The start
@@ -113,6 +119,7 @@ class Agent:
         launcher: ExecutionLauncher | None = None,
         tracer: Tracer = NO_TRACING,
         max_running: int = 0,
+        read_applied: Callable[[list[str]], list[TaskView]] | None = None,
     ) -> None:
         self._node_id = node_id
         # Attempts run at once at most (0: no limit); attempts assigned here
@@ -149,6 +156,13 @@ class Agent:
         # looked, for it to start without reading every attempt of this node;
         # None when the loop should look at them all.
         self._fresh: list[tuple[str, int]] | None = []
+        # With `read_applied` (`StateMachine.tasks_as_applied`), the listener
+        # reads the attempts a batch assigns here as the batch left them, on
+        # the writer's connection with its pages in hand, and keeps them here
+        # by task id for the loop, which then reads none of them itself; the
+        # row of a task the log changes again is dropped (`_forget_moved`).
+        self._read_applied = read_applied
+        self._applied_rows: dict[str, TaskView] = {}
         # Set when an attempt begins with its start held back (see above).
         self._held_starts = Signal()
         # Taking a held start and proposing it happen under this lock, so an
@@ -202,10 +216,18 @@ class Agent:
             if c.node == self._node_id and c.state == "assigned"
         ]
         lasts = last_changes(changes)
-        self._waiting.drop_moved(lasts)
+        rows = self._read_fresh(fresh)
         with self._lock:
+            # Before `drop_moved`: a pass that took a row before it was
+            # dropped here is reading it (`reading`), and `drop_moved` then
+            # keeps the task from waiting.
+            self._forget_moved(lasts)
+            for row in rows:
+                if len(self._applied_rows) < MOST_ROWS_KEPT:
+                    self._applied_rows[row.id] = row
             if not changes:
                 self._fresh = None
+                self._applied_rows.clear()
             elif fresh and self._fresh is not None:
                 self._fresh.extend(fresh)
             for change in lasts:
@@ -220,8 +242,49 @@ class Agent:
                 if not still_ours:
                     running.superseded = True
                     running.cancel.set()
+        self._waiting.drop_moved(lasts)
         if fresh or not changes:
             self._wake.set()
+
+    def _read_fresh(self, fresh: list[tuple[str, int]]) -> list[TaskView]:
+        """The attempts among `fresh` still assigned here as the applied batch
+        left them, read on the applying thread (`read_applied`); none when
+        there are many (the loop reads those), while the node is not ready
+        (its next pass reads every attempt), or when the read fails."""
+        if self._read_applied is None or not fresh or len(fresh) > MOST_READ_AT_APPLY:
+            return []
+        if not self._is_ready():
+            return []
+        try:
+            rows = self._read_applied([task_id for task_id, _ in fresh])
+        except Exception:
+            # The listener must still cancel what the batch took away: the
+            # loop reads these itself.
+            log.exception("reading the attempts assigned here at apply failed")
+            return []
+        assigned = set(fresh)
+        return [
+            row
+            for row in rows
+            if row.node == self._node_id
+            and row.state == "assigned"
+            and (row.id, row.attempt) in assigned
+        ]
+
+    def _forget_moved(self, lasts: list[TaskChange]) -> None:
+        """Drops the rows read at apply of the tasks whose last change in the
+        batch is anything but their attempt's assignment here (the caller
+        holds the lock)."""
+        if not self._applied_rows:
+            return
+        for change in lasts:
+            row = self._applied_rows.get(change.task_id)
+            if row is not None and not (
+                change.node == self._node_id
+                and change.state == "assigned"
+                and change.attempt == row.attempt
+            ):
+                del self._applied_rows[change.task_id]
 
     def main(self) -> Step[None]:
         """The reconcile loop: every interval, and when a state it cannot
@@ -236,6 +299,7 @@ class Agent:
             if self._stop.is_set() or not self._is_ready():
                 with self._lock:
                     self._fresh = None  # the next pass looks at every attempt
+                    self._applied_rows.clear()
                 continue
             try:
                 if woken and fresh is not None and (fresh or freed):
@@ -309,7 +373,13 @@ class Agent:
         `held`, only those among it (what an earlier read found assigned
         here)."""
         with self._waiting.reading(task_ids):
-            for task in self._reader.get_tasks(task_ids):
+            # Taken once the tasks are marked as read: a row the listener
+            # drops after this is of a task `drop_moved` then sees read.
+            with self._lock:
+                taken = [self._applied_rows.pop(task_id, None) for task_id in task_ids]
+            known = [row for row in taken if row is not None]
+            unread = [task_id for task_id, row in zip(task_ids, taken, strict=True) if row is None]
+            for task in known + (self._reader.get_tasks(unread) if unread else []):
                 attempt = (task.id, task.attempt)
                 if (
                     (held is not None and attempt not in held)

@@ -103,6 +103,7 @@ class NodeComponents:
             node.id, proposer, self.reader, {"noop": BUILTIN_EXECUTORS["noop"]},
             node.data_dir, node.is_ready, 0.5, output=None, clock=clock,
             spawn=self.runner.spawn, launcher=self.launcher, max_running=MAX_TASKS,
+            read_applied=machine.tasks_as_applied,
         )  # fmt: skip
         self.registration = NodeRegistration(
             e.NodeJoin(

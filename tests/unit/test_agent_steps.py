@@ -6,6 +6,7 @@ Nothing starts a thread."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -17,8 +18,10 @@ from cortex.agent import runner
 from cortex.errors import Unavailable
 from cortex.executors import BUILTIN_EXECUTORS, Execution, ExecutionResult, Executor
 from cortex.state import entries as e
+from cortex.state.queries import TaskView
+from cortex.state.transitions import TaskChange
 from cortex.steps import Sleep, wall_ms
-from tests.steps_by_hand import AgentByHand
+from tests.steps_by_hand import AgentByHand, Stepper
 from tests.workflow_sim import WorkflowLog
 
 
@@ -35,8 +38,12 @@ class HeldLauncher:
 
 
 class ByHand(AgentByHand):
-    def __init__(self, log: WorkflowLog, data_dir: Path, max_running: int = 0) -> None:
-        super().__init__(log, data_dir, BUILTIN_EXECUTORS, HeldLauncher(), max_running)
+    def __init__(
+        self, log: WorkflowLog, data_dir: Path, max_running: int = 0, read_at_apply: bool = True
+    ) -> None:
+        super().__init__(
+            log, data_dir, BUILTIN_EXECUTORS, HeldLauncher(), max_running, read_at_apply
+        )
         self.launcher: HeldLauncher
 
 
@@ -274,10 +281,11 @@ def test_attempts_beyond_the_slots_wait_and_start_as_attempts_end_here(
 def test_an_attempt_the_log_takes_away_while_it_is_read_does_not_wait(
     log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The loop reads an attempt as assigned here; before it is among the
-    waiting ones, the log cancels it (the listener found nothing to take
-    away). It must not wait, nor start when a slot frees."""
-    hand = ByHand(log, tmp_path / "data", max_running=1)
+    """The loop reads an attempt as assigned here (as it does those of a
+    round too big to read at apply); before it is among the waiting ones,
+    the log cancels it (the listener found nothing to take away). It must
+    not wait, nor start when a slot frees."""
+    hand = ByHand(log, tmp_path / "data", max_running=1, read_at_apply=False)
     for task_id in ("t-40", "t-41"):
         assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
     assign(log, "t-40")
@@ -297,6 +305,121 @@ def test_an_attempt_the_log_takes_away_while_it_is_read_does_not_wait(
     hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
     first.settle()
     assert hand.reconcile() == [] and launched_ids(hand) == ["t-40"]
+
+
+def _no_read(*_: object) -> None:
+    raise AssertionError("the loop read a task the listener had read at apply")
+
+
+def test_a_pass_woken_by_assignments_starts_them_from_the_rows_read_at_apply(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listener reads the attempts a batch assigns here as the batch
+    left them: the pass they wake starts them without reading a task. A
+    round assigning more than the listener reads is read by the pass."""
+    hand = ByHand(log, tmp_path / "data")
+    for task_id in ("t-50", "t-51", "t-52", "t-53"):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
+    assign(log, "t-50")
+    monkeypatch.setattr(log.reader, "get_tasks", _no_read)
+    (first,) = hand.reconcile()
+    assert launched_ids(hand) == ["t-50"]
+    assert hand.agent._applied_rows == {}
+    monkeypatch.undo()
+
+    monkeypatch.setattr(runner, "MOST_READ_AT_APPLY", 1)
+    read = log.reader.get_tasks
+    reads: list[list[str]] = []
+
+    def counted(task_ids: list[str]) -> object:
+        reads.append(list(task_ids))
+        return read(task_ids)
+
+    monkeypatch.setattr(log.reader, "get_tasks", counted)
+    placed = log.one(
+        e.TaskAssign([{"task_id": t, "node": "n1", "attempt": 1} for t in ("t-51", "t-52")])
+    )
+    assert placed["placed"] == 2
+    assert len(hand.reconcile()) == 2
+    assert reads == [["t-51", "t-52"]] and launched_ids(hand) == ["t-50", "t-51", "t-52"]
+    assert first.waiting is hand.launcher.launched[0][2]
+
+
+def test_a_row_read_at_apply_is_dropped_when_the_log_moves_its_task_before_the_pass(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log cancels an attempt after the listener read it as assigned
+    here and before the pass takes its row, the pass running right after
+    the cancel's listener looked at the waiting attempts: the row is gone
+    by then, the pass reads the task as cancelled, and it never waits nor
+    starts."""
+    hand = ByHand(log, tmp_path / "data", max_running=1)
+    for task_id in ("t-60", "t-61"):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
+    assign(log, "t-60")
+    (first,) = hand.reconcile()
+    assign(log, "t-61")
+    assert set(hand.agent._applied_rows) == {"t-61"}
+    drop_moved = hand.agent._waiting.drop_moved
+    passes: list[list[Stepper]] = []
+
+    def then_a_pass(changes: list[TaskChange]) -> None:
+        drop_moved(changes)
+        passes.append(hand.reconcile())
+
+    monkeypatch.setattr(hand.agent._waiting, "drop_moved", then_a_pass)
+    assert log.one(e.TaskCancel("t-61"))["ok"]
+    monkeypatch.undo()
+    assert passes == [[]] and hand.agent.waiting_count == 0
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    first.settle()
+    assert hand.reconcile() == [] and launched_ids(hand) == ["t-60"]
+
+
+def test_an_attempt_the_log_takes_away_after_its_row_is_taken_does_not_wait(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass takes the row the listener read; before the attempt is
+    among the waiting ones, the log cancels it. It must not wait."""
+    hand = ByHand(log, tmp_path / "data", max_running=1)
+    for task_id in ("t-70", "t-71"):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
+    assign(log, "t-70")
+    (first,) = hand.reconcile()
+    assign(log, "t-71")
+    add = hand.agent._waiting.add
+
+    def cancel_then_add(task: TaskView) -> None:
+        assert log.one(e.TaskCancel(task.id))["ok"]
+        add(task)
+
+    monkeypatch.setattr(log.reader, "get_tasks", _no_read)
+    monkeypatch.setattr(hand.agent._waiting, "add", cancel_then_add)
+    assert hand.reconcile() == []
+    monkeypatch.undo()
+    assert hand.agent.waiting_count == 0 and state(log, "t-71") == ("cancelled", 1)
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    first.settle()
+    assert hand.reconcile() == [] and launched_ids(hand) == ["t-70"]
+
+
+def test_a_failed_read_at_apply_leaves_the_attempts_to_the_pass(
+    log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listener's read fails: the batch's attempts still wake the loop,
+    whose pass reads them itself and starts them."""
+    hand = ByHand(log, tmp_path / "data")
+
+    def broken(_: list[str]) -> list[TaskView]:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(hand.agent, "_read_applied", broken)
+    monkeypatch.setattr(log.reader, "attempts_on_node", _no_full_pass)
+    assert log.one(e.TaskSubmit("t-80", {"type": "noop"}))["ok"]
+    assign(log, "t-80")
+    (attempt,) = hand.reconcile()
+    assert launched_ids(hand) == ["t-80"] and hand.agent._applied_rows == {}
+    assert attempt.waiting is hand.launcher.launched[0][2]
 
 
 def test_a_draining_node_starts_no_waiting_attempt(log: WorkflowLog, tmp_path: Path) -> None:
