@@ -53,9 +53,12 @@ log = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL_S = 0.5
 # Attempts one applied batch assigns here that its listener reads on the
-# applying thread (`read_applied`); a bulk round's beyond that are read by
-# the loop, so the applying thread is not held up by them.
-MOST_READ_AT_APPLY = 32
+# applying thread (`read_applied`): a few, as a lightly loaded node gets,
+# whose start comes sooner for it. A bulk round's are read by the loop: a
+# task's row costs ~30 us to read and make a view of on either thread
+# (`scripts/bench_core.py --stages`), and the applying thread is the one
+# every node's work waits for.
+MOST_READ_AT_APPLY = 4
 # Rows so read kept at most, until the loop takes them or the log moves them.
 MOST_ROWS_KEPT = 1024
 # How long an attempt runs before its start is reported on its own: one that

@@ -33,6 +33,8 @@ STAGES = (
     ("cortex.state.queries", "StateReader", "queued_ids", "read: queued ids"),
     ("cortex.state.queries", "StateReader", "active_counts_by_node", "read: active counts"),
     ("cortex.state.queries", "StateReader", "get_task", "read: one task"),
+    ("cortex.state.queries", "StateReader", "get_tasks", "read: tasks by id"),
+    ("cortex.state.machine", "StateMachine", "tasks_as_applied", "read: tasks as applied"),
     ("cortex.raft.journal", "DurableJournal", "add", "journal append"),
     ("cortex.raft.journal", "DurableJournal", "sync", "journal sync"),
     ("cortex.raft.group", "RaftGroup", "_apply_next", "apply"),
