@@ -278,6 +278,27 @@ def test_attempts_beyond_the_slots_wait_and_start_as_attempts_end_here(
     assert third.waiting is not None and fourth.waiting is not None
 
 
+def _one_slot_taken(
+    log: WorkflowLog, tmp_path: Path, running: str, then: str, read_at_apply: bool = True
+) -> tuple[ByHand, Stepper]:
+    """An agent with one slot, taken by `running`'s attempt; then `then` is
+    assigned here too."""
+    hand = ByHand(log, tmp_path / "data", max_running=1, read_at_apply=read_at_apply)
+    for task_id in (running, then):
+        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
+    assign(log, running)
+    (first,) = hand.reconcile()
+    assign(log, then)
+    return hand, first
+
+
+def _only_it_ran(hand: ByHand, first: Stepper, running: str) -> None:
+    """The attempt in the slot ends, and nothing else starts in its place."""
+    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
+    first.settle()
+    assert hand.reconcile() == [] and launched_ids(hand) == [running]
+
+
 def test_an_attempt_the_log_takes_away_while_it_is_read_does_not_wait(
     log: WorkflowLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -285,12 +306,7 @@ def test_an_attempt_the_log_takes_away_while_it_is_read_does_not_wait(
     round too big to read at apply); before it is among the waiting ones,
     the log cancels it (the listener found nothing to take away). It must
     not wait, nor start when a slot frees."""
-    hand = ByHand(log, tmp_path / "data", max_running=1, read_at_apply=False)
-    for task_id in ("t-40", "t-41"):
-        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
-    assign(log, "t-40")
-    (first,) = hand.reconcile()
-    assign(log, "t-41")
+    hand, first = _one_slot_taken(log, tmp_path, "t-40", "t-41", read_at_apply=False)
     read = log.reader.get_tasks
 
     def read_then_cancel(task_ids: list[str]) -> object:
@@ -302,9 +318,7 @@ def test_an_attempt_the_log_takes_away_while_it_is_read_does_not_wait(
     assert hand.reconcile() == []
     monkeypatch.undo()
     assert hand.agent.waiting_count == 0
-    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
-    first.settle()
-    assert hand.reconcile() == [] and launched_ids(hand) == ["t-40"]
+    _only_it_ran(hand, first, "t-40")
 
 
 def _no_read(*_: object) -> None:
@@ -353,12 +367,7 @@ def test_a_row_read_at_apply_is_dropped_when_the_log_moves_its_task_before_the_p
     the cancel's listener looked at the waiting attempts: the row is gone
     by then, the pass reads the task as cancelled, and it never waits nor
     starts."""
-    hand = ByHand(log, tmp_path / "data", max_running=1)
-    for task_id in ("t-60", "t-61"):
-        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
-    assign(log, "t-60")
-    (first,) = hand.reconcile()
-    assign(log, "t-61")
+    hand, first = _one_slot_taken(log, tmp_path, "t-60", "t-61")
     assert set(hand.agent._applied_rows) == {"t-61"}
     drop_moved = hand.agent._waiting.drop_moved
     passes: list[list[Stepper]] = []
@@ -371,9 +380,7 @@ def test_a_row_read_at_apply_is_dropped_when_the_log_moves_its_task_before_the_p
     assert log.one(e.TaskCancel("t-61"))["ok"]
     monkeypatch.undo()
     assert passes == [[]] and hand.agent.waiting_count == 0
-    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
-    first.settle()
-    assert hand.reconcile() == [] and launched_ids(hand) == ["t-60"]
+    _only_it_ran(hand, first, "t-60")
 
 
 def test_an_attempt_the_log_takes_away_after_its_row_is_taken_does_not_wait(
@@ -381,12 +388,7 @@ def test_an_attempt_the_log_takes_away_after_its_row_is_taken_does_not_wait(
 ) -> None:
     """The pass takes the row the listener read; before the attempt is
     among the waiting ones, the log cancels it. It must not wait."""
-    hand = ByHand(log, tmp_path / "data", max_running=1)
-    for task_id in ("t-70", "t-71"):
-        assert log.one(e.TaskSubmit(task_id, {"type": "noop"}))["ok"]
-    assign(log, "t-70")
-    (first,) = hand.reconcile()
-    assign(log, "t-71")
+    hand, first = _one_slot_taken(log, tmp_path, "t-70", "t-71")
     add = hand.agent._waiting.add
 
     def cancel_then_add(task: TaskView) -> None:
@@ -398,9 +400,7 @@ def test_an_attempt_the_log_takes_away_after_its_row_is_taken_does_not_wait(
     assert hand.reconcile() == []
     monkeypatch.undo()
     assert hand.agent.waiting_count == 0 and state(log, "t-71") == ("cancelled", 1)
-    hand.launcher.launched[0][2].set_result(ExecutionResult(exit_code=0))
-    first.settle()
-    assert hand.reconcile() == [] and launched_ids(hand) == ["t-70"]
+    _only_it_ran(hand, first, "t-70")
 
 
 def test_a_failed_read_at_apply_leaves_the_attempts_to_the_pass(
