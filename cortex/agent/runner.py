@@ -59,8 +59,6 @@ RECONCILE_INTERVAL_S = 0.5
 # (`scripts/bench_core.py --stages`), and the applying thread is the one
 # every node's work waits for.
 MOST_READ_AT_APPLY = 4
-# Rows so read kept at most, until the loop takes them or the log moves them.
-MOST_ROWS_KEPT = 1024
 # How long an attempt runs before its start is reported on its own: one that
 # ends sooner reports its start with its outcome, in one entry instead of two
 # (a quick attempt's two reports seldom left together by chance). The start
@@ -161,11 +159,9 @@ class Agent:
         self._fresh: list[tuple[str, int]] | None = []
         # With `read_applied` (`StateMachine.tasks_as_applied`), the listener
         # reads the attempts a batch assigns here as the batch left them, on
-        # the writer's connection with its pages in hand, and keeps them here
-        # by task id for the loop, which then reads none of them itself; the
-        # row of a task the log changes again is dropped (`_forget_moved`).
+        # the writer's connection with its pages in hand, ahead of the loop
+        # (`WaitingAttempts.read_ahead`), which then reads none of them itself.
         self._read_applied = read_applied
-        self._applied_rows: dict[str, TaskView] = {}
         # Set when an attempt begins with its start held back (see above).
         self._held_starts = Signal()
         # Taking a held start and proposing it happen under this lock, so an
@@ -219,18 +215,14 @@ class Agent:
             if c.node == self._node_id and c.state == "assigned"
         ]
         lasts = last_changes(changes)
-        rows = self._read_fresh(fresh)
+        self._waiting.drop_moved(lasts)
+        if changes:
+            self._waiting.read_ahead(self._read_fresh(fresh))
+        else:
+            self._waiting.forget_read_ahead()
         with self._lock:
-            # Before `drop_moved`: a pass that took a row before it was
-            # dropped here is reading it (`reading`), and `drop_moved` then
-            # keeps the task from waiting.
-            self._forget_moved(lasts)
-            for row in rows:
-                if len(self._applied_rows) < MOST_ROWS_KEPT:
-                    self._applied_rows[row.id] = row
             if not changes:
                 self._fresh = None
-                self._applied_rows.clear()
             elif fresh and self._fresh is not None:
                 self._fresh.extend(fresh)
             for change in lasts:
@@ -245,7 +237,6 @@ class Agent:
                 if not still_ours:
                     running.superseded = True
                     running.cancel.set()
-        self._waiting.drop_moved(lasts)
         if fresh or not changes:
             self._wake.set()
 
@@ -274,21 +265,6 @@ class Agent:
             and (row.id, row.attempt) in assigned
         ]
 
-    def _forget_moved(self, lasts: list[TaskChange]) -> None:
-        """Drops the rows read at apply of the tasks whose last change in the
-        batch is anything but their attempt's assignment here (the caller
-        holds the lock)."""
-        if not self._applied_rows:
-            return
-        for change in lasts:
-            row = self._applied_rows.get(change.task_id)
-            if row is not None and not (
-                change.node == self._node_id
-                and change.state == "assigned"
-                and change.attempt == row.attempt
-            ):
-                del self._applied_rows[change.task_id]
-
     def main(self) -> Step[None]:
         """The reconcile loop: every interval, and when a state it cannot
         follow change by change is loaded (a snapshot), looks at every attempt
@@ -302,7 +278,7 @@ class Agent:
             if self._stop.is_set() or not self._is_ready():
                 with self._lock:
                     self._fresh = None  # the next pass looks at every attempt
-                    self._applied_rows.clear()
+                self._waiting.forget_read_ahead()
                 continue
             try:
                 if woken and fresh is not None and (fresh or freed):
@@ -375,14 +351,9 @@ class Agent:
         never begun to the waiting ones (`_fill_slots` starts them); with
         `held`, only those among it (what an earlier read found assigned
         here)."""
-        with self._waiting.reading(task_ids):
-            # Taken once the tasks are marked as read: a row the listener
-            # drops after this is of a task `drop_moved` then sees read.
-            with self._lock:
-                taken = [self._applied_rows.pop(task_id, None) for task_id in task_ids]
-            known = [row for row in taken if row is not None]
-            unread = [task_id for task_id, row in zip(task_ids, taken, strict=True) if row is None]
-            for task in known + (self._reader.get_tasks(unread) if unread else []):
+        with self._waiting.reading(task_ids) as ahead:
+            unread = [task_id for task_id in task_ids if task_id not in ahead]
+            for task in [*ahead.values(), *(self._reader.get_tasks(unread) if unread else [])]:
                 attempt = (task.id, task.attempt)
                 if (
                     (held is not None and attempt not in held)

@@ -338,7 +338,7 @@ def test_a_pass_woken_by_assignments_starts_them_from_the_rows_read_at_apply(
     monkeypatch.setattr(log.reader, "get_tasks", _no_read)
     (first,) = hand.reconcile()
     assert launched_ids(hand) == ["t-50"]
-    assert hand.agent._applied_rows == {}
+    assert hand.agent._waiting._read_ahead == {}
     monkeypatch.undo()
 
     monkeypatch.setattr(runner, "MOST_READ_AT_APPLY", 1)
@@ -368,7 +368,7 @@ def test_a_row_read_at_apply_is_dropped_when_the_log_moves_its_task_before_the_p
     by then, the pass reads the task as cancelled, and it never waits nor
     starts."""
     hand, first = _one_slot_taken(log, tmp_path, "t-60", "t-61")
-    assert set(hand.agent._applied_rows) == {"t-61"}
+    assert set(hand.agent._waiting._read_ahead) == {"t-61"}
     drop_moved = hand.agent._waiting.drop_moved
     passes: list[list[Stepper]] = []
 
@@ -418,7 +418,7 @@ def test_a_failed_read_at_apply_leaves_the_attempts_to_the_pass(
     assert log.one(e.TaskSubmit("t-80", {"type": "noop"}))["ok"]
     assign(log, "t-80")
     (attempt,) = hand.reconcile()
-    assert launched_ids(hand) == ["t-80"] and hand.agent._applied_rows == {}
+    assert launched_ids(hand) == ["t-80"] and hand.agent._waiting._read_ahead == {}
     assert attempt.waiting is hand.launcher.launched[0][2]
 
 
