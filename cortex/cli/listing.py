@@ -20,7 +20,6 @@ import json
 import os
 import shlex
 import sys
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -127,8 +126,10 @@ def _all_pages(listing: Listing[T], fmt: str, token: str) -> None:
             listing.after_first_page()
         for item in page.items:
             if fmt == "json":
-                text = json.dumps(listing.item_json(item), indent=2)
-                sys.stdout.write(("\n" if count == 0 else ",\n") + textwrap.indent(text, "  "))
+                # Indented by two more: no line of the text is empty, and a
+                # newline inside one of its strings is written escaped.
+                text = json.dumps(listing.item_json(item), indent=2).replace("\n", "\n  ")
+                sys.stdout.write(("\n  " if count == 0 else ",\n  ") + text)
             elif fmt == "yaml":
                 sys.stdout.write(render.yaml_text([listing.item_json(item)]))
             elif fmt == "name":

@@ -226,6 +226,12 @@ class WorkflowQueries:
         views = [_workflow_view(r, counts=counts[r["id"]]) for r in rows]
         return WorkflowPage(views, next_key, total)
 
+    def has_workflow(self, workflow_id: str) -> bool:
+        """Whether a workflow has this full id: one row of the primary key,
+        where `get_workflow` also counts the workflow's tasks by state."""
+        row = self._conn().execute("SELECT 1 FROM workflows WHERE id = ?", (workflow_id,))
+        return row.fetchone() is not None
+
     def workflow_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Up to `limit` workflow ids starting with `prefix`, in id order."""
         return ids_with_prefix(self._conn(), "workflows", prefix, limit)

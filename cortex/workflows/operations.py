@@ -283,7 +283,7 @@ class WorkflowOperations:
     def resolve_id(self, workflow_id: str) -> str:
         """The full id of the workflow an id or unique prefix names."""
         check_id(workflow_id, "workflow_id")
-        if self._reader.get_workflow(workflow_id, with_tasks=False) is not None:
+        if self._reader.has_workflow(workflow_id):
             return workflow_id
         return resolve_prefix("workflow", workflow_id, self._reader.workflow_ids_with_prefix)
 
