@@ -8,11 +8,15 @@ any of those changes the tools' input schemas and the flags' checks too."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from pydantic import BaseModel, Field, create_model
+
+if TYPE_CHECKING:
+    # Only `with_wire_bounds` needs pydantic at run time: the CLI reads
+    # wire ranges at every start and should not pay for importing it.
+    from pydantic import BaseModel
 
 __all__ = [
     "INT32_MAX",
@@ -40,7 +44,7 @@ _WIRE_RANGES: dict[int, tuple[int | float, int | float]] = {
 }
 _BOUND_NAMES = ("ge", "gt", "le", "lt")
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 
 
 def wire_range(message: type[Message], field: str) -> tuple[int | float, int | float]:
@@ -76,6 +80,8 @@ def with_wire_bounds(model: type[M], message: type[Message]) -> type[M]:
     """`model` with each number it leaves open on a side bounded there by
     the range of the same-named field of `message`: what the wire can carry
     is the most a number can be anyway."""
+    from pydantic import Field, create_model
+
     fields: dict[str, Any] = {}
     wire_fields = message.DESCRIPTOR.fields_by_name
     for name, info in model.model_fields.items():

@@ -21,12 +21,14 @@ from pydantic import (
     field_validator,
 )
 
+from cortex.defaults import (
+    DEFAULT_GRPC_ADDRESS,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_RAFT_PORT,
+    read_secret_file,
+)
 from cortex.errors import ConfigError
 
-DEFAULT_RAFT_PORT = 7100
-DEFAULT_GRPC_PORT = 7200
-DEFAULT_GRPC_ADDRESS = f"127.0.0.1:{DEFAULT_GRPC_PORT}"
-DEFAULT_HTTP_PORT = 7300
 MIN_SECRET_BYTES = 16
 # The default range of the Raft election timeout, in seconds; the shortest
 # is also the least a node may be given. The longest must exceed the
@@ -472,20 +474,6 @@ def _from_env(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str
             values[key] = raw
         sources[key] = f"environment variable {name}"
     return values, sources
-
-
-def read_secret_file(path: str, what: str) -> str:
-    """A secret kept in a file: its content without surrounding whitespace.
-    Raises ConfigError naming `what` when it cannot be read or is empty."""
-    try:
-        value = Path(path).expanduser().read_text().strip()
-    except OSError as err:
-        raise ConfigError(f"{what}: cannot read {path}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{what}: {path} is not text") from None
-    if not value:
-        raise ConfigError(f"{what}: {path} is empty")
-    return value
 
 
 def _read_secret_files(merged: dict[str, Any], sources: dict[str, str]) -> None:

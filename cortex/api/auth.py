@@ -29,7 +29,7 @@ def token_metadata(token: str | None) -> list[tuple[str, str]]:
 def default_token() -> str | None:
     """$CORTEX_API_TOKEN, or what the file $CORTEX_API_TOKEN_FILE names holds
     (not both: ConfigError)."""
-    from cortex.config import read_secret_file
+    from cortex.defaults import read_secret_file
 
     value = os.environ.get(TOKEN_ENV) or None
     path = os.environ.get(TOKEN_FILE_ENV) or None

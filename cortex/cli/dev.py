@@ -24,7 +24,7 @@ from rich.markup import escape
 
 from cortex.api.client import CortexClient
 from cortex.cli import render
-from cortex.config import DEFAULT_GRPC_ADDRESS
+from cortex.defaults import DEFAULT_GRPC_ADDRESS
 from cortex.errors import CortexError, Unavailable
 from cortex.v1 import cortex_pb2 as pb
 

@@ -29,7 +29,7 @@ from rich.text import Text
 
 from cortex.cli import render
 from cortex.cli.tables import Column, fit_widths, natural_widths, print_table, stretch, widen_kept
-from cortex.config import DEFAULT_GRPC_ADDRESS
+from cortex.defaults import DEFAULT_GRPC_ADDRESS
 from cortex.errors import InvalidArgument
 from cortex.requests import DEFAULT_PAGE_SIZE
 from cortex.v1 import cortex_pb2 as pb

@@ -15,7 +15,7 @@ from types import FrameType
 from cortex.api.auth import TOKEN_ENV, TOKEN_FILE_ENV
 from cortex.api.tls import TLS_CA_ENV
 from cortex.cli.parser import build_parser, node_address
-from cortex.config import DEFAULT_GRPC_ADDRESS, read_secret_file
+from cortex.defaults import DEFAULT_GRPC_ADDRESS, read_secret_file
 from cortex.errors import ConfigError, CortexError
 
 __all__ = ["build_parser", "main"]

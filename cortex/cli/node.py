@@ -9,19 +9,10 @@ import signal
 import sys
 from typing import Any
 
+from cortex.cli.options import parse_pairs
 from cortex.config import NodeConfig, load_config
 from cortex.cpu_policy import batch_policy
 from cortex.errors import ConfigError
-
-
-def parse_pairs(items: list[str], what: str) -> dict[str, str]:
-    pairs = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"{what} {item!r} is not KEY=VALUE")
-        pairs[key] = value
-    return pairs
 
 
 def parse_labels(items: list[str]) -> dict[str, str]:

@@ -15,15 +15,22 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from google.protobuf.message import Message
-from pydantic import BaseModel
 
 from cortex.bounds import spec_bounds, wire_range
 from cortex.durations import format_duration_ms, parse_duration_ms
-from cortex.errors import InvalidArgument
+from cortex.errors import ConfigError, InvalidArgument
 from cortex.state.spec_rules import key_problem
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# A model class, imported by a function when a flag's bounds are first
+# needed: the models bring pydantic, which most commands never need, and
+# importing it costs a command about a third of its start.
+ModelClass = Callable[[], "type[BaseModel]"]
 
 # Seconds a duration flag may name when the rule sets no upper bound: a
 # century, well inside what timestamps and timers can carry.
@@ -41,6 +48,17 @@ def text(value: str) -> str:
             f"not valid UTF-8 text (byte {bad[:1].hex(' ')} at position {err.start})"
         ) from None
     return value
+
+
+def parse_pairs(items: list[str], what: str) -> dict[str, str]:
+    """`KEY=VALUE` items (of the flag `what`) as a mapping."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {item!r} is not KEY=VALUE")
+        pairs[key] = value
+    return pairs
 
 
 class Integer:
@@ -67,14 +85,9 @@ class Integer:
         return "integer"
 
     @classmethod
-    def of_field(cls, model: type[BaseModel], name: str, high: int | None = None) -> Integer:
+    def of_field(cls, model: ModelClass, name: str, high: int | None = None) -> Integer:
         """The bounds of a pydantic model's field; `high` where it sets none."""
-        bounds = spec_bounds(model, name)
-        upper = bounds.get("le", bounds["lt"] - 1 if "lt" in bounds else high)
-        if upper is None:
-            raise ValueError(f"{model.__name__}.{name} has no upper bound: give one")
-        start = bounds.get("ge", bounds["gt"] + 1 if "gt" in bounds else 0)
-        return cls(int(start), int(upper))
+        return _IntegerOfField(model, name, high)
 
     @classmethod
     def of_proto(cls, message: type[Message], name: str, low: int = 0) -> Integer:
@@ -111,13 +124,47 @@ class Number:
         return f"from {low} to {high}"
 
     @classmethod
-    def of_field(cls, model: type[BaseModel], name: str, high: float = MAX_SECONDS) -> Number:
-        bounds = spec_bounds(model, name)
-        return cls(
+    def of_field(cls, model: ModelClass, name: str, high: float = MAX_SECONDS) -> Number:
+        """The bounds of a pydantic model's field; `high` where it sets none."""
+        return _NumberOfField(model, name, high)
+
+
+class _IntegerOfField(Integer):
+    """`Integer.of_field`: its bounds read from the model when first asked for."""
+
+    def __init__(self, model: ModelClass, name: str, high: int | None) -> None:
+        self._model, self._name, self._high = model, name, high
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute not in ("low", "high"):
+            raise AttributeError(attribute)
+        model = self._model()
+        bounds = spec_bounds(model, self._name)
+        upper = bounds.get("le", bounds["lt"] - 1 if "lt" in bounds else self._high)
+        if upper is None:
+            raise ValueError(f"{model.__name__}.{self._name} has no upper bound: give one")
+        start = bounds.get("ge", bounds["gt"] + 1 if "gt" in bounds else 0)
+        Integer.__init__(self, int(start), int(upper))
+        return getattr(self, attribute)
+
+
+class _NumberOfField(Number):
+    """`Number.of_field`: its bounds read from the model when first asked for."""
+
+    def __init__(self, model: ModelClass, name: str, high: float) -> None:
+        self._model, self._name, self._high = model, name, high
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute not in ("low", "high", "low_open"):
+            raise AttributeError(attribute)
+        bounds = spec_bounds(self._model(), self._name)
+        Number.__init__(
+            self,
             float(bounds.get("ge", bounds.get("gt", 0.0))),
-            float(bounds.get("le", high)),
+            float(bounds.get("le", self._high)),
             low_open="gt" in bounds,
         )
+        return getattr(self, attribute)
 
 
 class Duration:

@@ -29,7 +29,6 @@ from cortex.cli.parser import OneTaskFlag
 from cortex.cli.tables import Column, print_table
 from cortex.errors import CortexError, InvalidArgument
 from cortex.requests import MAX_SUBMIT_BATCH, check_idempotency_key
-from cortex.spec import parse_task_spec
 from cortex.v1 import cortex_pb2 as pb
 
 STDIN = "-"
@@ -118,6 +117,9 @@ def _read(path: str) -> bytes:
 
 
 def _task(number: int, text: str, derived_key: str) -> FileTask:
+    # pydantic's models: imported by the one command that needs them.
+    from cortex.spec import parse_task_spec
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

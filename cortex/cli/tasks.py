@@ -18,7 +18,7 @@ from cortex.cli import render
 from cortex.cli.connect import connect, poll_in_session
 from cortex.cli.limits import running_text
 from cortex.cli.listing import Listing, Page, created_range, next_command, order, run_listing
-from cortex.cli.node import parse_pairs
+from cortex.cli.options import parse_pairs
 from cortex.cli.tables import Column
 from cortex.cli.task_file import submit_file
 from cortex.errors import InvalidArgument
