@@ -19,11 +19,11 @@ def read_secret_file(path: str, what: str) -> str:
     """A secret kept in a file: its content without surrounding whitespace.
     Raises ConfigError naming `what` when it cannot be read or is empty."""
     try:
-        value = Path(path).expanduser().read_text().strip()
+        value = Path(path).expanduser().read_text(encoding="utf-8").strip()
     except OSError as err:
         raise ConfigError(f"{what}: cannot read {path}: {err.strerror}") from None
     except UnicodeDecodeError:
-        raise ConfigError(f"{what}: {path} is not text") from None
+        raise ConfigError(f"{what}: {path} is not UTF-8 text") from None
     if not value:
         raise ConfigError(f"{what}: {path} is empty")
     return value

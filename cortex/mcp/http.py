@@ -23,6 +23,7 @@ from pydantic import AnyHttpUrl, Field
 from cortex.api.auth import TOKEN_ENV
 from cortex.api.tls import read_key_pair
 from cortex.config import WILDCARD_HOSTS, check_address
+from cortex.defaults import read_secret_file
 from cortex.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -112,7 +113,10 @@ def resolve_token(
         raise ConfigError("give --http-token or --http-token-file, not both")
     candidates = (
         (token, "--http-token"),
-        (_read_token_file(token_file) if token_file else None, f"--http-token-file {token_file}"),
+        (
+            read_secret_file(token_file, "--http-token-file") if token_file else None,
+            f"--http-token-file {token_file}",
+        ),
         (env.get(MCP_TOKEN_ENV, "").strip(), f"${MCP_TOKEN_ENV}"),
         (env.get(TOKEN_ENV, "").strip(), f"the API token (${TOKEN_ENV} / --token)"),
     )
@@ -121,18 +125,6 @@ def resolve_token(
             _check_token(value, source)
             return value, source
     raise ConfigError(f"MCP over HTTP needs a bearer token: {_HOW_TO_GIVE_A_TOKEN}")
-
-
-def _read_token_file(path: str) -> str:
-    try:
-        value = Path(path).read_text(encoding="utf-8").strip()
-    except OSError as err:
-        raise ConfigError(f"--http-token-file: cannot read {path}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"--http-token-file: {path} is not UTF-8 text") from None
-    if not value:
-        raise ConfigError(f"--http-token-file: {path} is empty")
-    return value
 
 
 def _check_token(token: str, source: str) -> None:
