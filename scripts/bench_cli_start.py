@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 COMMANDS = (
     ("--help",),
@@ -30,16 +31,36 @@ COMMANDS = (
     ("workflow", "list"),
 )
 HEAVY = ("pydantic", "cortex.config", "cortex.spec", "yaml")
+# Runs `cortex` in this interpreter with the arguments given, then prints
+# its exit code, what it wrote to stderr and which of the heavy modules
+# (read from stdin) it imported, as JSON.
 PROBE = """
-import contextlib, io, sys
+import contextlib, io, json, sys
 from cortex.cli.main import main
-with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+heavy = json.loads(sys.stdin.read())
+with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
     try:
-        main(sys.argv[1:])
-    except SystemExit:
-        pass
-print(",".join(name for name in sys.argv[0].split("+") if name in sys.modules))
+        code = main(sys.argv[1:])
+    except SystemExit as exit:
+        code = exit.code
+print(json.dumps({"code": code, "error": err.getvalue(),
+                  "loaded": [name for name in heavy if name in sys.modules]}))
 """
+
+
+def probe(command: Sequence[str]) -> dict[str, Any]:
+    """The command, in a fresh interpreter against a port nothing listens
+    on: its exit code, its stderr and the heavy modules it imported."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "--node", "127.0.0.1:1", *command],
+        input=json.dumps(HEAVY),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def run_once(command: Sequence[str]) -> tuple[float, float]:
@@ -51,14 +72,6 @@ def run_once(command: Sequence[str]) -> tuple[float, float]:
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
-
-
-def heavy_imported(command: Sequence[str]) -> str:
-    probe = [sys.executable, "-c", PROBE.replace("sys.argv[0]", repr("+".join(HEAVY)))]
-    done = subprocess.run(
-        [*probe, "--node", "127.0.0.1:1", *command], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() or "none"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures[name] = {
             "cpu_s": statistics.median(cpu for cpu, _ in runs),
             "wall_s": statistics.median(wall for _, wall in runs),
-            "heavy_imports": heavy_imported(command),
+            "heavy_imports": ",".join(probe(command)["loaded"]) or "none",
         }
         if not args.json:
             shown = figures[name]

@@ -10,6 +10,7 @@ surrogate escapes, and a message carrying one could not be sent."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import re
 import sys
@@ -27,10 +28,17 @@ from cortex.state.spec_rules import key_problem
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-# A model class, imported by a function when a flag's bounds are first
-# needed: the models bring pydantic, which most commands never need, and
-# importing it costs a command about a third of its start.
-ModelClass = Callable[[], "type[BaseModel]"]
+# A model class named "module:Class", imported when a flag's bounds are
+# first needed: the models bring pydantic, which most commands never need,
+# and importing it costs a command about a third of its start.
+ModelClass = str
+
+
+def _model(named: ModelClass) -> type[BaseModel]:
+    module, _, name = named.partition(":")
+    model: type[BaseModel] = getattr(importlib.import_module(module), name)
+    return model
+
 
 # Seconds a duration flag may name when the rule sets no upper bound: a
 # century, well inside what timestamps and timers can carry.
@@ -138,7 +146,7 @@ class _IntegerOfField(Integer):
     def __getattr__(self, attribute: str) -> Any:
         if attribute not in ("low", "high"):
             raise AttributeError(attribute)
-        model = self._model()
+        model = _model(self._model)
         bounds = spec_bounds(model, self._name)
         upper = bounds.get("le", bounds["lt"] - 1 if "lt" in bounds else self._high)
         if upper is None:
@@ -157,7 +165,7 @@ class _NumberOfField(Number):
     def __getattr__(self, attribute: str) -> Any:
         if attribute not in ("low", "high", "low_open"):
             raise AttributeError(attribute)
-        bounds = spec_bounds(self._model(), self._name)
+        bounds = spec_bounds(_model(self._model), self._name)
         Number.__init__(
             self,
             float(bounds.get("ge", bounds.get("gt", 0.0))),

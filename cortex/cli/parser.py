@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cortex import __version__
 from cortex.cli.connect import CONSISTENCY_NAMES
@@ -33,9 +33,6 @@ from cortex.requests import (
 )
 from cortex.v1 import cortex_pb2 as pb
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
 Commands = argparse._SubParsersAction  # type: ignore[type-arg]
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "name")
@@ -45,34 +42,6 @@ _DEV_PORT_SPAN = 200 + 9
 PORT = Integer(1, 65535)
 DEV_NODES = Integer(1, 9)
 DEV_BASE_PORT = Integer(1024, 65535 - _DEV_PORT_SPAN)
-
-
-# The models whose fields bound flags, imported only when a flag's value is
-# checked (`cortex.cli.options.ModelClass`).
-
-
-def _node_config() -> type[BaseModel]:
-    from cortex.config import NodeConfig
-
-    return NodeConfig
-
-
-def _task_spec() -> type[BaseModel]:
-    from cortex.spec import TaskSpec
-
-    return TaskSpec
-
-
-def _retry_policy() -> type[BaseModel]:
-    from cortex.spec import RetryPolicy
-
-    return RetryPolicy
-
-
-def _constraints() -> type[BaseModel]:
-    from cortex.spec import Constraints
-
-    return Constraints
 
 
 def node_address(value: str) -> str:
@@ -309,54 +278,54 @@ def _add_node(commands: Commands) -> None:
     )
     start.add_argument(
         "--heartbeat-interval",
-        type=Number.of_field(_node_config, "heartbeat_interval_s"),
+        type=Number.of_field("cortex.config:NodeConfig", "heartbeat_interval_s"),
         metavar="SECONDS",
         help="seconds between resource reports",
     )
     start.add_argument(
         "--failure-timeout",
-        type=Number.of_field(_node_config, "failure_timeout_s"),
+        type=Number.of_field("cortex.config:NodeConfig", "failure_timeout_s"),
         metavar="SECONDS",
         help="seconds of silence before a node is offline",
     )
     start.add_argument(
         "--election-timeout-min",
-        type=Number.of_field(_node_config, "election_timeout_min_s"),
+        type=Number.of_field("cortex.config:NodeConfig", "election_timeout_min_s"),
         metavar="SECONDS",
         help="shortest wait without a word from the leader before standing for election"
         " (default 0.4, the least allowed)",
     )
     start.add_argument(
         "--election-timeout-max",
-        type=Number.of_field(_node_config, "election_timeout_max_s"),
+        type=Number.of_field("cortex.config:NodeConfig", "election_timeout_max_s"),
         metavar="SECONDS",
         help="longest such wait (default 1.4; at least 0.2 more than the shortest)",
     )
     start.add_argument(
         "--shutdown-drain",
-        type=Number.of_field(_node_config, "shutdown_drain_s"),
+        type=Number.of_field("cortex.config:NodeConfig", "shutdown_drain_s"),
         metavar="SECONDS",
         help="seconds running tasks get on SIGTERM",
     )
     start.add_argument(
         "--max-tasks",
-        type=Integer.of_field(_node_config, "max_tasks"),
+        type=Integer.of_field("cortex.config:NodeConfig", "max_tasks"),
         help="most tasks this node runs at once",
     )
     start.add_argument(
         "--prefetch-tasks",
-        type=Integer.of_field(_node_config, "prefetch_tasks"),
+        type=Integer.of_field("cortex.config:NodeConfig", "prefetch_tasks"),
         help="tasks this node takes beyond --max-tasks while every node is full, to start as"
         " its slots free (default: half of --max-tasks)",
     )
     start.add_argument(
         "--compaction-min-entries",
-        type=Integer.of_field(_node_config, "compaction_min_entries", high=10**9),
+        type=Integer.of_field("cortex.config:NodeConfig", "compaction_min_entries", high=10**9),
         help="log entries before compaction",
     )
     start.add_argument(
         "--compaction-log-ratio",
-        type=Number.of_field(_node_config, "compaction_log_ratio"),
+        type=Number.of_field("cortex.config:NodeConfig", "compaction_log_ratio"),
         metavar="RATIO",
         help="past a 64 MiB snapshot, compaction also waits for a journal this fraction of it",
     )
@@ -377,7 +346,7 @@ def _add_node(commands: Commands) -> None:
     )
     start.add_argument(
         "--task-retention",
-        type=Number.of_field(_node_config, "task_retention_s"),
+        type=Number.of_field("cortex.config:NodeConfig", "task_retention_s"),
         metavar="SECONDS",
         help="keep finished tasks and workflows this long, then purge them (0: keep all)",
     )
@@ -499,16 +468,18 @@ def add_task_spec_options(parser: argparse.ArgumentParser) -> tuple[OneTaskFlag,
     parser.add_argument("--cwd")
     parser.add_argument(
         "--timeout-ms",
-        type=Integer.of_field(_task_spec, "timeout_ms"),
+        type=Integer.of_field("cortex.spec:TaskSpec", "timeout_ms"),
         metavar="MS",
         help="kill the task after this many milliseconds",
     )
     parser.add_argument(
-        "--priority", type=Integer.of_field(_task_spec, "priority"), help="0-10, higher runs first"
+        "--priority",
+        type=Integer.of_field("cortex.spec:TaskSpec", "priority"),
+        help="0-10, higher runs first",
     )
     parser.add_argument(
         "--max-retries",
-        type=Integer.of_field(_retry_policy, "max_retries"),
+        type=Integer.of_field("cortex.spec:RetryPolicy", "max_retries"),
         metavar="N",
         help="retries after a failure (0: a failure is final, no dead letter)",
     )
@@ -516,12 +487,14 @@ def add_task_spec_options(parser: argparse.ArgumentParser) -> tuple[OneTaskFlag,
                         help="required node label, `key` or `key=value` (repeatable)")  # fmt: skip
     parser.add_argument(
         "--min-memory-mb",
-        type=Integer.of_field(_constraints, "min_memory_mb", high=_proto_max("min_memory_mb")),
+        type=Integer.of_field(
+            "cortex.spec:Constraints", "min_memory_mb", high=_proto_max("min_memory_mb")
+        ),
         metavar="MB",
     )
     parser.add_argument(
         "--min-disk-gb",
-        type=Number.of_field(_constraints, "min_disk_gb", high=1e9),
+        type=Number.of_field("cortex.spec:Constraints", "min_disk_gb", high=1e9),
         metavar="GB",
     )
     parser.add_argument("--target-node", help="run only on this node")
@@ -536,7 +509,9 @@ def add_task_spec_options(parser: argparse.ArgumentParser) -> tuple[OneTaskFlag,
     parser.add_argument(
         "--max-parallel-per-node",
         type=Integer.of_field(
-            _constraints, "max_parallel_per_node", high=_proto_max("max_parallel_per_node")
+            "cortex.spec:Constraints",
+            "max_parallel_per_node",
+            high=_proto_max("max_parallel_per_node"),
         ),
         metavar="N",
     )
