@@ -149,6 +149,10 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
     node's leader (it holds no election), so the observer judges the leader
     by when its last append arrived."""
 
+    # Whether pre-vote let this voter stand for election in the tick under
+    # way (`_SyncObj__connectedToAnyone`); the Raft thread's alone.
+    _may_stand = False
+
     def __init__(
         self,
         settings: RaftSettings,
@@ -378,8 +382,11 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             if self._SyncObj__raftState == _FOLLOWER:
                 self._poller.poll(0.0)
             if self._election_due():
-                self._pre_vote.before_standing()
-        super()._onTick(timeToWait)
+                self._may_stand = self._pre_vote.before_standing()
+        try:
+            super()._onTick(timeToWait)
+        finally:
+            self._may_stand = False
         if (
             self._SyncObj__raftState != _LEADER
             and (self._SyncObj__commandsWaitingReply or self._SyncObj__commandsWaitingCommit)
@@ -391,6 +398,16 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             # once the link is back, and the callers waited for the whole
             # commit timeout.
             self._release_waiting()
+
+    def _SyncObj__connectedToAnyone(self) -> bool:  # noqa: N802 (pysyncobj's name)
+        """pysyncobj's tick asks this only once the election deadline has
+        passed, and stands for election when it holds. With pre-vote, it
+        holds only when the look before the tick let this voter stand: the
+        deadline can pass between that look and pysyncobj's own (the thread
+        descheduled there, a slow write of its term), and a voter cut off
+        then stood without asking, a term higher each time."""
+        connected = bool(SyncObj._SyncObj__connectedToAnyone(self))  # type: ignore[attr-defined]
+        return connected and (self._pre_vote is None or self._may_stand)
 
     def _election_due(self) -> bool:
         """Whether this voter's election deadline has passed while it follows

@@ -58,22 +58,24 @@ class PreVote:
 
     # -- standing ------------------------------------------------------------------
 
-    def before_standing(self) -> None:
+    def before_standing(self) -> bool:
         """Called once the election deadline of this voter (a follower or a
-        candidate) has passed, before pysyncobj's tick looks at it: leaves it
-        passed, for pysyncobj to start the election, when a majority said
-        they would vote (or no one need be asked); otherwise starts a
-        pre-vote round and moves the deadline on."""
+        candidate) has passed, before pysyncobj's tick looks at it: True,
+        for pysyncobj to start the election, when a majority said they
+        would vote (or no one need be asked); otherwise starts a pre-vote
+        round, moves the deadline on and says False."""
         group = self._group
-        if not group._SyncObj__connectedToAnyone():
-            return  # pysyncobj stands for nothing then either
+        # pysyncobj's own test (the group's answers only as this one allows).
+        if not pysyncobj.syncobj.SyncObj._SyncObj__connectedToAnyone(group):
+            return False  # pysyncobj stands for nothing then either
         if group._SyncObj__transferInProgress or not group._SyncObj__otherNodes:
-            return
+            return True
         term = group._SyncObj__raftCurrentTerm
         if self._won_term == term + 1:
             self._won_term = None
-            return
+            return True
         self._start(term + 1)
+        return False
 
     def _start(self, term: int) -> None:
         group = self._group

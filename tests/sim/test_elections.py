@@ -109,6 +109,38 @@ def test_a_follower_cut_off_comes_back_to_the_same_leader_at_the_same_term(
         assert _commit_index(follower) == _commit_index(leader)
 
 
+def test_a_follower_cut_off_and_held_up_within_its_ticks_asks_before_standing(
+    tmp_path: Path,
+) -> None:
+    """The deadline passing between the look before the tick and the
+    tick's own look (the thread descheduled there, or a slow write of its
+    term) must not let pysyncobj stand without a pre-vote: a cut-off
+    follower did, on a loaded machine, and came back at a higher term."""
+    with _settled_cluster(tmp_path) as (sim, leader):
+        term = _term(leader)
+        follower = next(n for n in sim.nodes.values() if n is not leader)
+        assert follower.group is not None
+        group = follower.group
+        journal = group._SyncObj__raftLog
+        once_a_second = journal.onOneSecondTimer
+        held_up = 0
+
+        def held_up_past_the_deadline() -> None:
+            # pysyncobj's tick calls this before it looks at the deadline.
+            nonlocal held_up
+            deadline_us = int(group._SyncObj__raftElectionDeadline * SECOND_US)
+            if deadline_us >= sim.clock.now_us:
+                sim.clock.now_us = deadline_us + 1
+                held_up += 1
+            once_a_second()
+
+        journal.onOneSecondTimer = held_up_past_the_deadline
+        _isolate(sim, follower)
+        _run_for(sim, 6)
+        assert held_up >= 3
+        assert _term(follower) == term, "the follower stood without asking while cut off"
+
+
 def test_a_follower_the_leader_cannot_reach_does_not_depose_it(tmp_path: Path) -> None:
     """One way only: the follower hears nothing from the leader but still
     reaches everyone. Without pre-vote it deposed the leader every election
