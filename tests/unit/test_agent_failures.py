@@ -9,7 +9,6 @@ the agent's loop starts the attempts it finds on its own thread.)"""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -62,13 +61,6 @@ class ExplodingExecutor:
     def run(self, execution: Execution, cancel: threading.Event) -> ExecutionResult:
         self.calls += 1
         raise RuntimeError("disk on fire\n  (second line)")
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def start_agent(log: WorkflowLog, data_dir: Path, executors: dict[str, Executor]) -> Agent:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -45,13 +44,6 @@ class ByHand(AgentByHand):
             log, data_dir, BUILTIN_EXECUTORS, HeldLauncher(), max_running, read_at_apply
         )
         self.launcher: HeldLauncher
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def assign(log: WorkflowLog, task_id: str, node: str = "n1", attempt: int = 1) -> None:

@@ -4,8 +4,6 @@ batch changed (an earlier submission its idempotency key names)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,13 +18,6 @@ from tests.api_harness import AppliesAtOnce
 from tests.workflow_sim import WorkflowLog
 
 NOOP = check_task_spec({"type": "noop"})
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def _operations(log: WorkflowLog) -> TaskOperations:

@@ -8,8 +8,6 @@ none, and placement works from it."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -22,13 +20,6 @@ from cortex.state import entries as e
 from cortex.state.transitions import TaskChange
 from tests.steps_by_hand import FakeClock, HeldProposer
 from tests.workflow_sim import WorkflowLog
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def noop() -> dict[str, object]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -83,13 +82,6 @@ class RestartedNode(AgentByHand):
     def __init__(self, log: WorkflowLog, data_dir: Path, executor: Executor) -> None:
         super().__init__(log, data_dir, {executor.name: executor}, HeldLauncher())
         self.launcher: HeldLauncher
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def running_attempt(log: WorkflowLog, task_id: str, started: bool = True) -> None:

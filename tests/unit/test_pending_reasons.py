@@ -4,8 +4,6 @@ read again once another entry is applied."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,13 +14,6 @@ from cortex.state import entries as e
 from cortex.task_operations import TaskOperations
 from tests.api_harness import AppliesAtOnce
 from tests.workflow_sim import WorkflowLog
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def test_reasons_follow_the_applied_nodes_and_one_index_reads_them_once(

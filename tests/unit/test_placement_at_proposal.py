@@ -8,8 +8,6 @@ itself, the batch is left as it is."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,13 +21,6 @@ from cortex.spec import parse_task_spec
 from cortex.state import entries as e
 from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
 from tests.workflow_sim import WorkflowLog
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def scheduler(log: WorkflowLog) -> SchedulerLoop:

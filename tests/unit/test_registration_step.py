@@ -5,10 +5,6 @@ registered, retries a join that did not commit, and notices a removal."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from cortex.errors import Unavailable
 from cortex.membership.registry import REGISTERED_CHECK_S, NodeRegistration
@@ -18,13 +14,6 @@ from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
 from tests.workflow_sim import WorkflowLog
 
 JOIN = e.NodeJoin("n4", "n4:1", "n4:2", executors=["noop"], resources={"max_tasks": 2})
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def test_registers_then_checks_less_often_and_notices_removal(log: WorkflowLog) -> None:

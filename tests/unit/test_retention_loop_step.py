@@ -4,11 +4,6 @@ the step waits on) while old rows remain."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from cortex.raft.leader_loop import LeaderContext
 from cortex.retention_loop import RetentionLoop
 from cortex.state import entries as e
@@ -17,13 +12,6 @@ from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
 from tests.workflow_sim import WorkflowLog
 
 RETENTION_S = 60.0
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def test_purges_follow_the_loops_clock_back_to_back(log: WorkflowLog) -> None:

@@ -9,7 +9,6 @@ next token; a key with one task is placed beside another's backlog."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -28,13 +27,6 @@ from tests.workflow_sim import NODES, WorkflowLog
 START_MS = 1_800_000_000_000
 # A task's end, as apply's listeners hear of it.
 ENDED = TaskChange("t-ended", "completed", "n1", 1)
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 @pytest.fixture

@@ -5,9 +5,6 @@ stamped with the loop's clock, and backed-off tasks placed when that clock
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from cortex.membership.board import ResourceBoard
@@ -20,13 +17,6 @@ from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
 from tests.workflow_sim import NODES, WorkflowLog
 
 BACKOFF_MS = 5_000
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def backing_off(log: WorkflowLog, task_id: str) -> int:

@@ -5,11 +5,6 @@ drains move tasks by the same clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from cortex.membership.board import ResourceBoard
 from cortex.membership.failure import NodeSupervisor
 from cortex.raft.leader_loop import LeaderContext
@@ -20,13 +15,6 @@ from tests.steps_by_hand import FakeClock, HeldProposer, Stepper
 from tests.workflow_sim import WorkflowLog
 
 TIMEOUT_S = 15.0
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 class Supervised:

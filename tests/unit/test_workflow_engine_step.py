@@ -7,7 +7,6 @@ engine's clock."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -27,13 +26,6 @@ tasks:
   test: {spec: {command: "true"}, dependsOn: [build]}
   notify: {spec: {command: "true"}, dependsOn: [build], condition: "parent.build.exitCode !== 0"}
 """
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ workflow does not count its tasks again on every page."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -15,13 +13,6 @@ from cortex.errors import NotFound
 from cortex.workflows.operations import WorkflowOperations
 from cortex.workflows.sandbox import ConditionSandbox
 from tests.workflow_sim import WorkflowLog
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def _operations(log: WorkflowLog) -> WorkflowOperations:

@@ -7,11 +7,7 @@ until the leader cancels it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from cortex.state import entries as e
 from cortex.workflows.definition import parse_definition
@@ -40,13 +36,6 @@ class _AppliesAtOnce:
         payload = entry.decode_payload()
         self.proposed.append(payload)
         return self._log.one(payload)
-
-
-@pytest.fixture
-def log(tmp_path: Path) -> Iterator[WorkflowLog]:
-    log = WorkflowLog(tmp_path / "state.db")
-    yield log
-    log.close()
 
 
 def _operations(log: WorkflowLog, proposer: _AppliesAtOnce, reader: Any) -> WorkflowOperations:
