@@ -8,9 +8,12 @@ its Raft loop with its messages waiting, as a stalled tick does."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import pysyncobj.syncobj
 
 from cortex.sim.harness import SimConfig, Simulation, _pinned
 from cortex.sim.node import SimNode
@@ -139,6 +142,17 @@ def test_a_follower_cut_off_and_held_up_within_its_ticks_asks_before_standing(
         _run_for(sim, 6)
         assert held_up >= 3
         assert _term(follower) == term, "the follower stood without asking while cut off"
+
+
+def test_pysyncobj_asks_whether_it_is_connected_only_as_it_stands() -> None:
+    """`RaftGroup` answers pysyncobj's `__connectedToAnyone` as "may stand
+    now": that holds only while pysyncobj asks it at the one place, its
+    tick's election check, and nowhere else (an upgrade must keep it so)."""
+    source = inspect.getsource(pysyncobj.syncobj.SyncObj)
+    asks = [line.strip() for line in source.splitlines() if "self.__connectedToAnyone()" in line]
+    assert asks == [
+        "if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():"
+    ]
 
 
 def test_a_follower_the_leader_cannot_reach_does_not_depose_it(tmp_path: Path) -> None:
