@@ -1,6 +1,7 @@
 """Helpers the benchmarks share around `cortex.cli.dev` clusters: their
 command-line flags and entry point, picking a free block of ports, waiting
-until every node is active, finding the leader."""
+until every node is active, finding the leader, stopping the cluster and
+cleaning up after it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import dataclasses
 import itertools
 import json
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from pathlib import Path
 import psutil
 
 from cortex.api.client import CortexClient
-from cortex.cli.dev import DevNode, ports_free
+from cortex.cli.dev import DevNode, ports_free, stop_cluster
 from cortex.errors import CortexError, Unavailable
 from cortex.v1 import cortex_pb2 as pb
 
@@ -75,6 +77,18 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, data_dir: bool = True
     parser.add_argument(
         "--keep-data", action="store_true", help="keep the temp data dir (node logs)"
     )
+
+
+def stop_and_clean(data_dir: Path, args: argparse.Namespace, failed: bool = False) -> None:
+    """Stops the benchmark's cluster and removes its data dir, unless the
+    dir was given (`--data-dir`), asked to be kept (`--keep-data`), or the
+    run `failed` (its node logs explain why)."""
+    stop_cluster(data_dir)
+    if getattr(args, "data_dir", None) or args.keep_data or failed:
+        print(f"cluster stopped; data and node logs kept in {data_dir}")
+    else:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        print("cluster stopped")
 
 
 def run_main(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -26,10 +25,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from _cluster import add_cluster_arguments, free_base_port, run_main, wait_all_active
+from _cluster import (
+    add_cluster_arguments,
+    free_base_port,
+    run_main,
+    stop_and_clean,
+    wait_all_active,
+)
 
 from cortex.api.client import CortexClient
-from cortex.cli.dev import start_cluster, stop_cluster, wait_ready
+from cortex.cli.dev import start_cluster, wait_ready
 from cortex.v1 import cortex_pb2 as pb
 
 NODE_COUNT = 3
@@ -120,11 +125,7 @@ def run(args: argparse.Namespace) -> int:
             f" p99 {figures['page_of_100']['p99_ms']:.1f} ms ({len(page_ms)} pages)"
         )
     finally:
-        stop_cluster(data_dir)
-        if args.data_dir or args.keep_data:
-            print(f"cluster stopped; data and node logs kept in {data_dir}")
-        else:
-            shutil.rmtree(data_dir, ignore_errors=True)
+        stop_and_clean(data_dir, args)
     if args.json:
         print(json.dumps(figures))
     return 0

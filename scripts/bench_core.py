@@ -38,7 +38,6 @@ import itertools
 import json
 import math
 import os
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -58,6 +57,7 @@ from _cluster import (
     leader_index,
     progress_to_stderr,
     run_main,
+    stop_and_clean,
     wait_all_active,
 )
 from _path_segments import STRETCHES, TOTAL, TaskPath, path_of_tasks
@@ -66,7 +66,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from cortex.api.client import CortexClient
-from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
+from cortex.cli.dev import DevNode, start_cluster, wait_ready
 from cortex.config import NodeConfig
 from cortex.errors import CortexError, Unavailable
 from cortex.proto_enums import enum_name
@@ -1066,13 +1066,7 @@ def _run(args: argparse.Namespace) -> int:
         stop.set()
         for client in clients:
             client.close()
-        stop_cluster(data_dir)
-        # Node logs explain a failure, so a failed run keeps them.
-        if args.data_dir or args.keep_data or problems:
-            print(f"cluster stopped; data and node logs kept in {data_dir}")
-        else:
-            shutil.rmtree(data_dir, ignore_errors=True)
-            print("cluster stopped")
+        stop_and_clean(data_dir, args, failed=bool(problems))
     # Measured again with the nodes gone, whose work would slow it.
     measured.reference_ms = (reference_before, machine_reference_ms())
     _line(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -33,11 +32,12 @@ from _cluster import (
     free_base_port,
     progress_to_stderr,
     run_main,
+    stop_and_clean,
     wait_all_active,
 )
 from bench_core import _scrape, _thread_cpu, _thread_switches
 
-from cortex.cli.dev import DevNode, start_cluster, stop_cluster, wait_ready
+from cortex.cli.dev import DevNode, start_cluster, wait_ready
 
 NODE_COUNT = 3
 # Kinds of thread the report names, the busiest first.
@@ -133,12 +133,7 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.__stdout__,
             )
     finally:
-        stop_cluster(data_dir)
-        if args.data_dir or args.keep_data:
-            print(f"cluster stopped; data and node logs kept in {data_dir}")
-        else:
-            shutil.rmtree(data_dir, ignore_errors=True)
-            print("cluster stopped")
+        stop_and_clean(data_dir, args)
     return 0
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -27,12 +26,13 @@ from _cluster import (
     free_base_port,
     leader_index,
     run_main,
+    stop_and_clean,
     wait_all_active,
 )
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cortex.api.client import CortexClient
-from cortex.cli.dev import start_cluster, stop_cluster, wait_ready
+from cortex.cli.dev import start_cluster, wait_ready
 from cortex.proto_enums import enum_name
 from cortex.v1 import cortex_pb2 as pb
 from cortex.workflows.definition import parse_definition
@@ -174,11 +174,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for c in clients:
             c.close()
-        stop_cluster(data_dir)
-        if args.data_dir or args.keep_data or problems:
-            print(f"cluster stopped; data and node logs kept in {data_dir}")
-        else:
-            shutil.rmtree(data_dir, ignore_errors=True)
+        stop_and_clean(data_dir, args, failed=bool(problems))
     for problem in problems:
         print(f"FAIL: {problem}", file=sys.stderr)
     return 1 if problems else 0
